@@ -1,0 +1,126 @@
+"""Configurations for MS-VAE and its two baselines (follower, speaker).
+
+Defaults are the paper's BabyAI settings (App. D): K=4 latent tokens of D=128, an autoregressive GRU
+prior of 128, beta=0.1, gamma=100, alpha=1/20 and 50 sliced-Wasserstein projections.
+"""
+
+from __future__ import annotations
+
+from huggingface_hub.dataclasses import strict
+from transformers import PreTrainedConfig
+
+ATTENTION_KINDS = ("none", "attention", "bottleneck")
+PRIOR_KINDS = ("autoregressive", "normal")
+
+
+@strict(accept_kwargs=True)
+class MSVAEConfig(PreTrainedConfig):
+    """Configuration of :class:`~msvae_hf.MSVAEModel` (and, through subclasses, the baselines).
+
+    Fields are grouped as in the paper: inputs, shared modules (Sec. 2.2, App. D), bottleneck attention
+    and latent (Sec. 3.2), prior (App. D) and objective weights (Eq. 10, App. D).
+    """
+
+    model_type = "msvae"
+
+    # Inputs.
+    vocab_size: int = 64
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = 1
+    eos_token_id: int | None = 2
+    num_actions: int = 7
+    obs_shape: list[int] | tuple[int, ...] = (7, 7, 3)
+    obs_num_values: int = 16
+    num_directions: int = 4
+    max_instruction_length: int = 64
+
+    # Shared modules (Sec. 2.2; App. D).
+    obs_embed_dim: int = 32
+    obs_channels: int = 64
+    hidden_size: int = 128
+    word_embed_dim: int = 128
+    action_embed_dim: int = 32
+    decoder_layers: int = 2
+    decoder_heads: int = 4
+    decoder_ffn_dim: int = 256
+    dropout: float = 0.0
+    initializer_range: float = 0.02
+
+    # Bottleneck attention and latent (Sec. 3.2). `follower_attention` picks the Table 1 variant.
+    num_latent_tokens: int = 4
+    latent_dim: int = 128
+    follower_attention: str = "bottleneck"
+
+    # Prior (App. D): "autoregressive" (GRU, as Hafner et al. 2019) or "normal" (N(0, I)).
+    prior: str = "autoregressive"
+    prior_hidden_size: int = 128
+
+    # Objective (Eq. 10; App. D).
+    beta: float = 0.1
+    gamma: float = 100.0
+    alpha: float = 0.05
+    swd_projections: int = 50
+    swd_p: int = 2
+
+    def __post_init__(self, **kwargs):
+        self.obs_shape = list(self.obs_shape)
+        super().__post_init__(**kwargs)
+        self.check_values()
+
+    def check_values(self) -> None:
+        """Reject bad values and combinations, naming the field."""
+        positive = (
+            "vocab_size", "num_actions", "obs_num_values", "num_directions", "max_instruction_length",
+            "obs_embed_dim", "obs_channels", "hidden_size", "word_embed_dim", "action_embed_dim",
+            "decoder_layers", "decoder_heads", "decoder_ffn_dim", "num_latent_tokens", "latent_dim",
+            "prior_hidden_size", "swd_projections", "swd_p",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"MSVAEConfig.{name} must be a positive integer, got {value!r}")
+        for name in ("beta", "gamma", "alpha"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"MSVAEConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"MSVAEConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        if self.follower_attention not in ATTENTION_KINDS:
+            raise ValueError(
+                f"MSVAEConfig.follower_attention must be one of {ATTENTION_KINDS}, got {self.follower_attention!r}"
+            )
+        if self.prior not in PRIOR_KINDS:
+            raise ValueError(f"MSVAEConfig.prior must be one of {PRIOR_KINDS}, got {self.prior!r}")
+        if len(self.obs_shape) != 3 or self.obs_shape[-1] != 3:
+            raise ValueError(f"MSVAEConfig.obs_shape must be (H, W, 3), got {self.obs_shape!r}")
+        if self.latent_dim % self.decoder_heads != 0:
+            raise ValueError(
+                f"MSVAEConfig.latent_dim ({self.latent_dim}) must be divisible by "
+                f"decoder_heads ({self.decoder_heads})"
+            )
+        if self.hidden_size % self.decoder_heads != 0:
+            raise ValueError(
+                f"MSVAEConfig.hidden_size ({self.hidden_size}) must be divisible by "
+                f"decoder_heads ({self.decoder_heads})"
+            )
+        special = [self.pad_token_id, self.bos_token_id, self.eos_token_id]
+        for name, tok in zip(("pad_token_id", "bos_token_id", "eos_token_id"), special):
+            if tok is None or not 0 <= tok < self.vocab_size:
+                raise ValueError(f"MSVAEConfig.{name} must be in [0, vocab_size={self.vocab_size}), got {tok!r}")
+
+
+@strict(accept_kwargs=True)
+class FollowerConfig(MSVAEConfig):
+    """Baseline follower (Sec. 2.2): instruction -> actions. `follower_attention` picks Table 1's variant."""
+
+    model_type = "msvae_follower"
+    follower_attention: str = "attention"
+
+
+@strict(accept_kwargs=True)
+class SpeakerConfig(MSVAEConfig):
+    """Baseline speaker (Sec. 2.3; App. D): trajectory -> instruction with a 2-layer transformer decoder."""
+
+    model_type = "msvae_speaker"
+
+
+__all__ = ["MSVAEConfig", "FollowerConfig", "SpeakerConfig", "ATTENTION_KINDS", "PRIOR_KINDS"]

@@ -1,0 +1,1 @@
+"""BabyAI levels used by the paper (App. C)."""

@@ -1,0 +1,38 @@
+"""msvae-hf: MS-VAE (Akuzawa et al., IJCAI 2022) as a Hugging Face-native package."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="msvae-hf",
+    version="0.1.0",
+    description="Multimodal sequential VAE for semi-supervised language instruction following, HF-native",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["msvae_hf", "msvae_hf.*"]),
+    package_data={"msvae_hf": ["model_cards/*.md"]},
+    python_requires=">=3.10",
+    install_requires=[
+        # torch is deliberately unpinned: install a build that suits your machine first
+        # (README: `pip install torch==2.13.0` takes the CPU wheel here).
+        "torch>=2.2",
+        "transformers>=4.56",
+        "tokenizers>=0.20",
+        "datasets>=3.0",
+        "accelerate>=1.0",
+        "evaluate>=0.4",
+        "huggingface_hub>=0.30",
+        "safetensors>=0.4",
+        "minigrid>=3.0",
+        "gymnasium>=1.0",
+        "sacrebleu>=2.4",
+        "tensorboard>=2.15",
+        "tqdm>=4.66",
+        "pyyaml>=6.0",
+        "jinja2>=3.1",
+        "imageio>=2.30",
+        "pillow>=10.0",
+        "matplotlib>=3.8",
+        "psutil>=5.9",
+    ],
+    extras_require={"dev": ["pytest>=8.0", "pytest-timeout>=2.3", "ruff>=0.6", "scipy>=1.11"]},
+)
