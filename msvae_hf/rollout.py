@@ -1,0 +1,301 @@
+"""Batched evaluation of instruction followers in BabyAI environments.
+
+`rollout` knows gymnasium environments and the small `RolloutPolicy` protocol (reset / act), never the
+model classes, so models can call it from `generate()` without an import cycle.
+
+Loop (one wave)::
+
+    envs.reset(seed=s_i)  ->  policy.reset(missions)
+    while any env is live:
+        a = policy.act(obs[live], dir[live], live)     # ONE call for all live envs
+        step the live envs only; an env is done once terminated or truncated
+
+Seeds are consumed in waves of `len(envs)` episodes (`batch_size` when a level id is given): each wave
+resets every env of the wave with its seed and calls `policy.reset` once, so `env_ids` are always
+positions in the current wave. Waves (rather than refilling finished slots) keep the protocol simple:
+a policy starts a batch of episodes and never has to reset one slot mid-batch. Results come back in seed
+order and depend only on the seeds and the policy, not on the wave size, for any policy whose choice for
+one episode does not depend on the other episodes in its batch (`RandomPolicy` and `BotPolicy` qualify).
+
+Policies that need the environments themselves (the BabyAI bot) define `bind_envs(envs)`; the rollout
+calls it after resetting a wave and before `policy.reset`, with the unwrapped-able gymnasium envs of the
+wave in batch order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+
+#: BabyAI convention: evaluation seeds start at 10**9, far above any training seed.
+EVAL_SEED_START = 10**9
+
+
+@runtime_checkable
+class RolloutPolicy(Protocol):
+    """What `rollout` needs from a policy; models expose `model.policy(tokenizer=None)` returning one."""
+
+    def reset(self, instructions: Sequence[str]) -> None:
+        """Start a batch of `len(instructions)` episodes (clears any recurrent state)."""
+
+    def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        """Observations uint8 [n, 7, 7, 3] and directions [n] for the n live envs, `env_ids` their
+        positions in the batch given to `reset`; returns n action ids."""
+
+
+@dataclass
+class EpisodeResult:
+    """One evaluated episode. `frames` (RGB, steps + 1 of them), `observations` [steps, 7, 7, 3] and
+    `directions` [steps] (before each action) are filled only when recording was asked for."""
+
+    seed: int
+    instruction: str
+    actions: list[int]
+    steps: int
+    reward: float
+    success: bool
+    frames: list[np.ndarray] | None = field(default=None, repr=False)
+    observations: np.ndarray | None = field(default=None, repr=False)
+    directions: np.ndarray | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly record without the recordings."""
+        record = asdict(self)
+        for key in ("frames", "observations", "directions"):
+            record.pop(key)
+        return record
+
+
+def evaluation_seeds(n: int, start: int = EVAL_SEED_START) -> list[int]:
+    """`n` fixed evaluation seeds, disjoint from training seeds (which start at 0)."""
+    return list(range(start, start + n))
+
+
+def resolve_level(level: str) -> str:
+    """Accept a full gymnasium id ("BabyAI-BossLocal-v0") or a BabyAI short name ("BossLocal")."""
+    if level in gym.registry:
+        return level
+    full = f"BabyAI-{level}-v0"
+    if full in gym.registry:
+        return full
+    raise ValueError(f"unknown level {level!r}: neither {level!r} nor {full!r} is registered with gymnasium")
+
+
+class RandomPolicy:
+    """Uniform random actions over the first `num_actions` ids: 3 = left/right/forward, 7 = all.
+
+    Episode k of a run (counted across `reset` calls) draws from the k-th child of `SeedSequence(seed)`,
+    so results do not depend on how episodes are batched.
+    """
+
+    def __init__(self, num_actions: int = 3, seed: int = 0):
+        if num_actions not in (3, 7):
+            raise ValueError(f"num_actions must be 3 (left/right/forward) or 7 (all), got {num_actions}")
+        self.num_actions = num_actions
+        self._seeds = np.random.SeedSequence(seed)
+        self._rngs: list[np.random.Generator] = []
+
+    def reset(self, instructions: Sequence[str]) -> None:
+        self._rngs = [np.random.default_rng(s) for s in self._seeds.spawn(len(instructions))]
+
+    def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        return np.array([self._rngs[i].integers(self.num_actions) for i in env_ids], dtype=np.int64)
+
+
+class BotPolicy:
+    """minigrid's BabyAIBot (the demonstrator) as a policy; needs the envs through `bind_envs`."""
+
+    def __init__(self) -> None:
+        self._envs: list[gym.Env] = []
+        self._bots: list[Any] = []
+
+    def bind_envs(self, envs: Sequence[gym.Env]) -> None:
+        self._envs = list(envs)
+
+    def reset(self, instructions: Sequence[str]) -> None:
+        from minigrid.utils.baby_ai_bot import BabyAIBot
+
+        if len(self._envs) != len(instructions):
+            raise RuntimeError("BotPolicy needs bind_envs(envs) for the batch before reset (rollout does it)")
+        self._bots = [BabyAIBot(env) for env in self._envs]
+
+    def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        return np.array([int(self._bots[i].replan()) for i in env_ids], dtype=np.int64)
+
+
+class _EnvBatch:
+    """A wave of envs behind one interface: a list of envs, or a VectorEnv stepped as a whole."""
+
+    def __init__(self, envs: Sequence[gym.Env] | gym.vector.VectorEnv):
+        self.vector: gym.vector.VectorEnv | None = None
+        self.envs: list[gym.Env] | None = None  # None for a VectorEnv without `.envs` (async)
+        if isinstance(envs, gym.vector.VectorEnv):
+            self.vector, self.size = envs, envs.num_envs
+            self.envs = list(envs.envs) if hasattr(envs, "envs") else None
+        else:
+            self.envs, self.size = list(envs), len(envs)
+
+    def reset(self, seeds: list[int]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        if self.vector is not None:
+            padded = seeds + [seeds[-1]] * (self.size - len(seeds))  # pad slots never become live
+            obs, _ = self.vector.reset(seed=padded)
+            return obs["image"], obs["direction"], list(obs["mission"])[: len(seeds)]
+        outs = [env.reset(seed=s)[0] for env, s in zip(self.envs, seeds, strict=False)]
+        return _stack(outs) + ([o["mission"] for o in outs],)
+
+    def step(self, actions: np.ndarray, live: np.ndarray):
+        """Step the live slots with `actions`; returns obs image, direction, reward, done for them."""
+        if self.vector is not None:
+            full = np.zeros(self.size, dtype=np.int64)
+            full[live] = actions
+            obs, reward, term, trunc, _ = self.vector.step(full)
+            return obs["image"][live], obs["direction"][live], reward[live], (term | trunc)[live]
+        outs = [self.envs[i].step(int(a)) for i, a in zip(live, actions, strict=True)]
+        image, direction = _stack([o[0] for o in outs])
+        return image, direction, np.array([o[1] for o in outs]), np.array([o[2] or o[3] for o in outs])
+
+    def frames(self, ids: np.ndarray) -> list[np.ndarray]:
+        """RGB frames of the slots `ids`."""
+        if self.envs is None:
+            every = self.vector.call("get_frame")  # type: ignore[union-attr]
+            return [every[i] for i in ids]
+        return [self.envs[i].unwrapped.get_frame() for i in ids]
+
+
+def _stack(obs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    return np.stack([o["image"] for o in obs]), np.array([o["direction"] for o in obs])
+
+
+def rollout(
+    policy: RolloutPolicy,
+    envs_or_level: str | Sequence[gym.Env] | gym.vector.VectorEnv,
+    seeds: Sequence[int],
+    max_steps: int | None = None,
+    record_frames: bool = False,
+    record_observations: bool = False,
+    progress: bool = False,
+    batch_size: int | None = None,
+) -> list[EpisodeResult]:
+    """Run one episode per seed and return the results in seed order.
+
+    Args:
+        policy: a `RolloutPolicy`; `policy.act` is called once per step for all live envs of a wave.
+        envs_or_level: a gymnasium id or BabyAI short name (then `min(batch_size, len(seeds))` envs are
+            made, one per seed when `batch_size` is None), a list of envs, or a `VectorEnv`.
+        seeds: one env seed per episode.
+        max_steps: stop an episode after this many steps (reward 0) even if the env would go on;
+            None keeps the env's own limit.
+        record_frames: keep RGB frames (`get_frame()`) before the first and after every action.
+        record_observations: keep the egocentric observations and directions before every action.
+        progress: show a tqdm bar over episodes.
+        batch_size: wave size when a level id is given.
+    """
+    seeds = [int(s) for s in seeds]
+    if isinstance(envs_or_level, str):
+        level = resolve_level(envs_or_level)
+        n_envs = min(batch_size or len(seeds), len(seeds))
+        envs_or_level = [gym.make(level) for _ in range(n_envs)]
+    batch = _EnvBatch(envs_or_level)
+    if batch.size == 0:
+        raise ValueError("rollout needs at least one env")
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(seeds), desc="episodes")
+    results: list[EpisodeResult] = []
+    for start in range(0, len(seeds), batch.size):
+        results += _run_wave(
+            policy, batch, seeds[start : start + batch.size], max_steps, record_frames, record_observations
+        )
+        if bar is not None:
+            bar.update(len(results) - bar.n)
+    if bar is not None:
+        bar.close()
+    return results
+
+
+def _run_wave(
+    policy: RolloutPolicy,
+    batch: _EnvBatch,
+    seeds: list[int],
+    max_steps: int | None,
+    record_frames: bool,
+    record_observations: bool,
+) -> list[EpisodeResult]:
+    n = len(seeds)
+    image, direction, missions = batch.reset(seeds)
+    image, direction = image[:n], direction[:n]
+    if hasattr(policy, "bind_envs"):
+        if batch.envs is None:
+            raise ValueError(f"{type(policy).__name__} needs the envs; pass a list or a SyncVectorEnv")
+        policy.bind_envs(batch.envs[:n])
+    policy.reset(missions)
+    actions: list[list[int]] = [[] for _ in range(n)]
+    rewards = np.zeros(n)
+    live = np.arange(n)
+    frames = [[f] for f in batch.frames(live)] if record_frames else None
+    seen_obs: list[list[np.ndarray]] = [[] for _ in range(n)]
+    seen_dir: list[list[int]] = [[] for _ in range(n)]
+    while live.size:
+        if record_observations:
+            for j, i in enumerate(live):
+                seen_obs[i].append(image[j])
+                seen_dir[i].append(int(direction[j]))
+        chosen = np.asarray(policy.act(image.astype(np.uint8), direction, live)).astype(np.int64)
+        image, direction, reward, done = batch.step(chosen, live)
+        for j, i in enumerate(live):
+            actions[i].append(int(chosen[j]))
+            rewards[i] = reward[j]
+        if frames is not None:
+            new = batch.frames(live)
+            for j, i in enumerate(live):
+                frames[i].append(new[j])
+        if max_steps is not None:
+            done = done | np.array([len(actions[i]) >= max_steps for i in live], dtype=bool)
+        keep = ~np.asarray(done, dtype=bool)
+        live, image, direction = live[keep], image[keep], direction[keep]
+    return [
+        EpisodeResult(
+            seed=seeds[i],
+            instruction=missions[i],
+            actions=actions[i],
+            steps=len(actions[i]),
+            reward=float(rewards[i]),
+            success=bool(rewards[i] > 0),
+            frames=frames[i] if frames is not None else None,
+            observations=np.stack(seen_obs[i]).astype(np.uint8) if record_observations else None,
+            directions=np.array(seen_dir[i], dtype=np.int64) if record_observations else None,
+        )
+        for i in range(n)
+    ]
+
+
+def summarize(results: Sequence[EpisodeResult]) -> dict[str, float]:
+    """Success rate, mean steps and mean BabyAI reward (1 - 0.9 steps / max_steps on success)."""
+    if not results:
+        raise ValueError("no episodes to summarize")
+    return {
+        "episodes": len(results),
+        "success_rate": float(np.mean([r.success for r in results])),
+        "mean_steps": float(np.mean([r.steps for r in results])),
+        "mean_reward": float(np.mean([r.reward for r in results])),
+    }
+
+
+def evaluate_policy(
+    policy: RolloutPolicy,
+    level: str,
+    episodes: int = 1000,
+    seed_start: int = EVAL_SEED_START,
+    batch_size: int = 256,
+    progress: bool = False,
+) -> list[EpisodeResult]:
+    """Roll `policy` out on `episodes` evaluation seeds of `level`, `batch_size` envs at a time."""
+    return rollout(
+        policy, level, evaluation_seeds(episodes, seed_start), batch_size=batch_size, progress=progress
+    )
