@@ -1,0 +1,141 @@
+"""The batched rollout against real BabyAI environments (GoToLocal: one room, 64 steps)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gymnasium as gym
+import imageio.v2 as imageio
+import minigrid  # noqa: F401  (registers the BabyAI levels)
+import numpy as np
+import pytest
+
+from msvae_hf.render import save_episode_gif
+from msvae_hf.rollout import (
+    BotPolicy,
+    RandomPolicy,
+    RolloutPolicy,
+    evaluate_policy,
+    evaluation_seeds,
+    resolve_level,
+    rollout,
+    summarize,
+)
+
+LEVEL = "BabyAI-GoToLocal-v0"
+
+
+class ObservationHashPolicy:
+    """Deterministic and recurrent: the action depends on the observation, the direction and a per-env
+    step counter. Counts `act` calls to check that the rollout makes one call per step for the batch."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.steps = np.zeros(0, dtype=np.int64)
+
+    def reset(self, instructions: Sequence[str]) -> None:
+        self.steps = np.zeros(len(instructions), dtype=np.int64)
+
+    def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        assert observations.dtype == np.uint8 and observations.shape == (len(env_ids), 7, 7, 3)
+        self.calls += 1
+        self.steps[env_ids] += 1
+        keys = (
+            observations.reshape(len(env_ids), -1).astype(np.int64).sum(1) + directions + self.steps[env_ids]
+        )
+        return keys % 3
+
+
+def actions_of(results) -> list[list[int]]:
+    return [r.actions for r in results]
+
+
+def test_policies_satisfy_the_protocol() -> None:
+    for policy in (RandomPolicy(), BotPolicy(), ObservationHashPolicy()):
+        assert isinstance(policy, RolloutPolicy)
+
+
+def test_success_is_positive_reward_and_steps_count_actions() -> None:
+    results = rollout(RandomPolicy(3, seed=0), LEVEL, evaluation_seeds(30))
+    assert [r.seed for r in results] == evaluation_seeds(30)
+    assert 0 < sum(r.success for r in results) < 30  # both outcomes occur, so the check below bites
+    for r in results:
+        assert r.success == (r.reward > 0)
+        assert r.steps == len(r.actions) and 1 <= r.steps <= 64
+        assert set(r.actions) <= {0, 1, 2}
+        assert r.steps == 64 or r.success  # a failed episode only ends at the env's step limit
+    summary = summarize(results)
+    assert summary["success_rate"] == pytest.approx(np.mean([r.success for r in results]))
+    assert summary["episodes"] == 30
+
+
+def test_rollout_is_deterministic_given_seeds() -> None:
+    seeds = evaluation_seeds(12, start=5_000)
+    first = [r.to_dict() for r in rollout(RandomPolicy(7, seed=3), LEVEL, seeds)]
+    again = [r.to_dict() for r in rollout(RandomPolicy(7, seed=3), LEVEL, seeds)]
+    other = [r.to_dict() for r in rollout(RandomPolicy(7, seed=4), LEVEL, seeds)]
+    assert first == again
+    assert first != other
+
+
+def test_batched_equals_one_at_a_time() -> None:
+    seeds = evaluation_seeds(10)
+    policy = ObservationHashPolicy()
+    batched = rollout(policy, LEVEL, seeds)
+    assert policy.calls == max(r.steps for r in batched)  # one act call per step for all live envs
+    for batch_size in (1, 4):  # one at a time; waves of 4, 4, 2
+        assert actions_of(
+            rollout(ObservationHashPolicy(), LEVEL, seeds, batch_size=batch_size)
+        ) == actions_of(batched)
+    # the random policy's streams are per episode, so its results do not depend on the batching either
+    random_batched = rollout(RandomPolicy(3, seed=1), LEVEL, seeds)
+    assert actions_of(rollout(RandomPolicy(3, seed=1), LEVEL, seeds, batch_size=3)) == actions_of(
+        random_batched
+    )
+
+
+def test_bot_solves_go_to_local() -> None:
+    results = rollout(BotPolicy(), LEVEL, evaluation_seeds(20))
+    assert summarize(results)["success_rate"] >= 0.95
+
+
+def test_vector_env_and_env_list_give_the_same_episodes() -> None:
+    seeds = evaluation_seeds(7)  # waves of 3, 3, 1 (the last wave pads the vector env)
+    vector = gym.make_vec(LEVEL, num_envs=3, vectorization_mode="sync")
+    env_list = [gym.make(LEVEL) for _ in range(3)]
+    for make_policy in (BotPolicy, ObservationHashPolicy):
+        from_vector = rollout(make_policy(), vector, seeds)
+        from_list = rollout(make_policy(), env_list, seeds)
+        assert [r.to_dict() for r in from_vector] == [r.to_dict() for r in from_list]
+    vector.close()
+
+
+def test_max_steps_cuts_episodes() -> None:
+    results = rollout(RandomPolicy(3, seed=0), LEVEL, evaluation_seeds(8), max_steps=5)
+    assert all(r.steps <= 5 for r in results) and any(r.steps == 5 for r in results)
+
+
+def test_recording_and_gif(tmp_path) -> None:
+    (episode,) = rollout(BotPolicy(), LEVEL, [11], record_frames=True, record_observations=True)
+    assert len(episode.frames) == episode.steps + 1
+    assert episode.observations.shape == (episode.steps, 7, 7, 3) and episode.directions.shape == (
+        episode.steps,
+    )
+    path = save_episode_gif(episode.frames, tmp_path / "ep.gif", episode.instruction, caption="a description")
+    frames = imageio.mimread(path)
+    assert len(frames) == episode.steps + 1
+    height, width = episode.frames[0].shape[:2]
+    assert frames[0].shape[1] == width and frames[0].shape[0] > height  # text band under the frame
+    # identical frames (an agent turning in place four times) must not be merged by the GIF writer
+    still = [episode.frames[0]] * 3
+    assert len(imageio.mimread(save_episode_gif(still, tmp_path / "still.gif", "stay"))) == 3
+
+
+def test_level_names_and_evaluate_policy() -> None:
+    assert resolve_level("GoToLocal") == LEVEL == resolve_level(LEVEL)
+    with pytest.raises(ValueError, match="NoSuchLevel"):
+        resolve_level("NoSuchLevel")
+    results = evaluate_policy(BotPolicy(), "GoToLocal", episodes=6, seed_start=123, batch_size=4)
+    assert [r.seed for r in results] == list(range(123, 129))
+    with pytest.raises(ValueError, match="num_actions"):
+        RandomPolicy(num_actions=5)
