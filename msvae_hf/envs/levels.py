@@ -1,0 +1,102 @@
+"""The paper's miniaturised BabyAI levels, GoToSeqLocal and BossLocal (App. C).
+
+App. C: "the gridworld of GoToSeq and BossLevel consists of nine rooms (3 x 3), whereas the gridworld
+of GoToSeqLocal and BossLocal consists of only one room", with the same instruction grammar minus the
+instructions that need doors. Both levels are minigrid's `LevelGen` with one 8x8 room, no locked room
+(`locked_room_prob=0`, required by a 1x1 grid) and no "open" action kind (with it `LevelGen` loops
+forever looking for a door).
+
+Choices, measured with the bot (`BabyAIBot`) over 500 episodes against App. C's table
+(trajectory / instruction length; GoToSeqLocal 8.85 / 10.56, BossLocal 12.07 / 11.57):
+- 8 objects in the room, as in BabyAI's own one-room "Local" levels (GoToLocal, PutNextLocal).
+  With 2 (GoToSeq's 18 objects spread over 9 rooms) trajectories are too short: 6.98 steps.
+  GoToSeqLocal with 8: 8.80 / 10.22.
+- BossLocal: action kinds goto, pickup, putnext, without location words ("on your left"):
+  12.17 / 11.55. With locations instructions are too long (11.85 / 13.50).
+- `unblocking=False` (every object reachable without moving another one), as in GoToSeq. With
+  unblocking the bot sometimes trips an assertion in DropSubgoal.
+
+`LevelGen.reset` prints its rejection-sampling messages to stdout; these levels swallow them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import gymnasium as gym
+from minigrid.envs.babyai.core.levelgen import LevelGen
+
+GOTOSEQ_LOCAL_ID = "BabyAI-GoToSeqLocal-v0"
+BOSS_LOCAL_ID = "BabyAI-BossLocal-v0"
+
+#: Short names accepted by `resolve_level`, mapped to gymnasium ids.
+LEVELS: dict[str, str] = {
+    "GoToSeqLocal": GOTOSEQ_LOCAL_ID,
+    "BossLocal": BOSS_LOCAL_ID,
+    "GoToSeq": "BabyAI-GoToSeq-v0",
+    "BossLevel": "BabyAI-BossLevel-v0",
+}
+
+
+class _QuietLevelGen(LevelGen):
+    """`LevelGen` whose rejection-sampling messages ("Sampling rejected: ...") never reach stdout."""
+
+    def reset(self, **kwargs: Any) -> Any:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return super().reset(**kwargs)
+
+
+class GoToSeqLocal(_QuietLevelGen):
+    """GoToSeq in one 8x8 room: up to four go-to subgoals joined by "and" / ", then" / "after you"."""
+
+    def __init__(self, room_size: int = 8, num_dists: int = 8, **kwargs: Any) -> None:
+        super().__init__(
+            room_size=room_size,
+            num_rows=1,
+            num_cols=1,
+            num_dists=num_dists,
+            locked_room_prob=0,
+            locations=False,
+            unblocking=False,
+            action_kinds=["goto"],
+            **kwargs,
+        )
+
+
+class BossLocal(_QuietLevelGen):
+    """BossLevel in one 8x8 room without doors: go-to, pick-up and put-next subgoals, no locations."""
+
+    def __init__(self, room_size: int = 8, num_dists: int = 8, **kwargs: Any) -> None:
+        super().__init__(
+            room_size=room_size,
+            num_rows=1,
+            num_cols=1,
+            num_dists=num_dists,
+            locked_room_prob=0,
+            locations=False,
+            unblocking=False,
+            action_kinds=["goto", "pickup", "putnext"],
+            **kwargs,
+        )
+
+
+def register_levels() -> None:
+    """Register the Local levels with gymnasium (idempotent)."""
+    for env_id, cls in ((GOTOSEQ_LOCAL_ID, GoToSeqLocal), (BOSS_LOCAL_ID, BossLocal)):
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=f"{__name__}:{cls.__name__}")
+
+
+def resolve_level(name: str) -> str:
+    """Map a short name (GoToSeqLocal, BossLocal, GoToSeq, BossLevel) or a full id to a gymnasium id."""
+    if name in LEVELS:
+        return LEVELS[name]
+    if name in LEVELS.values():
+        return name
+    valid = ", ".join([*LEVELS, *LEVELS.values()])
+    raise ValueError(f"unknown level {name!r}; valid names: {valid}")
+
+
+register_levels()

@@ -1,0 +1,64 @@
+"""Generate BabyAI bot demonstrations (App. C levels) as a DatasetDict on disk.
+
+    python scripts/make_demos.py --level BossLocal --paired 1000 --unpaired 100000 --valid 500 --test 500 \\
+        --seed 0 --num-proc 2 --out data/bosslocal [--overwrite] [--push-to-hub REPO] [--max-steps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from msvae_hf.data.demos import DEFAULT_TIME_LIMIT_S, SPLITS, make_demos, push_demos_to_hub
+from msvae_hf.envs.levels import resolve_level
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and validate the command line (argparse errors exit with status 2 and a message)."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--level", required=True, help="GoToSeqLocal, BossLocal, GoToSeq, BossLevel or a full id")
+    for split in SPLITS:
+        p.add_argument(f"--{split}", type=int, default=0, help=f"number of {split} episodes")
+    p.add_argument("--seed", type=int, default=0, help="dataset seed: selects the episode seed ranges")
+    p.add_argument("--num-proc", type=int, default=1, help="bot processes (the data does not depend on it)")
+    p.add_argument("--out", required=True, help="output directory (save_to_disk layout + README.md)")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    p.add_argument("--max-steps", type=int, default=None, help="drop bot episodes longer than this")
+    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, help="seconds per episode")
+    p.add_argument("--push-to-hub", metavar="REPO", default=None, help="upload --out to this dataset repo")
+    args = p.parse_args(argv)
+    try:
+        args.level = resolve_level(args.level)
+    except ValueError as err:
+        p.error(str(err))
+    counts = {s: getattr(args, s) for s in SPLITS}
+    if any(c < 0 for c in counts.values()):
+        p.error(f"episode counts must be >= 0, got {counts}")
+    if not sum(counts.values()):
+        p.error("all episode counts are zero: ask for at least one of --paired/--unpaired/--valid/--test")
+    if args.num_proc < 1 or (args.max_steps is not None and args.max_steps < 1) or args.time_limit <= 0:
+        p.error("--num-proc and --max-steps must be >= 1 and --time-limit > 0")
+    args.counts = counts
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point."""
+    args = parse_args(argv)
+    command = shlex.join(["python", "scripts/make_demos.py", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        dd = make_demos(
+            args.level, args.counts, args.out, args.seed, args.num_proc, args.max_steps, args.time_limit,
+            overwrite=args.overwrite, command=command,
+        )
+    except FileExistsError as err:
+        raise SystemExit(f"error: {err}") from err
+    print(dd)
+    print(f"saved to {args.out} (see {args.out}/README.md)")
+    if args.push_to_hub:
+        print(push_demos_to_hub(args.out, args.push_to_hub))
+
+
+if __name__ == "__main__":
+    main()
