@@ -1,0 +1,137 @@
+"""DemoCollator: shapes, dtypes, masks, padding values, unpaired rows, DataLoader over a Dataset."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from datasets import Array4D, Dataset, Features, Sequence, Value
+from torch.utils.data import DataLoader
+
+from msvae_hf.data.collator import DemoCollator, for_loader, with_pseudo_labels
+from msvae_hf.tokenization_msvae import MSVAETokenizer
+
+FEATURES = Features(
+    {
+        "observations": Array4D((None, 7, 7, 3), "uint8"),
+        "directions": Sequence(Value("int8")),
+        "actions": Sequence(Value("int8")),
+        "instruction": Value("string"),
+        "level": Value("string"),
+        "seed": Value("int64"),
+    }
+)
+INSTRUCTIONS = ["go to the red ball, then pick up a key", "open the door", "go to a box", "pick up the ball"]
+LENGTHS = [3, 5, 1, 4]
+
+
+def make_rows(paired: bool = True) -> list[dict]:
+    rng = np.random.default_rng(0)
+    rows = []
+    for i, t in enumerate(LENGTHS):
+        row = {
+            "observations": rng.integers(1, 11, size=(t, 7, 7, 3), dtype=np.uint8),
+            "directions": rng.integers(0, 4, size=t).astype(np.int8),
+            "actions": rng.integers(1, 7, size=t).astype(np.int8),
+            "level": "BabyAI-GoToSeqLocal-v0",
+            "seed": i,
+        }
+        if paired:
+            row["instruction"] = INSTRUCTIONS[i]
+        rows.append(row)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def collator() -> DemoCollator:
+    return DemoCollator(MSVAETokenizer.from_grammar())
+
+
+def check_batch(batch: dict, rows: list[dict], paired: bool) -> None:
+    b, t_max = len(rows), max(len(r["actions"]) for r in rows)
+    assert batch["observations"].shape == (b, t_max, 7, 7, 3) and batch["observations"].dtype == torch.uint8
+    for key in ("directions", "actions"):
+        assert batch[key].shape == (b, t_max) and batch[key].dtype == torch.long
+    mask = batch["trajectory_mask"]
+    assert mask.dtype == torch.bool
+    assert mask.sum(1).tolist() == [len(r["actions"]) for r in rows]
+    for i, row in enumerate(rows):
+        t = len(row["actions"])
+        assert mask[i, :t].all() and not mask[i, t:].any()
+        np.testing.assert_array_equal(batch["observations"][i, :t].numpy(), np.asarray(row["observations"]))
+        np.testing.assert_array_equal(batch["actions"][i, :t].numpy(), np.asarray(row["actions"]))
+        np.testing.assert_array_equal(batch["directions"][i, :t].numpy(), np.asarray(row["directions"]))
+    assert (batch["observations"][~mask] == 0).all()
+    assert (batch["actions"][~mask] == 0).all() and (batch["directions"][~mask] == 0).all()
+    if paired:
+        ids, att = batch["input_ids"], batch["attention_mask"]
+        assert ids.dtype == torch.long and att.dtype == torch.long and ids.shape == att.shape
+        assert ids.shape[0] == b and (ids[:, 0] == 1).all()
+        assert (ids[att == 0] == 0).all()
+        assert (ids[torch.arange(b), att.sum(1) - 1] == 2).all()
+    else:
+        assert "input_ids" not in batch and "attention_mask" not in batch
+
+
+def test_paired_rows(collator):
+    rows = make_rows()
+    batch = collator(rows)
+    check_batch(batch, rows, paired=True)
+    tok = collator.tokenizer
+    assert tok.batch_decode(batch["input_ids"], skip_special_tokens=True) == INSTRUCTIONS
+
+
+def test_unpaired_rows_give_no_input_ids(collator):
+    rows = make_rows(paired=False)
+    check_batch(collator(rows), rows, paired=False)
+
+
+def test_mixed_batch_is_an_error(collator):
+    rows = make_rows()
+    del rows[1]["instruction"]
+    with pytest.raises(ValueError, match="3 of 4 rows"):
+        collator(rows)
+
+
+def test_length_mismatch_is_an_error(collator):
+    rows = make_rows()
+    rows[0]["actions"] = rows[0]["actions"][:-1]
+    with pytest.raises(ValueError, match="row 0"):
+        collator(rows)
+
+
+@pytest.mark.parametrize("format_type", ["numpy", "python"])
+def test_dataloader_over_dataset(collator, format_type):
+    rows = make_rows()
+    ds = Dataset.from_list(rows, features=FEATURES)
+    view = for_loader(ds, format_type)
+    assert isinstance(view[0]["observations"], np.ndarray if format_type == "numpy" else list)
+    loader = DataLoader(view, batch_size=4, collate_fn=collator)
+    (batch,) = list(loader)
+    check_batch(batch, rows, paired=True)
+    assert collator.tokenizer.batch_decode(batch["input_ids"], skip_special_tokens=True) == INSTRUCTIONS
+
+    unpaired = ds.remove_columns("instruction")
+    (batch,) = list(DataLoader(for_loader(unpaired, format_type), batch_size=4, collate_fn=collator))
+    check_batch(batch, rows, paired=False)
+
+
+def test_pseudo_labels(collator):
+    rows = make_rows(paired=False)
+    features = Features({k: v for k, v in FEATURES.items() if k != "instruction"})
+    unpaired = Dataset.from_list(rows, features=features)
+    speaker_says = ["go to a box"] * len(rows)
+    labelled = with_pseudo_labels(unpaired, speaker_says)
+    (batch,) = list(DataLoader(for_loader(labelled), batch_size=4, collate_fn=collator))
+    assert collator.tokenizer.batch_decode(batch["input_ids"], skip_special_tokens=True) == speaker_says
+    with pytest.raises(ValueError, match="3 instructions for 4 rows"):
+        with_pseudo_labels(unpaired, speaker_says[:3])
+
+
+def test_allow_unknown_passes_through():
+    rows = make_rows()
+    rows[0]["instruction"] = "go to the pink ball"
+    with pytest.raises(ValueError, match="'pink'"):
+        DemoCollator(MSVAETokenizer.from_grammar())(rows)
+    batch = DemoCollator(MSVAETokenizer.from_grammar(), allow_unknown=True)(rows)
+    assert (batch["input_ids"][0] == 3).sum() == 1
