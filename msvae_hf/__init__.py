@@ -1,12 +1,22 @@
 """msvae-hf: MS-VAE (Akuzawa, Iwasawa, Matsuo, IJCAI 2022) for BabyAI, Hugging Face-native.
 
 Importing the package registers the BabyAI Local levels with gymnasium and the models, configs and
-tokenizer with transformers' Auto classes.
+tokenizer with transformers' Auto classes, so ``AutoModel.from_pretrained(dir)`` needs no remote code.
 """
+
+from transformers import AutoConfig, AutoModel
 
 from . import envs  # noqa: F401  (registers BabyAI-GoToSeqLocal-v0 / BabyAI-BossLocal-v0)
 from .configuration_msvae import FollowerConfig, MSVAEConfig, SpeakerConfig
+from .modeling_baselines import FollowerModel, SpeakerModel
+from .modeling_msvae import MSVAEModel, MSVAEOutput
 
 __version__ = "0.1.0"
 
-__all__ = ["MSVAEConfig", "FollowerConfig", "SpeakerConfig"]
+for _config, _model in ((MSVAEConfig, MSVAEModel), (FollowerConfig, FollowerModel), (SpeakerConfig, SpeakerModel)):
+    AutoConfig.register(_config.model_type, _config, exist_ok=True)
+    AutoModel.register(_config, _model, exist_ok=True)
+
+__all__ = [
+    "MSVAEConfig", "FollowerConfig", "SpeakerConfig", "MSVAEModel", "MSVAEOutput", "FollowerModel", "SpeakerModel",
+]

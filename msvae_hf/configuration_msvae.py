@@ -22,6 +22,8 @@ class MSVAEConfig(PreTrainedConfig):
     """
 
     model_type = "msvae"
+    # the instruction decoder's layers are what transformers' generation cache counts
+    attribute_map = {"num_hidden_layers": "decoder_layers", "num_attention_heads": "decoder_heads"}
 
     # Inputs.
     vocab_size: int = 64

@@ -1,0 +1,393 @@
+"""The shared PreTrainedModel base and the two baselines: follower (Sec. 2.2) and speaker (Sec. 2.3; App. D).
+
+Everything MS-VAE shares with the baselines lives here: input checks, frame encoding on real frames only,
+the tokenizer that travels with a checkpoint, the step-by-step follower policy and the speaker's
+``generate()`` through transformers' GenerationMixin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.utils import ModelOutput
+
+from .configuration_msvae import FollowerConfig, MSVAEConfig, SpeakerConfig
+from .losses import sequence_log_likelihood
+from .modules import (
+    ActionDecoder,
+    BottleneckAttention,
+    InstructionDecoder,
+    InstructionEncoder,
+    ObservationEncoder,
+    TrajectoryEncoder,
+    masked_scatter_frames,
+)
+
+
+@dataclass
+class FollowerOutput(ModelOutput):
+    """Baseline follower output: loss = -mean log p(a | y, o); per-sample log-likelihood; action logits."""
+
+    loss: torch.Tensor | None = None
+    log_likelihood: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+
+
+@dataclass
+class SpeakerOutput(ModelOutput):
+    """Baseline speaker output: loss = -mean log p(y | a, o); logits over the vocabulary; generation cache."""
+
+    loss: torch.Tensor | None = None
+    log_likelihood: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    cache: object | None = None
+
+
+class MSVAEPreTrainedModel(PreTrainedModel):
+    """Base class: weight init, input checks, frame encoding and the tokenizer that travels with the model."""
+
+    config_class = MSVAEConfig
+    base_model_prefix = "msvae"
+    main_input_name = "input_ids"
+    _no_split_modules: list[str] = []
+
+    def __init__(self, config: MSVAEConfig) -> None:
+        super().__init__(config)
+        self.tokenizer = None
+
+    # ----------------------------------------------------------------- weights
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """PyTorch-style fan-in init for linear/conv layers and RNNs; the bottleneck queries ~ N(0, 1/H)."""
+        if isinstance(module, (nn.Linear, nn.Conv2d)):
+            init.kaiming_uniform_(module.weight, a=5**0.5)
+            if module.bias is not None:
+                bound = 1 / max(1, module.weight[0].numel()) ** 0.5
+                init.uniform_(module.bias, -bound, bound)
+        elif isinstance(module, (nn.GRU, nn.LSTM)):
+            bound = 1 / module.hidden_size**0.5
+            for param in module.parameters():
+                init.uniform_(param, -bound, bound)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, std=1.0 if module.padding_idx is None else 0.1)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, nn.MultiheadAttention):
+            init.xavier_uniform_(module.in_proj_weight)
+            init.zeros_(module.in_proj_bias)
+            init.zeros_(module.out_proj.bias)
+        elif isinstance(module, BottleneckAttention):
+            init.normal_(module.queries, std=module.queries.shape[-1] ** -0.5)
+
+    # ----------------------------------------------------------------- inputs
+    def check_input_ids(self, input_ids: torch.Tensor) -> None:
+        """Token ids must index the vocabulary."""
+        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
+            raise ValueError(
+                f"token ids out of range: got [{int(input_ids.min())}, {int(input_ids.max())}], "
+                f"vocab_size={self.config.vocab_size}"
+            )
+
+    def check_trajectory(self, observations: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor) -> None:
+        """Padded trajectory tensors must agree: observations [B, T, *obs_shape], actions and mask [B, T]."""
+        expected = [*actions.shape, *self.config.obs_shape]
+        if list(observations.shape) != expected or list(mask.shape) != list(actions.shape):
+            raise ValueError(
+                f"observations must have shape [B, T, {', '.join(map(str, self.config.obs_shape))}] matching "
+                f"actions/trajectory_mask [B, T]; got observations {list(observations.shape)}, "
+                f"actions {list(actions.shape)}, trajectory_mask {list(mask.shape)}"
+            )
+        if actions.numel() and (actions[mask].min() < 0 or actions[mask].max() >= self.config.num_actions):
+            raise ValueError(f"actions must be in [0, num_actions={self.config.num_actions})")
+
+    def frame_features(
+        self, observations: torch.Tensor, directions: torch.Tensor, trajectory_mask: torch.Tensor
+    ) -> torch.Tensor:
+        """Encode real frames only, once: [B, T, 7, 7, 3] -> [B, T, H] (zeros on padding)."""
+        mask = trajectory_mask.bool()
+        features = self.obs_encoder(observations[mask], directions[mask])
+        return masked_scatter_frames(features, mask)
+
+    # ----------------------------------------------------------------- tokenizer travels with the model
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
+        """Save weights (safetensors) and config, and the attached tokenizer if any."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(save_directory)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """Load strictly: a checkpoint of another model type or with missing/unexpected weights is an error.
+
+        The tokenizer saved beside the weights is attached as ``model.tokenizer``.
+        """
+        path = str(pretrained_model_name_or_path)
+        config_file = os.path.join(path, "config.json")
+        if os.path.isfile(config_file):
+            with open(config_file, encoding="utf-8") as f:
+                saved_type = json.load(f).get("model_type")
+            if cls.config_class.model_type != saved_type and cls is not MSVAEPreTrainedModel:
+                raise ValueError(
+                    f"{path} holds a {saved_type!r} checkpoint, not {cls.config_class.model_type!r}: "
+                    f"load it with transformers.AutoModel or the matching class"
+                )
+        want_info = kwargs.pop("output_loading_info", False)
+        model, info = super().from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs)
+        problems = {k: sorted(v) for k, v in info.items() if k in ("missing_keys", "unexpected_keys") and v}
+        if problems:
+            raise ValueError(f"checkpoint {path} does not match {cls.__name__}'s config: {problems}")
+        if os.path.isfile(os.path.join(path, "tokenizer.json")):
+            from .tokenization_msvae import MSVAETokenizer
+
+            model.tokenizer = MSVAETokenizer.from_pretrained(path)
+        return (model, info) if want_info else model
+
+    def _resolve_tokenizer(self, tokenizer):
+        tokenizer = tokenizer if tokenizer is not None else self.tokenizer
+        if tokenizer is None:
+            raise ValueError("no tokenizer: pass tokenizer=... or attach one with `model.tokenizer = tok`")
+        return tokenizer
+
+
+class FollowerMixin:
+    """Follower side shared by the baseline follower and MS-VAE: policy(), follow(), and generate(envs=...)."""
+
+    def instruction_memory(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        """The memory the action decoder attends to, from an instruction: (memory [B, M, Dm], mask [B, M])."""
+        raise NotImplementedError
+
+    def policy(self, tokenizer=None, greedy: bool = True, seed: int | None = None) -> FollowerPolicy:
+        """A :class:`~msvae_hf.rollout.RolloutPolicy` for online control (reset / act with recurrent state)."""
+        return FollowerPolicy(self, self._resolve_tokenizer(tokenizer), greedy=greedy, seed=seed)
+
+    def follow(self, envs, seeds: Sequence[int], tokenizer=None, max_steps: int | None = None, **kwargs):
+        """Roll out in BabyAI envs (a level id, a list of envs or a VectorEnv), the model batched across envs."""
+        from .rollout import rollout
+
+        return rollout(self.policy(tokenizer), envs, list(seeds), max_steps=max_steps, **kwargs)
+
+
+class FollowerPolicy:
+    """Step-by-step control: ``reset(instructions)`` then ``act(obs, directions, env_ids)`` once per step.
+
+    The memory (h_y, or z = mean of q(z|y)) is computed once at reset; each ``act`` runs the observation
+    encoder and one LSTM step for the live envs only, all in one batched call.
+    """
+
+    def __init__(self, model, tokenizer, greedy: bool = True, seed: int | None = None) -> None:
+        self.model, self.tokenizer, self.greedy = model, tokenizer, greedy
+        self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
+
+    @torch.no_grad()
+    def reset(self, instructions: Sequence[str]) -> None:
+        model = self.model
+        device = model.device
+        enc = self.tokenizer(list(instructions), padding=True, return_tensors="pt")
+        self.memory, self.memory_mask = model.instruction_memory(
+            enc["input_ids"].to(device), enc["attention_mask"].to(device)
+        )
+        n, hidden = len(instructions), model.config.hidden_size
+        self.h = torch.zeros(1, n, hidden, device=device)
+        self.c = torch.zeros(1, n, hidden, device=device)
+        self.previous = torch.full((n,), model.config.num_actions, dtype=torch.long, device=device)
+
+    @torch.no_grad()
+    def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        model = self.model
+        device = model.device
+        idx = torch.as_tensor(np.asarray(env_ids), dtype=torch.long, device=device)
+        obs = torch.as_tensor(np.asarray(observations), device=device)
+        dirs = torch.as_tensor(np.asarray(directions), dtype=torch.long, device=device)
+        features = model.obs_encoder(obs, dirs)
+        logits, (h, c) = model.action_decoder.step(
+            features, self.previous[idx], (self.h[:, idx], self.c[:, idx]), self.memory[idx], self.memory_mask[idx]
+        )
+        self.h[:, idx], self.c[:, idx] = h, c
+        if self.greedy:
+            actions = logits.argmax(-1)
+        else:
+            actions = torch.multinomial(logits.float().softmax(-1).cpu(), 1, generator=self.generator)[:, 0]
+            actions = actions.to(device)
+        self.previous[idx] = actions
+        return actions.cpu().numpy()
+
+
+class SpeakerMixin:
+    """Speaker side shared by the baseline speaker and MS-VAE: generate() and describe()."""
+
+    def trajectory_memory(self, observations, directions, actions, trajectory_mask):
+        """The memory the instruction decoder attends to, from a trajectory: (memory, mask)."""
+        raise NotImplementedError
+
+    def decode_instruction(self, input_ids, memory, memory_mask, cache=None, labels_mask=None) -> SpeakerOutput:
+        """Teacher-forced / incremental decoding of p(y_l | memory, y_<l)."""
+        self.check_input_ids(input_ids)
+        logits = self.instruction_decoder(input_ids, memory, memory_mask, cache=cache)
+        return SpeakerOutput(logits=logits, cache=cache)
+
+    def prepare_inputs_for_generation(self, input_ids, cache=None, memory=None, memory_mask=None, **kwargs):
+        """Feed only the tokens the cache has not seen, with the trajectory memory (expanded per beam)."""
+        past = cache.get_seq_length() if cache is not None else 0
+        return {"input_ids": input_ids[:, past:], "cache": cache, "memory": memory, "memory_mask": memory_mask}
+
+    def generate(
+        self,
+        observations: torch.Tensor | None = None,
+        directions: torch.Tensor | None = None,
+        actions: torch.Tensor | None = None,
+        trajectory_mask: torch.Tensor | None = None,
+        envs=None,
+        seeds: Sequence[int] | None = None,
+        **kwargs,
+    ):
+        """Speak (trajectory tensors -> token ids, any GenerationMixin decoding) or, with ``envs``, follow.
+
+        Speaker: z = posterior mean of q(z|a,o) for MS-VAE, h_tau for the baseline; greedy, beam search
+        (``num_beams``), sampling (``do_sample``), ``max_new_tokens``, ``num_return_sequences`` all work.
+        """
+        if envs is not None:
+            if not hasattr(self, "follow"):
+                raise ValueError(f"{type(self).__name__} is a speaker: it cannot roll out in envs")
+            return self.follow(envs, seeds, tokenizer=kwargs.pop("tokenizer", None), **kwargs)
+        if observations is None or actions is None:
+            raise ValueError("generate() needs trajectory tensors (observations, directions, actions) or envs=...")
+        if trajectory_mask is None:
+            trajectory_mask = torch.ones(actions.shape, dtype=torch.bool, device=actions.device)
+        memory, memory_mask = self.trajectory_memory(observations, directions, actions, trajectory_mask)
+        start = torch.full((actions.shape[0], 1), self.config.bos_token_id, dtype=torch.long, device=actions.device)
+        kwargs.setdefault("max_new_tokens", self.config.max_instruction_length - 1)
+        kwargs.setdefault("use_cache", True)
+        for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            kwargs.setdefault(name, getattr(self.config, name))
+        return GenerationMixin.generate(self, start, memory=memory, memory_mask=memory_mask, **kwargs)
+
+    @torch.no_grad()
+    def describe(self, observations, directions, actions, trajectory_mask=None, tokenizer=None, **kwargs) -> list[str]:
+        """Instructions for trajectories, as text. Accepts padded tensors or lists of per-episode arrays."""
+        tokenizer = self._resolve_tokenizer(tokenizer)
+        if isinstance(observations, (list, tuple)):
+            observations, directions, actions, trajectory_mask = pad_trajectories(observations, directions, actions)
+        device = self.device
+        ids = self.generate(
+            observations.to(device), directions.to(device), actions.to(device),
+            None if trajectory_mask is None else trajectory_mask.to(device), **kwargs,
+        )
+        return tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+
+def pad_trajectories(observations, directions, actions):
+    """Lists of per-episode arrays -> padded tensors (observations, directions, actions, trajectory_mask)."""
+    lengths = [len(a) for a in actions]
+    batch, length = len(lengths), max(lengths)
+    obs = torch.zeros(batch, length, *np.asarray(observations[0]).shape[1:], dtype=torch.uint8)
+    dirs = torch.zeros(batch, length, dtype=torch.long)
+    acts = torch.zeros(batch, length, dtype=torch.long)
+    mask = torch.zeros(batch, length, dtype=torch.bool)
+    for i, n in enumerate(lengths):
+        obs[i, :n] = torch.as_tensor(np.asarray(observations[i]))
+        dirs[i, :n] = torch.as_tensor(np.asarray(directions[i]), dtype=torch.long)
+        acts[i, :n] = torch.as_tensor(np.asarray(actions[i]), dtype=torch.long)
+        mask[i, :n] = True
+    return obs, dirs, acts, mask
+
+
+class FollowerModel(FollowerMixin, MSVAEPreTrainedModel):
+    """Baseline follower (Sec. 2.2; Table 1's variants by ``config.follower_attention``).
+
+    ``"none"``: one instruction vector (seq2seq); ``"attention"``: Luong attention over h_y;
+    ``"bottleneck"``: attention over K deterministic tokens from :class:`BottleneckAttention`.
+    """
+
+    config_class = FollowerConfig
+
+    def __init__(self, config: FollowerConfig) -> None:
+        super().__init__(config)
+        self.obs_encoder = ObservationEncoder(config)
+        self.instruction_encoder = InstructionEncoder(config)
+        if config.follower_attention == "bottleneck":
+            self.instruction_posterior = BottleneckAttention(config, config.hidden_size)
+            memory_size = config.latent_dim
+        else:
+            memory_size = config.hidden_size
+        self.action_decoder = ActionDecoder(config, memory_size)
+        self.post_init()
+
+    def instruction_memory(self, input_ids, attention_mask):
+        self.check_input_ids(input_ids)
+        mask = attention_mask.bool()
+        states, summary = self.instruction_encoder(input_ids, mask)
+        kind = self.config.follower_attention
+        if kind == "none":
+            return summary.unsqueeze(1), torch.ones_like(mask[:, :1])
+        if kind == "bottleneck":
+            mean, _ = self.instruction_posterior(states, mask)
+            return mean, torch.ones(mean.shape[:2], dtype=torch.bool, device=mean.device)
+        return states, mask
+
+    def generate(self, envs=None, seeds: Sequence[int] | None = None, tokenizer=None, **kwargs):
+        """Follow instructions in envs: returns per-episode results (actions, steps, reward, success)."""
+        if envs is None:
+            raise ValueError("FollowerModel.generate needs envs=... (a level id, a list of envs or a VectorEnv)")
+        return self.follow(envs, seeds, tokenizer=tokenizer, **kwargs)
+
+    def forward(
+        self, input_ids, attention_mask, observations, directions, actions, trajectory_mask, reduction: str = "mean",
+        **kwargs,
+    ) -> FollowerOutput:
+        """Imitation loss -log p(a | y, o) = -sum_t log p(a_t | y, o_1:t, a_1:t-1) (Eq. 5 with memory h_y)."""
+        self.check_trajectory(observations, actions, trajectory_mask)
+        memory, memory_mask = self.instruction_memory(input_ids, attention_mask)
+        states = self.action_decoder.states(self.frame_features(observations, directions, trajectory_mask), actions)
+        logits = self.action_decoder.logits(states, memory, memory_mask)
+        ll = sequence_log_likelihood(logits, actions, trajectory_mask)
+        return FollowerOutput(loss=-ll if reduction == "none" else -ll.mean(), log_likelihood=ll, logits=logits)
+
+
+class SpeakerModel(SpeakerMixin, MSVAEPreTrainedModel, GenerationMixin):
+    """Baseline speaker (App. D): GRU trajectory encoder, two-layer transformer instruction decoder."""
+
+    config_class = SpeakerConfig
+
+    def __init__(self, config: SpeakerConfig) -> None:
+        super().__init__(config)
+        self.obs_encoder = ObservationEncoder(config)
+        self.trajectory_encoder = TrajectoryEncoder(config)
+        self.instruction_decoder = InstructionDecoder(config, config.hidden_size)
+        self.post_init()
+
+    def trajectory_memory(self, observations, directions, actions, trajectory_mask):
+        self.check_trajectory(observations, actions, trajectory_mask)
+        features = self.frame_features(observations, directions, trajectory_mask)
+        return self.trajectory_encoder(features, actions.long(), trajectory_mask.bool()), trajectory_mask.bool()
+
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        observations=None,
+        directions=None,
+        actions=None,
+        trajectory_mask=None,
+        memory=None,
+        memory_mask=None,
+        cache=None,
+        reduction: str = "mean",
+        **kwargs,
+    ) -> SpeakerOutput:
+        """With trajectories: teacher-forced loss -log p(y | a, o). With ``memory``: one decoding step."""
+        if memory is None:
+            memory, memory_mask = self.trajectory_memory(observations, directions, actions, trajectory_mask)
+        if attention_mask is None:  # decoding: logits for the new tokens only
+            return self.decode_instruction(input_ids, memory, memory_mask, cache=cache)
+        out = self.decode_instruction(input_ids[:, :-1], memory, memory_mask)
+        ll = sequence_log_likelihood(out.logits, input_ids[:, 1:], attention_mask[:, 1:])
+        return SpeakerOutput(loss=-ll if reduction == "none" else -ll.mean(), log_likelihood=ll, logits=out.logits)

@@ -1,0 +1,243 @@
+"""MS-VAE (Sec. 3): the baseline follower and speaker joined through a shared latent z = [z_1..z_K].
+
+::
+
+                 input_ids --InstructionEncoder--> h_y --BottleneckAttention--> q(z|y)   = N(mu_y,   s_y^2)   [B,K,D]
+   (o, a) --ObservationEncoder/TrajectoryEncoder--> h_tau --BottleneckAttention--> q(z|a,o) = N(mu_tau, s_tau^2)
+   q(z|y,a,o) = 1/2 q(z|y) + 1/2 q(z|a,o)                                      (Eq. 1, mixture of experts)
+   z --ActionDecoder (attention over z)--> p(a|z,o);   z --InstructionDecoder (cross-attention)--> p(y|z)
+   loss = -(E_p[J-bar] + gamma E_u[V]) + alpha D'                              (Eq. 9, 3, App. B, Eq. 10)
+
+As a follower z = mean of q(z|y); as a speaker z = mean of q(z|a,o) (Sec. 3.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import GenerationMixin
+from transformers.utils import ModelOutput
+
+from .configuration_msvae import MSVAEConfig
+from .losses import (
+    domain_distance,
+    kl_to_prior,
+    msvae_loss,
+    paired_elbo,
+    reparameterize,
+    sequence_log_likelihood,
+    unpaired_elbo,
+)
+from .modeling_baselines import FollowerMixin, FollowerModel, MSVAEPreTrainedModel, SpeakerMixin, SpeakerModel
+from .modules import (
+    ActionDecoder,
+    BottleneckAttention,
+    InstructionDecoder,
+    InstructionEncoder,
+    LatentPrior,
+    ObservationEncoder,
+    TrajectoryEncoder,
+)
+
+
+@dataclass
+class MSVAEOutput(ModelOutput):
+    """Loss and every term of the objective. Terms are batch means, or per sample with ``reduction="none"``.
+
+    ``a_1``/``b_1``/``c_1``: trajectory modality m=1 on paired data; ``a_2``/``b_2``/``c_2``: instruction m=2;
+    ``j_bar`` (Eq. 9); ``a_1_unpaired``/``b_1_unpaired``/``v`` (Eq. 3) on unpaired data; ``domain_distance`` D'.
+    """
+
+    loss: torch.Tensor | None = None
+    j_bar: torch.Tensor | None = None
+    v: torch.Tensor | None = None
+    domain_distance: torch.Tensor | None = None
+    a_1: torch.Tensor | None = None
+    a_2: torch.Tensor | None = None
+    b_1: torch.Tensor | None = None
+    b_2: torch.Tensor | None = None
+    c_1: torch.Tensor | None = None
+    c_2: torch.Tensor | None = None
+    a_1_unpaired: torch.Tensor | None = None
+    b_1_unpaired: torch.Tensor | None = None
+    trajectory_mean: torch.Tensor | None = None
+    trajectory_logvar: torch.Tensor | None = None
+    instruction_mean: torch.Tensor | None = None
+    instruction_logvar: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    cache: object | None = None
+
+
+class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMixin):
+    """Multimodal sequential VAE (Akuzawa, Iwasawa, Matsuo, IJCAI 2022): follower and speaker in one model."""
+
+    config_class = MSVAEConfig
+
+    def __init__(self, config: MSVAEConfig) -> None:
+        super().__init__(config)
+        self.obs_encoder = ObservationEncoder(config)
+        self.instruction_encoder = InstructionEncoder(config)
+        self.instruction_posterior = BottleneckAttention(config, config.hidden_size)
+        self.trajectory_encoder = TrajectoryEncoder(config)
+        self.trajectory_posterior = BottleneckAttention(config, config.hidden_size)
+        self.prior = LatentPrior(config)
+        self.action_decoder = ActionDecoder(config, config.latent_dim)
+        self.instruction_decoder = InstructionDecoder(config, config.latent_dim)
+        self.post_init()
+
+    # ------------------------------------------------------------- posteriors (Sec. 3.2)
+    def instruction_posterior_params(self, input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
+        """q(z|y): bottleneck attention over the instruction encoder states -> (mean, logvar) [B, K, D]."""
+        self.check_input_ids(input_ids)
+        mask = attention_mask.bool()
+        states, _ = self.instruction_encoder(input_ids, mask)
+        return self.instruction_posterior(states, mask)
+
+    def trajectory_posterior_params(self, frame_features, actions, trajectory_mask):
+        """q(z|a,o): bottleneck attention over the trajectory encoder states -> (mean, logvar) [B, K, D]."""
+        mask = trajectory_mask.bool()
+        return self.trajectory_posterior(self.trajectory_encoder(frame_features, actions.long(), mask), mask)
+
+    def instruction_memory(self, input_ids, attention_mask):
+        """Follower: z = mean of q(z|y) (Sec. 3.1, "we can replace z with mean")."""
+        mean, _ = self.instruction_posterior_params(input_ids, attention_mask)
+        return mean, torch.ones(mean.shape[:2], dtype=torch.bool, device=mean.device)
+
+    def trajectory_memory(self, observations, directions, actions, trajectory_mask):
+        """Speaker: z = mean of q(z|a,o) (Eq. 6)."""
+        self.check_trajectory(observations, actions, trajectory_mask)
+        features = self.frame_features(observations, directions, trajectory_mask)
+        mean, _ = self.trajectory_posterior_params(features, actions, trajectory_mask)
+        return mean, torch.ones(mean.shape[:2], dtype=torch.bool, device=mean.device)
+
+    # ------------------------------------------------------------- likelihood terms
+    def _action_log_likelihood(self, states, z, actions, mask) -> torch.Tensor:
+        """log p(a | z, o) = sum_t log p(a_t | z, o_1:t, a_1:t-1) (Eq. 5), attention over the K tokens of z."""
+        memory_mask = torch.ones(z.shape[:2], dtype=torch.bool, device=z.device)
+        return sequence_log_likelihood(self.action_decoder.logits(states, z, memory_mask), actions, mask)
+
+    def _instruction_log_likelihood(self, z, input_ids, attention_mask) -> torch.Tensor:
+        """log p(y | z) = sum_l log p(y_l | z, y_<l) (Sec. 3.1), teacher forced."""
+        memory_mask = torch.ones(z.shape[:2], dtype=torch.bool, device=z.device)
+        logits = self.instruction_decoder(input_ids[:, :-1], z, memory_mask)
+        return sequence_log_likelihood(logits, input_ids[:, 1:], attention_mask[:, 1:])
+
+    # ------------------------------------------------------------- forward
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        observations=None,
+        directions=None,
+        actions=None,
+        trajectory_mask=None,
+        unpaired_observations=None,
+        unpaired_directions=None,
+        unpaired_actions=None,
+        unpaired_trajectory_mask=None,
+        memory=None,
+        memory_mask=None,
+        cache=None,
+        reduction: str = "mean",
+        **kwargs,
+    ) -> MSVAEOutput:
+        """The full objective (Eq. 10) on a paired batch and an optional unpaired batch.
+
+        With ``memory`` (used by ``generate()``) it only runs one step of the instruction decoder.
+        """
+        if memory is not None:
+            out = self.decode_instruction(input_ids, memory, memory_mask, cache=cache)
+            return MSVAEOutput(logits=out.logits, cache=cache)
+        if reduction not in ("mean", "none"):
+            raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
+        self.check_trajectory(observations, actions, trajectory_mask)
+        num_paired = actions.shape[0]
+        if unpaired_actions is not None:
+            self.check_trajectory(unpaired_observations, unpaired_actions, unpaired_trajectory_mask)
+            observations, directions, actions, trajectory_mask = _concat_padded(
+                (observations, directions, actions, trajectory_mask),
+                (unpaired_observations, unpaired_directions, unpaired_actions, unpaired_trajectory_mask),
+            )
+        actions = actions.long()
+        # One observation-encoder pass over every real frame, paired and unpaired together.
+        features = self.frame_features(observations, directions, trajectory_mask)
+        mean_tau, logvar_tau = self.trajectory_posterior_params(features, actions, trajectory_mask)
+        mean_y, logvar_y = self.instruction_posterior_params(input_ids, attention_mask)
+        z_tau, z_y = reparameterize(mean_tau, logvar_tau), reparameterize(mean_y, logvar_y)
+        # h'_t does not depend on z: one LSTM pass serves A_1, C_2 and the unpaired A_1.
+        states = self.action_decoder.states(features, actions)
+
+        a_1_all = self._action_log_likelihood(states, z_tau, actions, trajectory_mask)
+        b_1_all = -kl_to_prior(mean_tau, logvar_tau, self.prior, z_tau)
+        p = slice(0, num_paired)
+        a_1, b_1 = a_1_all[p], b_1_all[p]
+        c_2 = self._action_log_likelihood(states[p], z_y, actions[p], trajectory_mask[p])
+        a_2 = self._instruction_log_likelihood(z_y, input_ids, attention_mask)
+        c_1 = self._instruction_log_likelihood(z_tau[p], input_ids, attention_mask)
+        b_2 = -kl_to_prior(mean_y, logvar_y, self.prior, z_y)
+        beta = self.config.beta
+        j_bar = paired_elbo((a_1, a_2), (b_1, b_2), (c_1, c_2), beta)
+
+        v = a_1_u = b_1_u = d = None
+        if unpaired_actions is not None:
+            u = slice(num_paired, None)
+            a_1_u, b_1_u = a_1_all[u], b_1_all[u]
+            v = unpaired_elbo(a_1_u, b_1_u, beta)
+            d = domain_distance(mean_tau[p], mean_tau[u], self.config.swd_projections, self.config.swd_p)
+        loss = msvae_loss(j_bar, v, d, self.config.gamma, self.config.alpha)
+
+        reduce = (lambda t: t) if reduction == "none" else (lambda t: None if t is None else t.mean())
+        return MSVAEOutput(
+            loss=loss, j_bar=reduce(j_bar), v=reduce(v), domain_distance=d,
+            a_1=reduce(a_1), a_2=reduce(a_2), b_1=reduce(b_1), b_2=reduce(b_2), c_1=reduce(c_1), c_2=reduce(c_2),
+            a_1_unpaired=reduce(a_1_u), b_1_unpaired=reduce(b_1_u),
+            trajectory_mean=mean_tau, trajectory_logvar=logvar_tau, instruction_mean=mean_y, instruction_logvar=logvar_y,
+        )
+
+    # ------------------------------------------------------------- initialisation from baselines (App. D)
+    @classmethod
+    def from_baselines(
+        cls, follower: FollowerModel | None = None, speaker: SpeakerModel | None = None, **config_overrides
+    ) -> MSVAEModel:
+        """Build MS-VAE and copy trained baseline weights into it (App. D).
+
+        From the follower: observation encoder, instruction encoder f_enc, action decoder (f_dec, f_att,
+        f_act) and, for a bottleneck follower, its bottleneck attention as q(z|y). From the speaker: the
+        trajectory encoder and the instruction decoder. Shapes must agree, or a ValueError names the module.
+        """
+        source = follower if follower is not None else speaker
+        if source is None:
+            raise ValueError("from_baselines needs a trained follower, a speaker, or both")
+        config_dict = {k: v for k, v in source.config.to_dict().items() if k not in ("model_type", "architectures")}
+        config_dict.update(config_overrides)
+        model = cls(MSVAEConfig(**config_dict))
+        sources: list[tuple[str, MSVAEPreTrainedModel]] = []
+        if follower is not None:
+            sources += [(n, follower) for n in ("obs_encoder", "instruction_encoder", "action_decoder")]
+            if follower.config.follower_attention == "bottleneck":
+                sources.append(("instruction_posterior", follower))
+        if speaker is not None:
+            sources += [("trajectory_encoder", speaker), ("instruction_decoder", speaker)]
+            if follower is None:
+                sources.append(("obs_encoder", speaker))
+        for name, baseline in sources:
+            try:
+                getattr(model, name).load_state_dict(getattr(baseline, name).state_dict())
+            except RuntimeError as err:
+                raise ValueError(f"cannot initialise MS-VAE's {name} from the baseline: {err}") from err
+        model.tokenizer = source.tokenizer
+        return model
+
+
+def _concat_padded(first, second):
+    """Concatenate two padded trajectory batches along the batch dimension, padding time to the longer."""
+    length = max(first[2].shape[1], second[2].shape[1])
+
+    def pad(t: torch.Tensor) -> torch.Tensor:
+        extra = length - t.shape[1]
+        if extra == 0:
+            return t
+        return torch.cat([t, t.new_zeros(t.shape[0], extra, *t.shape[2:])], dim=1)
+
+    return tuple(torch.cat([pad(a), pad(b)], dim=0) for a, b in zip(first, second))

@@ -1,0 +1,312 @@
+"""Building blocks shared by the baselines and MS-VAE (paper Sec. 2.2, 3.2; App. D).
+
+The baseline follower, the baseline speaker and MS-VAE are all assembled from the same five modules
+(observation encoder, trajectory encoder, instruction encoder, action decoder, instruction decoder).
+MS-VAE adds :class:`BottleneckAttention` and a :class:`LatentPrior`, as the paper says: "the bottleneck
+attention can be attached to the baseline follower".
+
+Data flow (B trajectories of up to T frames, instructions of up to L tokens)::
+
+    observations[B,T,7,7,3] --mask--> real frames[N,7,7,3] --ObservationEncoder--> f[N,H] --scatter--> f[B,T,H]
+    f, actions --TrajectoryEncoder (GRU)--> h_tau[B,T,H]            (speaker encoder, q(z|a,o))
+    input_ids  --InstructionEncoder (BiGRU)--> h_y[B,L,H], s_y[B,H] (follower encoder, q(z|y))
+    h --BottleneckAttention (K learned queries)--> mu, logvar [B,K,D] (Sec. 3.2)
+    f, previous actions --ActionDecoder.LSTM--> h'[B,T,H];  c_t = f_att(h'_t, memory);  a_t = f_act(c_t, h'_t)
+    memory --InstructionDecoder (2-layer transformer, cross-attention)--> p(y_l | memory, y_<l)
+
+The LSTM state h'_t does not depend on the memory, so the action decoder runs over whole sequences in
+parallel in training and one LSTM pass is shared by every memory (h_y, z ~ q(z|y), z ~ q(z|a,o)).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+def masked_scatter_frames(features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Place per-frame features [N, H] back into a padded [B, T, H] tensor (zeros on padding)."""
+    out = features.new_zeros(*mask.shape, features.shape[-1])
+    out[mask] = features
+    return out
+
+
+class ObservationEncoder(nn.Module):
+    """BabyAI symbolic observation (7x7x3 integers) -> feature vector.
+
+    Each cell's three values (object, colour, state) are embedded and summed, as BabyAI 1.1's
+    bag-of-words image embedding, then two 3x3 convolutions, a 2x2 max-pool and a linear layer. The
+    agent's direction is embedded and added. Runs on real frames only (callers pass ``obs[mask]``).
+    """
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        height, width, channels = config.obs_shape
+        self.num_values = config.obs_num_values
+        self.obs_shape = tuple(config.obs_shape)
+        self.cell_embedding = nn.Embedding(channels * config.obs_num_values, config.obs_embed_dim)
+        self.register_buffer(
+            "channel_offsets", torch.arange(channels) * config.obs_num_values, persistent=False
+        )
+        self.conv = nn.Sequential(
+            nn.Conv2d(config.obs_embed_dim, config.obs_channels, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(config.obs_channels, config.obs_channels, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        pooled = (height // 2) * (width // 2) * config.obs_channels
+        self.proj = nn.Linear(pooled, config.hidden_size)
+        self.direction_embedding = nn.Embedding(config.num_directions, config.hidden_size)
+
+    def forward(self, observations: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
+        """observations: integer [N, 7, 7, 3]; directions: [N] -> features [N, H]."""
+        if tuple(observations.shape[1:]) != self.obs_shape:
+            raise ValueError(
+                f"observations must have shape [N, {', '.join(map(str, self.obs_shape))}] per frame, "
+                f"got {list(observations.shape)}"
+            )
+        obs = observations.long()
+        if obs.numel() and (obs.min() < 0 or obs.max() >= self.num_values):
+            raise ValueError(
+                f"observation values must be in [0, obs_num_values={self.num_values}), "
+                f"got range [{int(obs.min())}, {int(obs.max())}]"
+            )
+        cells = self.cell_embedding(obs + self.channel_offsets).sum(dim=-2)  # [N, H, W, E]
+        x = self.conv(cells.permute(0, 3, 1, 2))
+        return F.relu(self.proj(x.flatten(1)) + self.direction_embedding(directions.long()))
+
+
+class TrajectoryEncoder(nn.Module):
+    """Speaker encoder (App. D): frame features and linearly embedded actions -> GRU -> h_tau."""
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        self.action_embedding = nn.Embedding(config.num_actions, config.action_embed_dim)
+        self.gru = nn.GRU(config.hidden_size + config.action_embed_dim, config.hidden_size, batch_first=True)
+
+    def forward(self, frame_features: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """frame_features [B, T, H], actions [B, T], mask [B, T] -> h_tau [B, T, H] (zeros on padding)."""
+        x = torch.cat([frame_features, self.action_embedding(actions)], dim=-1)
+        out = _run_packed(self.gru, x, mask)
+        return out
+
+
+class InstructionEncoder(nn.Module):
+    """Follower encoder f_enc (Sec. 2.2): word embeddings -> bidirectional GRU -> h_y and a summary s_y."""
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        if config.hidden_size % 2:
+            raise ValueError(f"hidden_size must be even for the bidirectional encoder, got {config.hidden_size}")
+        self.word_embedding = nn.Embedding(config.vocab_size, config.word_embed_dim, padding_idx=config.pad_token_id)
+        self.gru = nn.GRU(config.word_embed_dim, config.hidden_size // 2, batch_first=True, bidirectional=True)
+
+    def forward(self, input_ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """input_ids [B, L], mask [B, L] -> (h_y [B, L, H], summary [B, H])."""
+        states = _run_packed(self.gru, self.word_embedding(input_ids), mask)
+        half = states.shape[-1] // 2
+        last = mask.long().sum(1).clamp(min=1) - 1
+        forward_last = states[torch.arange(states.shape[0]), last, :half]
+        summary = torch.cat([forward_last, states[:, 0, half:]], dim=-1)
+        return states, summary
+
+
+def _run_packed(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Run an RNN over right-padded sequences so padding never reaches a real position."""
+    lengths = mask.long().sum(1).clamp(min=1).cpu()
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, _ = rnn(packed)
+    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+    return out * mask.unsqueeze(-1).to(out.dtype)
+
+
+class BottleneckAttention(nn.Module):
+    """Bottleneck attention (Sec. 3.2): K learned query tokens e_1..e_K attend over encoder states h.
+
+    Returns the mean and log-variance of K Gaussian tokens z = [z_1..z_K], each D-dimensional: the
+    variational posterior q(z|x) of one modality. Keys are masked so padding is never attended.
+    """
+
+    def __init__(self, config, input_size: int) -> None:
+        super().__init__()
+        self.queries = nn.Parameter(torch.empty(config.num_latent_tokens, config.hidden_size))
+        self.key_proj = nn.Linear(input_size, config.hidden_size)
+        self.attention = nn.MultiheadAttention(config.hidden_size, config.decoder_heads, batch_first=True)
+        self.to_mean = nn.Linear(config.hidden_size, config.latent_dim)
+        self.to_logvar = nn.Linear(config.hidden_size, config.latent_dim)
+
+    def forward(self, states: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """states [B, S, input_size], mask [B, S] -> (mean, logvar), each [B, K, D]."""
+        keys = self.key_proj(states)
+        queries = self.queries.unsqueeze(0).expand(states.shape[0], -1, -1)
+        tokens, _ = self.attention(queries, keys, keys, key_padding_mask=~mask.bool(), need_weights=False)
+        return self.to_mean(tokens), self.to_logvar(tokens).clamp(-10.0, 10.0)
+
+
+class LatentPrior(nn.Module):
+    """Prior p(z) over K tokens (App. D): N(0, I), or autoregressive p(z_k | z_<k) with a GRU (Hafner et al.)."""
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        self.kind = config.prior
+        self.latent_dim = config.latent_dim
+        if self.kind == "autoregressive":
+            self.gru = nn.GRU(config.latent_dim, config.prior_hidden_size, batch_first=True)
+            self.head = nn.Linear(config.prior_hidden_size, 2 * config.latent_dim)
+
+    def forward(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Prior parameters for each token given the sampled previous tokens: z [B, K, D] -> (mean, logvar)."""
+        if self.kind == "normal":
+            return torch.zeros_like(z), torch.zeros_like(z)
+        previous = torch.cat([torch.zeros_like(z[:, :1]), z[:, :-1]], dim=1)  # z_0 = 0, z_1..z_{K-1}
+        out, _ = self.gru(previous)
+        mean, logvar = self.head(out).chunk(2, dim=-1)
+        return mean, logvar.clamp(-10.0, 10.0)
+
+
+class LuongAttention(nn.Module):
+    """f_att (Sec. 2.2): context c_t from query h'_t over a memory (h_y, or z), masked, "general" score."""
+
+    def __init__(self, query_size: int, memory_size: int) -> None:
+        super().__init__()
+        self.memory_proj = nn.Linear(memory_size, query_size)
+
+    def forward(self, query: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor) -> torch.Tensor:
+        """query [B, T, H], memory [B, M, Dm], memory_mask [B, M] -> context [B, T, H]."""
+        values = self.memory_proj(memory)
+        scores = query @ values.transpose(1, 2) / math.sqrt(query.shape[-1])
+        scores = scores.masked_fill(~memory_mask.bool().unsqueeze(1), torch.finfo(scores.dtype).min)
+        return torch.softmax(scores, dim=-1) @ values
+
+
+class ActionDecoder(nn.Module):
+    """Follower decoder p(a_t | memory, o_1:t, a_1:t-1) (Sec. 2.2, Eq. 5).
+
+    h'_t = LSTM([f(o_t), emb(a_{t-1})]);  c_t = f_att(h'_t, memory);  logits = f_act([c_t, h'_t]).
+    """
+
+    def __init__(self, config, memory_size: int) -> None:
+        super().__init__()
+        self.start_action = config.num_actions  # a_0: an extra embedding row
+        self.action_embedding = nn.Embedding(config.num_actions + 1, config.action_embed_dim)
+        self.lstm = nn.LSTM(config.hidden_size + config.action_embed_dim, config.hidden_size, batch_first=True)
+        self.attention = LuongAttention(config.hidden_size, memory_size)
+        self.head = nn.Sequential(
+            nn.Linear(2 * config.hidden_size, config.hidden_size), nn.Tanh(),
+            nn.Linear(config.hidden_size, config.num_actions),
+        )
+
+    def previous_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """[B, T] actions -> [B, T] a_{t-1} with the start token at t=0."""
+        start = torch.full_like(actions[:, :1], self.start_action)
+        return torch.cat([start, actions[:, :-1]], dim=1)
+
+    def states(self, frame_features: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """h'_t for all t in parallel: [B, T, H] (padding at the end never reaches real steps)."""
+        x = torch.cat([frame_features, self.action_embedding(self.previous_actions(actions))], dim=-1)
+        out, _ = self.lstm(x)
+        return out
+
+    def logits(self, states: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor) -> torch.Tensor:
+        """a_t = f_act(c_t, h'_t): logits [B, T, num_actions]."""
+        context = self.attention(states, memory, memory_mask)
+        return self.head(torch.cat([context, states], dim=-1))
+
+    def step(
+        self,
+        frame_features: torch.Tensor,
+        previous_action: torch.Tensor,
+        state: tuple[torch.Tensor, torch.Tensor] | None,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """One step for online control: frame_features [n, H], previous_action [n] -> (logits [n, A], state)."""
+        x = torch.cat([frame_features, self.action_embedding(previous_action)], dim=-1).unsqueeze(1)
+        out, state = self.lstm(x, state)
+        return self.logits(out, memory, memory_mask)[:, 0], state
+
+
+class _DecoderLayer(nn.Module):
+    """Pre-norm transformer decoder layer: causal self-attention (with a KV cache), cross-attention, MLP."""
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        d, self.heads = config.hidden_size, config.decoder_heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.self_out = nn.Linear(d, d)
+        self.cross_q = nn.Linear(d, d)
+        self.cross_kv = nn.Linear(d, 2 * d)
+        self.cross_out = nn.Linear(d, d)
+        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, config.decoder_ffn_dim), nn.GELU(), nn.Linear(config.decoder_ffn_dim, d))
+        self.dropout = nn.Dropout(config.dropout)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        return x.view(b, n, self.heads, d // self.heads).transpose(1, 2)
+
+    def _merge(self, x: torch.Tensor) -> torch.Tensor:
+        b, h, n, dh = x.shape
+        return x.transpose(1, 2).reshape(b, n, h * dh)
+
+    def forward(self, x, memory, memory_mask, cache=None, layer_idx: int = 0) -> torch.Tensor:
+        q, k, v = self._split_qkv(self.norm1(x))
+        past = 0
+        if cache is not None:
+            past = cache.get_seq_length(layer_idx)
+            k, v = cache.update(k, v, layer_idx)
+        n, total = q.shape[2], k.shape[2]
+        causal = torch.arange(total, device=x.device)[None, :] <= (past + torch.arange(n, device=x.device))[:, None]
+        attn = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
+        x = x + self.dropout(self.self_out(self._merge(attn)))
+        mk, mv = self.cross_kv(memory).chunk(2, dim=-1)
+        cross_mask = memory_mask.bool()[:, None, None, :]
+        attn = F.scaled_dot_product_attention(
+            self._split(self.cross_q(self.norm2(x))), self._split(mk), self._split(mv), attn_mask=cross_mask
+        )
+        x = x + self.dropout(self.cross_out(self._merge(attn)))
+        return x + self.dropout(self.mlp(self.norm3(x)))
+
+    def _split_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return self._split(q), self._split(k), self._split(v)
+
+
+class InstructionDecoder(nn.Module):
+    """Speaker decoder p(y_l | memory, y_<l) (App. D: a two-layer transformer decoder).
+
+    Cross-attends over a memory: h_tau for the baseline speaker, z for MS-VAE. Supports a transformers
+    ``Cache`` so ``generate()`` decodes incrementally.
+    """
+
+    def __init__(self, config, memory_size: int) -> None:
+        super().__init__()
+        d = config.hidden_size
+        self.token_embedding = nn.Embedding(config.vocab_size, d, padding_idx=config.pad_token_id)
+        self.position_embedding = nn.Embedding(config.max_instruction_length, d)
+        self.memory_proj = nn.Linear(memory_size, d)
+        self.layers = nn.ModuleList(_DecoderLayer(config) for _ in range(config.decoder_layers))
+        self.norm = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, config.vocab_size)
+        self.max_length = config.max_instruction_length
+
+    def forward(
+        self, input_ids: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor, cache=None
+    ) -> torch.Tensor:
+        """input_ids [B, n] (the new tokens), memory [B, M, Dm] -> logits [B, n, vocab]."""
+        past = cache.get_seq_length() if cache is not None else 0
+        if past + input_ids.shape[1] > self.max_length:
+            raise ValueError(
+                f"instruction length {past + input_ids.shape[1]} exceeds max_instruction_length={self.max_length}"
+            )
+        positions = torch.arange(past, past + input_ids.shape[1], device=input_ids.device)
+        x = self.token_embedding(input_ids) + self.position_embedding(positions)
+        mem = self.memory_proj(memory)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, mem, memory_mask, cache=cache, layer_idx=i)
+        return self.lm_head(self.norm(x))
