@@ -192,7 +192,8 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
             loss=loss, j_bar=reduce(j_bar), v=reduce(v), domain_distance=d,
             a_1=reduce(a_1), a_2=reduce(a_2), b_1=reduce(b_1), b_2=reduce(b_2), c_1=reduce(c_1), c_2=reduce(c_2),
             a_1_unpaired=reduce(a_1_u), b_1_unpaired=reduce(b_1_u),
-            trajectory_mean=mean_tau, trajectory_logvar=logvar_tau, instruction_mean=mean_y, instruction_logvar=logvar_y,
+            trajectory_mean=mean_tau, trajectory_logvar=logvar_tau,
+            instruction_mean=mean_y, instruction_logvar=logvar_y,
         )
 
     # ------------------------------------------------------------- initialisation from baselines (App. D)
