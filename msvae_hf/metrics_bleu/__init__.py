@@ -1,0 +1,1 @@
+"""Local `evaluate` metric scripts (loaded by path with `evaluate.load`, never imported directly)."""
