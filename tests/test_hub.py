@@ -1,0 +1,106 @@
+"""hub: model/dataset cards from the templates, and pushes through a fake HfApi that records calls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from huggingface_hub import ModelCard
+
+from msvae_hf.configuration_msvae import MSVAEConfig
+from msvae_hf.hub import push_folder_to_hub, render_dataset_card, render_model_card, template_path
+
+COMMAND = "python scripts/train.py --level BabyAI-GoToSeqLocal-v0 --paired 1000 --unpaired 10000 --seed 0"
+METRICS = {"success_rate": 0.6543, "bleu": 41.27, "mean_steps": 14.2, "episodes": 1000}
+DATASET = "someone/babyai-gotoseqlocal-demos"
+
+
+class FakeHfApi:
+    """Records create_repo / upload_folder calls and what the folder held at upload time."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+        self.uploaded: dict[str, str] = {}
+
+    def create_repo(self, **kwargs):
+        self.calls.append(("create_repo", kwargs))
+        return f"https://huggingface.co/{kwargs['repo_id']}"
+
+    def upload_folder(self, **kwargs):
+        self.calls.append(("upload_folder", kwargs))
+        folder = Path(kwargs["folder_path"])
+        self.uploaded = {p.name: p.read_text(encoding="utf-8") for p in folder.iterdir() if p.is_file()}
+        return "commit-info"
+
+
+@pytest.fixture()
+def card() -> ModelCard:
+    return render_model_card(MSVAEConfig(num_latent_tokens=16).to_dict(), METRICS, COMMAND, DATASET, "msvae")
+
+
+def test_model_card_content(card):
+    text = str(card)
+    assert text.startswith("---\n")
+    assert card.data.library_name == "transformers"
+    assert card.data.datasets == [DATASET]
+    assert card.data.metrics == ["success_rate", "bleu"]
+    assert {"msvae", "babyai"} <= set(card.data.tags)
+    assert "Akuzawa" in text and "IJCAI 2022" in text
+    assert "Multimodal Sequential Generative Models for" in text
+    assert COMMAND in text and DATASET in text
+    assert "| success_rate | 0.6543 |" in text and "| bleu | 41.27 |" in text and "| episodes | 1000 |" in text
+    assert "moving average" in text and "sacrebleu" in text and "## Limitations" in text
+    config_json = text.split("```json\n", 1)[1].split("```", 1)[0]
+    assert json.loads(config_json)["num_latent_tokens"] == 16
+    reparsed = ModelCard(text)  # the metadata block parses back
+    assert reparsed.data.datasets == [DATASET]
+
+
+@pytest.mark.parametrize("kind", ["follower", "speaker", "speaker-follower"])
+def test_model_kinds(kind):
+    card = render_model_card({"hidden_size": 128}, {"bleu": 30.0}, COMMAND, DATASET, kind)
+    assert kind in card.data.tags
+    assert card.data.metrics == ["bleu"]
+
+
+def test_unknown_model_kind():
+    with pytest.raises(ValueError, match="'vae'"):
+        render_model_card({}, {}, COMMAND, DATASET, "vae")
+
+
+def test_push_writes_card_and_uploads(card, tmp_path):
+    (tmp_path / "config.json").write_text("{}", encoding="utf-8")
+    api = FakeHfApi()
+    out = push_folder_to_hub(tmp_path, "someone/msvae-gotoseqlocal", card=card, api=api, private=True)
+    assert out == "commit-info"
+    assert [name for name, _ in api.calls] == ["create_repo", "upload_folder"]
+    create, upload = api.calls[0][1], api.calls[1][1]
+    assert create == {"repo_id": "someone/msvae-gotoseqlocal", "repo_type": "model", "private": True, "exist_ok": True}
+    assert upload["repo_id"] == "someone/msvae-gotoseqlocal" and Path(upload["folder_path"]) == tmp_path
+    assert set(api.uploaded) == {"README.md", "config.json"}
+    assert COMMAND in api.uploaded["README.md"] and "| bleu | 41.27 |" in api.uploaded["README.md"]
+
+
+def test_push_keeps_existing_readme_and_needs_a_card(tmp_path):
+    (tmp_path / "README.md").write_text("hand-written", encoding="utf-8")
+    api = FakeHfApi()
+    push_folder_to_hub(tmp_path, "someone/x", api=api)
+    assert api.uploaded["README.md"] == "hand-written"
+    with pytest.raises(ValueError, match="no README.md"):
+        push_folder_to_hub(tmp_path / "missing", "someone/y", api=FakeHfApi())
+
+
+def test_dataset_card(tmp_path):
+    card = render_dataset_card(DATASET, ["BabyAI-GoToSeqLocal-v0"], {"paired": 1000, "unpaired": 9000}, "make")
+    text = str(card)
+    assert "| unpaired | 9000 |" in text and "BabyAI-GoToSeqLocal-v0" in text and "```bash\nmake\n```" in text
+    api = FakeHfApi()
+    push_folder_to_hub(tmp_path, DATASET, card=card, api=api, repo_type="dataset")
+    assert api.calls[0][1]["repo_type"] == "dataset" and api.calls[1][1]["repo_type"] == "dataset"
+
+
+def test_templates_exist():
+    assert template_path("model_card.md").read_text(encoding="utf-8").startswith("---\n{{ card_data }}")
+    with pytest.raises(FileNotFoundError):
+        template_path("nope.md")
