@@ -72,9 +72,10 @@ def sliced_wasserstein(
     """Sliced Wasserstein distance SW_p^p between the empirical distributions of x [N, D] and y [M, D].
 
     Kolouri et al. (2019), Algorithm 1: project both sets on random unit directions, then the 1-D
-    Wasserstein distance of each projection is the mean p-th power gap between sorted values (the
-    quantile functions); averaged over projections. With N != M the quantile functions are compared at
-    max(N, M) levels by linear interpolation. In one dimension it is exactly W_p^p.
+    Wasserstein distance of each projection is the integral over levels u in (0, 1) of the p-th power gap
+    between the two quantile functions, averaged over projections. Empirical quantile functions are step
+    functions, so the integral is an exact sum over the merged steps {i/N} U {j/M}; with N = M it is the
+    mean p-th power gap between sorted values. In one dimension it is exactly W_p^p.
     """
     if x.dim() != 2 or y.dim() != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"sliced_wasserstein needs [N, D] and [M, D] inputs, got {list(x.shape)}, {list(y.shape)}")
@@ -85,22 +86,24 @@ def sliced_wasserstein(
     theta = theta / theta.norm(dim=0, keepdim=True)
     px, _ = torch.sort(x @ theta, dim=0)
     py, _ = torch.sort(y @ theta, dim=0)
-    if px.shape[0] != py.shape[0]:
-        n = max(px.shape[0], py.shape[0])
-        px, py = _quantiles(px, n), _quantiles(py, n)
-    return (px - py).abs().pow(p).mean()
+    if px.shape[0] == py.shape[0]:
+        return (px - py).abs().pow(p).mean()
+    ix, iy, widths = _merged_quantile_steps(px.shape[0], py.shape[0], px.device)
+    return ((px[ix] - py[iy]).abs().pow(p) * widths.unsqueeze(1)).sum(dim=0).mean()
 
 
-def _quantiles(sorted_values: torch.Tensor, n: int) -> torch.Tensor:
-    """Empirical quantile function of sorted [N, P] values at levels (i + 0.5) / n, i < n (linear interp)."""
-    count = sorted_values.shape[0]
-    if count == n:
-        return sorted_values
-    pos = ((torch.arange(n, device=sorted_values.device) + 0.5) / n * count - 0.5).clamp(0, count - 1)
-    lo = pos.floor().long()
-    hi = (lo + 1).clamp(max=count - 1)
-    w = (pos - lo).unsqueeze(1)
-    return sorted_values[lo] * (1 - w) + sorted_values[hi] * w
+def _merged_quantile_steps(n: int, m: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Steps of two empirical quantile functions of n and m sorted values on (0, 1].
+
+    Returns, for each interval between consecutive levels of {i/n} U {j/m}, the index of the value each
+    quantile function takes on it and the interval's width (zero-width duplicates included).
+    """
+    levels, _ = torch.sort(torch.cat([torch.arange(1, n + 1) / n, torch.arange(1, m + 1) / m]).double())
+    widths = torch.diff(levels, prepend=levels.new_zeros(1))
+    mid = levels - widths / 2
+    ix = (mid * n).floor().long().clamp(0, n - 1)
+    iy = (mid * m).floor().long().clamp(0, m - 1)
+    return ix.to(device), iy.to(device), widths.float().to(device)
 
 
 def domain_distance(
