@@ -1,13 +1,17 @@
-"""Episode GIFs: the rendered frames with the instruction (and a caption) written under each frame."""
+"""Episode GIFs: the rendered frames with the instruction (and a caption) written under each frame.
+
+`render_rollouts` runs a policy with recording on and writes one GIF per episode."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import imageio.v2 as imageio
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
+
+from .rollout import EpisodeResult, RolloutPolicy, rollout
 
 
 def wrap_text(text: str, font: ImageFont.ImageFont, width: int) -> list[str]:
@@ -55,3 +59,27 @@ def save_episode_gif(
     annotated = [annotate_frame(f, [*texts, f"step {t}/{last}"]) for t, f in enumerate(frames)]
     imageio.mimsave(path, annotated, duration=1000 / fps, loop=0)
     return path
+
+
+def render_rollouts(
+    policy: RolloutPolicy,
+    level: str,
+    seeds: Sequence[int],
+    out_dir: str | Path,
+    describe: Callable[[list[EpisodeResult]], list[str]] | None = None,
+    fps: float = 4,
+) -> list[Path]:
+    """Roll `policy` out on `seeds` with recording on and write one GIF per episode to `out_dir`, named
+    `<seed>_<success|failure>.gif`; `describe(episodes)` (e.g. a speaker) supplies the captions."""
+    episodes = rollout(policy, level, seeds, record_frames=True, record_observations=True)
+    captions = describe(episodes) if describe is not None else [None] * len(episodes)
+    return [
+        save_episode_gif(
+            episode.frames,
+            Path(out_dir) / f"{episode.seed}_{'success' if episode.success else 'failure'}.gif",
+            episode.instruction,
+            caption=caption,
+            fps=fps,
+        )
+        for episode, caption in zip(episodes, captions, strict=True)
+    ]

@@ -296,6 +296,4 @@ def evaluate_policy(
     progress: bool = False,
 ) -> list[EpisodeResult]:
     """Roll `policy` out on `episodes` evaluation seeds of `level`, `batch_size` envs at a time."""
-    return rollout(
-        policy, level, evaluation_seeds(episodes, seed_start), batch_size=batch_size, progress=progress
-    )
+    return rollout(policy, level, evaluation_seeds(episodes, seed_start), batch_size=batch_size, progress=progress)

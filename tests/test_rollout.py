@@ -10,7 +10,7 @@ import minigrid  # noqa: F401  (registers the BabyAI levels)
 import numpy as np
 import pytest
 
-from msvae_hf.render import save_episode_gif
+from msvae_hf.render import render_rollouts, save_episode_gif
 from msvae_hf.rollout import (
     BotPolicy,
     RandomPolicy,
@@ -40,9 +40,7 @@ class ObservationHashPolicy:
         assert observations.dtype == np.uint8 and observations.shape == (len(env_ids), 7, 7, 3)
         self.calls += 1
         self.steps[env_ids] += 1
-        keys = (
-            observations.reshape(len(env_ids), -1).astype(np.int64).sum(1) + directions + self.steps[env_ids]
-        )
+        keys = observations.reshape(len(env_ids), -1).astype(np.int64).sum(1) + directions + self.steps[env_ids]
         return keys % 3
 
 
@@ -84,14 +82,10 @@ def test_batched_equals_one_at_a_time() -> None:
     batched = rollout(policy, LEVEL, seeds)
     assert policy.calls == max(r.steps for r in batched)  # one act call per step for all live envs
     for batch_size in (1, 4):  # one at a time; waves of 4, 4, 2
-        assert actions_of(
-            rollout(ObservationHashPolicy(), LEVEL, seeds, batch_size=batch_size)
-        ) == actions_of(batched)
+        assert actions_of(rollout(ObservationHashPolicy(), LEVEL, seeds, batch_size=batch_size)) == actions_of(batched)
     # the random policy's streams are per episode, so its results do not depend on the batching either
     random_batched = rollout(RandomPolicy(3, seed=1), LEVEL, seeds)
-    assert actions_of(rollout(RandomPolicy(3, seed=1), LEVEL, seeds, batch_size=3)) == actions_of(
-        random_batched
-    )
+    assert actions_of(rollout(RandomPolicy(3, seed=1), LEVEL, seeds, batch_size=3)) == actions_of(random_batched)
 
 
 def test_bot_solves_go_to_local() -> None:
@@ -118,9 +112,7 @@ def test_max_steps_cuts_episodes() -> None:
 def test_recording_and_gif(tmp_path) -> None:
     (episode,) = rollout(BotPolicy(), LEVEL, [11], record_frames=True, record_observations=True)
     assert len(episode.frames) == episode.steps + 1
-    assert episode.observations.shape == (episode.steps, 7, 7, 3) and episode.directions.shape == (
-        episode.steps,
-    )
+    assert episode.observations.shape == (episode.steps, 7, 7, 3) and episode.directions.shape == (episode.steps,)
     path = save_episode_gif(episode.frames, tmp_path / "ep.gif", episode.instruction, caption="a description")
     frames = imageio.mimread(path)
     assert len(frames) == episode.steps + 1
@@ -139,3 +131,15 @@ def test_level_names_and_evaluate_policy() -> None:
     assert [r.seed for r in results] == list(range(123, 129))
     with pytest.raises(ValueError, match="num_actions"):
         RandomPolicy(num_actions=5)
+
+
+def test_render_rollouts_names_and_captions(tmp_path) -> None:
+    seen: list[int] = []
+
+    def describe(episodes) -> list[str]:
+        seen.extend(e.observations.shape[0] for e in episodes)
+        return [f"caption {e.seed}" for e in episodes]
+
+    paths = render_rollouts(BotPolicy(), LEVEL, [3, 4], tmp_path, describe=describe)
+    assert [p.name for p in paths] == ["3_success.gif", "4_success.gif"]
+    assert len(seen) == 2 and all(len(imageio.mimread(p)) == n + 1 for p, n in zip(paths, seen))
