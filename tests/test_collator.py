@@ -135,3 +135,11 @@ def test_allow_unknown_passes_through():
         DemoCollator(MSVAETokenizer.from_grammar())(rows)
     batch = DemoCollator(MSVAETokenizer.from_grammar(), allow_unknown=True)(rows)
     assert (batch["input_ids"][0] == 3).sum() == 1
+
+
+def test_collator_pickles_for_worker_processes(collator):
+    import pickle
+
+    rows = make_rows()
+    copy = pickle.loads(pickle.dumps(collator))
+    assert torch.equal(copy(rows)["input_ids"], collator(rows)["input_ids"])
