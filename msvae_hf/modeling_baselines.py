@@ -66,7 +66,8 @@ class MSVAEPreTrainedModel(PreTrainedModel):
     # ----------------------------------------------------------------- weights
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """PyTorch-style fan-in init for linear/conv layers and RNNs; the bottleneck queries ~ N(0, 1/H)."""
+        """PyTorch-style fan-in init for linear/conv layers and RNNs; the bottleneck queries ~ N(0, 1/H); the
+        observation encoder's channel offsets (a non-persistent buffer, rebuilt on load)."""
         if isinstance(module, (nn.Linear, nn.Conv2d)):
             init.kaiming_uniform_(module.weight, a=5**0.5)
             if module.bias is not None:
@@ -87,6 +88,10 @@ class MSVAEPreTrainedModel(PreTrainedModel):
             init.zeros_(module.out_proj.bias)
         elif isinstance(module, BottleneckAttention):
             init.normal_(module.queries, std=module.queries.shape[-1] ** -0.5)
+        elif isinstance(module, ObservationEncoder):
+            # non-persistent buffer: from_pretrained builds the model on meta and never loads it
+            offsets = torch.arange(module.channel_offsets.shape[0]) * module.num_values
+            init.copy_(module.channel_offsets, offsets.to(module.channel_offsets))
 
     # ----------------------------------------------------------------- inputs
     def check_input_ids(self, input_ids: torch.Tensor) -> None:

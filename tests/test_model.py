@@ -1,0 +1,361 @@
+"""MS-VAE and the baselines as models: config validation, save/load, padding/batch invariance, seeds,
+gradients of the full objective, input errors and initialisation from the baselines.
+
+Every model here is tiny (hidden 32, latent 32, 16 conv channels) and runs on real BabyAI observations
+from GoToLocal resets, so the whole file takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModel
+
+import msvae_hf
+import msvae_hf.modeling_msvae as modeling_msvae
+from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
+from msvae_hf.tokenization_msvae import MSVAETokenizer
+
+TINY = dict(
+    hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32, prior_hidden_size=32,
+    obs_embed_dim=8, action_embed_dim=8,
+)
+LENGTHS = (5, 2, 4, 3)
+TERMS = ("j_bar", "a_1", "a_2", "b_1", "b_2", "c_1", "c_2")
+
+
+@pytest.fixture(scope="module")
+def tok() -> MSVAETokenizer:
+    return MSVAETokenizer.from_grammar()
+
+
+def tiny_kwargs(tok: MSVAETokenizer, **overrides) -> dict:
+    return {**TINY, "vocab_size": len(tok), **overrides}
+
+
+def build(kind: str, tok: MSVAETokenizer, seed: int = 0, **overrides):
+    """A tiny model in eval mode: kind is "msvae", "speaker" or "follower-<attention>"."""
+    torch.manual_seed(seed)
+    kw = tiny_kwargs(tok, **overrides)
+    if kind == "msvae":
+        return MSVAEModel(MSVAEConfig(**kw)).eval()
+    if kind == "speaker":
+        return SpeakerModel(SpeakerConfig(**kw)).eval()
+    return FollowerModel(FollowerConfig(follower_attention=kind.split("-", 1)[1], **kw)).eval()
+
+
+def real_batch(tok: MSVAETokenizer, lengths=LENGTHS, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Padded trajectories of real GoToLocal frames (random left/right/forward actions) and their missions."""
+    env = gym.make("BabyAI-GoToLocal-v0")
+    rng = np.random.default_rng(seed)
+    t_max = max(lengths)
+    obs = torch.zeros(len(lengths), t_max, 7, 7, 3, dtype=torch.uint8)
+    dirs = torch.zeros(len(lengths), t_max, dtype=torch.long)
+    acts = torch.zeros(len(lengths), t_max, dtype=torch.long)
+    mask = torch.zeros(len(lengths), t_max, dtype=torch.bool)
+    missions = []
+    for i, n in enumerate(lengths):
+        o, _ = env.reset(seed=seed * 100 + i)
+        missions.append(o["mission"])
+        for t in range(n):
+            a = int(rng.integers(3))
+            obs[i, t], dirs[i, t], acts[i, t], mask[i, t] = torch.from_numpy(o["image"]), o["direction"], a, True
+            o, *_ = env.step(a)
+    env.close()
+    enc = tok(missions, padding=True, return_tensors="pt")
+    return {
+        "observations": obs, "directions": dirs, "actions": acts, "trajectory_mask": mask,
+        "input_ids": enc["input_ids"].long(), "attention_mask": enc["attention_mask"].long(),
+    }
+
+
+def select(batch: dict[str, torch.Tensor], idx: list[int], trim: bool = True) -> dict[str, torch.Tensor]:
+    """Rows idx of a batch, trimmed to their own longest trajectory / instruction (no extra padding)."""
+    out = {k: v[idx] for k, v in batch.items()}
+    if trim:
+        t, length = int(out["trajectory_mask"].sum(1).max()), int(out["attention_mask"].sum(1).max())
+        for k in ("observations", "directions", "actions", "trajectory_mask"):
+            out[k] = out[k][:, :t]
+        for k in ("input_ids", "attention_mask"):
+            out[k] = out[k][:, :length]
+    return out
+
+
+def pad_more(batch: dict[str, torch.Tensor], extra_t: int = 3, extra_l: int = 4, seed: int = 0) -> dict:
+    """Extra padding at the end of time and instruction axes, filled with GARBAGE (valid-range) values so
+    that only the masks can keep it out of the real positions."""
+    g = torch.Generator().manual_seed(seed)
+    b = batch["actions"].shape[0]
+    out = dict(batch)
+    out["observations"] = torch.cat(
+        [batch["observations"], torch.randint(0, 11, (b, extra_t, 7, 7, 3), generator=g, dtype=torch.uint8)], 1
+    )
+    out["directions"] = torch.cat([batch["directions"], torch.randint(0, 4, (b, extra_t), generator=g)], 1)
+    out["actions"] = torch.cat([batch["actions"], torch.randint(0, 7, (b, extra_t), generator=g)], 1)
+    out["trajectory_mask"] = torch.cat([batch["trajectory_mask"], torch.zeros(b, extra_t, dtype=torch.bool)], 1)
+    out["input_ids"] = torch.cat([batch["input_ids"], torch.randint(4, 30, (b, extra_l), generator=g)], 1)
+    out["attention_mask"] = torch.cat([batch["attention_mask"], torch.zeros(b, extra_l, dtype=torch.long)], 1)
+    return out
+
+
+def unpaired(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    keys = ("observations", "directions", "actions", "trajectory_mask")
+    return {f"unpaired_{k}": batch[k] for k in keys}
+
+
+@pytest.fixture
+def mean_z(monkeypatch: pytest.MonkeyPatch) -> None:
+    """z = posterior mean instead of a reparameterised sample, so forward() is deterministic."""
+    monkeypatch.setattr(modeling_msvae, "reparameterize", lambda mean, logvar: mean)
+
+
+# ------------------------------------------------------------------------------------------------ config
+def test_config_defaults_are_appendix_d() -> None:
+    c = MSVAEConfig()
+    assert (c.num_latent_tokens, c.latent_dim, c.prior, c.prior_hidden_size) == (4, 128, "autoregressive", 128)
+    assert (c.beta, c.gamma, c.alpha, c.swd_projections) == (0.1, 100.0, 0.05, 50)
+    assert FollowerConfig().follower_attention == "attention" and MSVAEConfig().follower_attention == "bottleneck"
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"prior": "gaussian"}, "prior"),
+        ({"follower_attention": "luong"}, "follower_attention"),
+        ({"num_latent_tokens": 0}, "num_latent_tokens"),
+        ({"beta": -0.1}, "beta"),
+        ({"gamma": -1.0}, "gamma"),
+        ({"alpha": -0.5}, "alpha"),
+        ({"latent_dim": 30, "decoder_heads": 4}, "latent_dim"),
+        ({"obs_shape": (7, 7)}, "obs_shape"),
+        ({"obs_shape": (7, 7, 4)}, "obs_shape"),
+        ({"hidden_size": 0}, "hidden_size"),
+        ({"eos_token_id": 64, "vocab_size": 64}, "eos_token_id"),
+        ({"dropout": 1.0}, "dropout"),
+    ],
+)
+@pytest.mark.parametrize("config_class", [MSVAEConfig, FollowerConfig, SpeakerConfig])
+def test_config_rejects_bad_values(config_class, kwargs: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        config_class(**kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ save/load
+ALL_KINDS = ["msvae", "follower-none", "follower-attention", "follower-bottleneck", "speaker"]
+
+
+def _outputs(model, batch: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    torch.manual_seed(123)  # MS-VAE samples z: the same RNG state for both models
+    with torch.no_grad():
+        out = model(**batch, reduction="none")
+    return [v for v in out.values() if isinstance(v, torch.Tensor)]
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_save_load_round_trip_is_exact(kind: str, tok: MSVAETokenizer, tmp_path: Path) -> None:
+    """AutoModel.from_pretrained(dir) gives the same class, bit-identical tensors and outputs, and the
+    tokenizer saved beside the safetensors weights comes back attached."""
+    model = build(kind, tok, seed=3)
+    model.tokenizer = tok
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").is_file() and (tmp_path / "tokenizer.json").is_file()
+    loaded = AutoModel.from_pretrained(tmp_path).eval()
+    assert type(loaded) is type(model)
+    theirs = loaded.state_dict()
+    assert set(theirs) == set(model.state_dict())
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(theirs[name], tensor, rtol=0, atol=0, msg=name)
+    assert isinstance(loaded.tokenizer, MSVAETokenizer)
+    assert loaded.tokenizer.get_vocab() == tok.get_vocab()
+    batch = real_batch(tok)
+    # The loaded weights are bit-identical but may sit at other memory alignments (transformers loads them
+    # into shared, unaligned storage), and CPU kernels round differently by alignment: as loaded, outputs
+    # agree to float32 round-off; with each tensor copied to fresh (aligned) storage they are bit-identical.
+    for a, b in zip(_outputs(model, batch), _outputs(loaded, batch), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+    with torch.no_grad():
+        for tensor in (*loaded.parameters(), *loaded.buffers()):
+            tensor.data = tensor.data.clone()
+    for a, b in zip(_outputs(model, batch), _outputs(loaded, batch), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # the class itself loads it too
+    assert type(type(model).from_pretrained(tmp_path)) is type(model)
+
+
+def test_load_other_model_type_is_a_clear_error(tok: MSVAETokenizer, tmp_path: Path) -> None:
+    build("follower-bottleneck", tok).save_pretrained(tmp_path / "follower")
+    with pytest.raises(ValueError, match="msvae_follower"):
+        MSVAEModel.from_pretrained(tmp_path / "follower")
+    with pytest.raises(ValueError, match="msvae_follower"):
+        SpeakerModel.from_pretrained(tmp_path / "follower")
+
+
+def test_load_with_edited_config_is_an_error(tok: MSVAETokenizer, tmp_path: Path) -> None:
+    """A config.json whose hidden_size no longer matches the weights must not load silently."""
+    build("msvae", tok).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["hidden_size"] = 64
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises((ValueError, RuntimeError), match=r"(?i)size|shape|mismatch"):
+        AutoModel.from_pretrained(tmp_path)
+
+
+# ------------------------------------------------------------------------------------------------ invariance
+def test_msvae_terms_invariant_to_padding_and_batch(tok: MSVAETokenizer, mean_z: None) -> None:
+    """Per-sample j_bar, A_m, B_m, C_m and the posteriors of sample i are the same (atol 1e-5, fp32, eval):
+    alone and unpadded, inside the full batch, and inside the batch with 3 extra frames / 4 extra tokens of
+    garbage padding. reparameterize is monkeypatched to return the mean (fixture `mean_z`), so z is a
+    function of the sample alone, and no unpaired batch is passed, so D' (a batch statistic) is off."""
+    model = build("msvae", tok)
+    batch = real_batch(tok)
+    with torch.no_grad():
+        full = model(**batch, reduction="none")
+        padded = model(**pad_more(batch), reduction="none")
+        for i in range(len(LENGTHS)):
+            alone = model(**select(batch, [i]), reduction="none")
+            for name in TERMS:
+                for other in (full, padded):
+                    torch.testing.assert_close(getattr(other, name)[i], getattr(alone, name)[0], atol=1e-5, rtol=0)
+            for name in ("trajectory_mean", "trajectory_logvar", "instruction_mean", "instruction_logvar"):
+                torch.testing.assert_close(getattr(padded, name)[i], getattr(alone, name)[0], atol=1e-5, rtol=0)
+        # batch order does not matter either
+        flipped = model(**select(batch, [3, 2, 1, 0], trim=False), reduction="none")
+        torch.testing.assert_close(flipped.j_bar.flip(0), full.j_bar, atol=1e-5, rtol=0)
+
+
+def test_msvae_unpaired_batch_does_not_change_paired_terms(tok: MSVAETokenizer, mean_z: None) -> None:
+    """Adding an unpaired batch (longer trajectories, so the paired batch is re-padded inside forward) leaves
+    the paired per-sample terms unchanged, and the unpaired A_1/B_1 equal those of the same trajectories
+    seen as paired data."""
+    model = build("msvae", tok)
+    batch = real_batch(tok)
+    extra = real_batch(tok, lengths=(7, 3), seed=1)
+    with torch.no_grad():
+        base = model(**batch, reduction="none")
+        both = model(**batch, **unpaired(extra), reduction="none")
+        extra_as_paired = model(**extra, reduction="none")
+    for name in TERMS:
+        torch.testing.assert_close(getattr(both, name), getattr(base, name), atol=1e-5, rtol=0)
+    torch.testing.assert_close(both.a_1_unpaired, extra_as_paired.a_1, atol=1e-5, rtol=0)
+    torch.testing.assert_close(both.b_1_unpaired, extra_as_paired.b_1, atol=1e-5, rtol=0)
+    assert torch.isfinite(both.domain_distance) and float(both.domain_distance) > 0
+
+
+@pytest.mark.parametrize("kind", ["follower-none", "follower-attention", "follower-bottleneck", "speaker"])
+def test_baseline_loss_invariant_to_padding_and_batch(kind: str, tok: MSVAETokenizer) -> None:
+    """Per-sample baseline losses (reduction="none") alone vs in a garbage-padded batch (deterministic)."""
+    model = build(kind, tok)
+    batch = real_batch(tok)
+    with torch.no_grad():
+        padded = model(**pad_more(batch), reduction="none").loss
+        for i in range(len(LENGTHS)):
+            alone = model(**select(batch, [i]), reduction="none").loss
+            torch.testing.assert_close(padded[i], alone[0], atol=1e-5, rtol=0)
+        mean = model(**batch).loss
+    torch.testing.assert_close(mean, padded.mean(), atol=1e-5, rtol=0)
+
+
+# ------------------------------------------------------------------------------------------------ seeds
+@pytest.mark.parametrize("kind", ["msvae", "follower-attention", "speaker"])
+def test_same_seed_same_model_and_outputs(kind: str, tok: MSVAETokenizer) -> None:
+    a, b = build(kind, tok, seed=7), build(kind, tok, seed=7)
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        torch.testing.assert_close(x, y, rtol=0, atol=0, msg=name)
+    batch = real_batch(tok)
+    for x, y in zip(_outputs(a, batch), _outputs(b, batch), strict=True):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
+    c = build(kind, tok, seed=8)
+    assert any(not torch.equal(x, y) for x, y in zip(a.state_dict().values(), c.state_dict().values()))
+
+
+# ------------------------------------------------------------------------------------------------ gradients
+@pytest.mark.parametrize("prior", ["autoregressive", "normal"])
+def test_every_parameter_gets_a_gradient(prior: str, tok: MSVAETokenizer) -> None:
+    """The full loss (paired + unpaired, all of Eq. 10) reaches every parameter with a finite gradient."""
+    model = build("msvae", tok, prior=prior).train()
+    batch = real_batch(tok)
+    out = model(**batch, **unpaired(real_batch(tok, lengths=(6, 2, 3), seed=2)))
+    assert torch.isfinite(out.loss)
+    out.loss.backward()
+    for name, param in model.named_parameters():
+        assert param.grad is not None, name
+        assert torch.isfinite(param.grad).all(), name
+        assert param.grad.abs().sum() > 0, name
+
+
+def test_domain_distance_reaches_trajectory_encoder(tok: MSVAETokenizer) -> None:
+    """D' alone has a non-zero gradient to the trajectory encoder, posterior and observation encoder, and
+    none to the decoders (it reads posterior means of q(z|a,o) only)."""
+    model = build("msvae", tok).train()
+    out = model(**real_batch(tok), **unpaired(real_batch(tok, lengths=(6, 2, 3), seed=2)))
+    out.domain_distance.backward()
+    for module in ("trajectory_encoder", "trajectory_posterior", "obs_encoder"):
+        grads = [p.grad for p in getattr(model, module).parameters() if p.grad is not None]
+        assert grads and sum(float(g.abs().sum()) for g in grads) > 0, module
+    for module in ("action_decoder", "instruction_decoder", "instruction_encoder"):
+        assert all(p.grad is None or not p.grad.any() for p in getattr(model, module).parameters()), module
+
+
+# ------------------------------------------------------------------------------------------------ bad inputs
+@pytest.mark.parametrize("kind", ["msvae", "follower-attention", "speaker"])
+def test_bad_inputs_raise(kind: str, tok: MSVAETokenizer) -> None:
+    model = build(kind, tok)
+    batch = real_batch(tok)
+    wrong_obs = dict(batch, observations=batch["observations"][..., :2])
+    with pytest.raises(ValueError, match="observations"):
+        model(**wrong_obs)
+    bad_ids = batch["input_ids"].clone()
+    bad_ids[0, 1] = model.config.vocab_size
+    with pytest.raises(ValueError, match="token ids out of range"):
+        model(**dict(batch, input_ids=bad_ids))
+    bad_ids[0, 1] = -1
+    with pytest.raises(ValueError, match="token ids out of range"):
+        model(**dict(batch, input_ids=bad_ids))
+    bad_actions = batch["actions"].clone()
+    bad_actions[0, 0] = 7
+    with pytest.raises(ValueError, match="actions"):
+        model(**dict(batch, actions=bad_actions))
+    bad_values = batch["observations"].clone()
+    bad_values[0, 0, 0, 0, 0] = 16
+    with pytest.raises(ValueError, match="observation values"):
+        model(**dict(batch, observations=bad_values))
+
+
+# ------------------------------------------------------------------------------------------------ from_baselines
+def test_from_baselines_copies_modules_exactly(tok: MSVAETokenizer) -> None:
+    follower, speaker = build("follower-bottleneck", tok, seed=1), build("speaker", tok, seed=2)
+    follower.tokenizer = tok
+    model = MSVAEModel.from_baselines(follower, speaker)
+    copied = {
+        "obs_encoder": follower, "instruction_encoder": follower, "action_decoder": follower,
+        "instruction_posterior": follower, "trajectory_encoder": speaker, "instruction_decoder": speaker,
+    }
+    for name, source in copied.items():
+        ours, theirs = getattr(model, name).state_dict(), getattr(source, name).state_dict()
+        assert set(ours) == set(theirs), name
+        for key, value in theirs.items():
+            torch.testing.assert_close(ours[key], value, rtol=0, atol=0, msg=f"{name}.{key}")
+    assert model.tokenizer is tok and isinstance(model, MSVAEModel)
+    # a speaker alone gives the observation encoder too
+    only_speaker = MSVAEModel.from_baselines(speaker=speaker)
+    torch.testing.assert_close(only_speaker.obs_encoder.proj.weight, speaker.obs_encoder.proj.weight, rtol=0, atol=0)
+
+
+def test_from_baselines_shape_mismatch_raises(tok: MSVAETokenizer) -> None:
+    follower = build("follower-attention", tok, seed=1)
+    speaker = build("speaker", tok, seed=2, decoder_ffn_dim=128)  # the decoder MLP differs from the follower's
+    with pytest.raises(ValueError, match="instruction_decoder"):
+        MSVAEModel.from_baselines(follower, speaker)
+    with pytest.raises(ValueError, match="needs"):
+        MSVAEModel.from_baselines()
+
+
+def test_package_registers_auto_classes() -> None:
+    assert msvae_hf.MSVAEConfig.model_type == "msvae"
+    assert os.path.basename(msvae_hf.__file__) == "__init__.py"
