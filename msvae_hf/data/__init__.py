@@ -1,0 +1,1 @@
+"""Expert demonstrations (BabyAI bot -> HF datasets) and batching."""

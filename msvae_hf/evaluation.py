@@ -1,0 +1,92 @@
+"""Evaluate followers (success rate from batched rollouts) and speakers (BLEU-4 on held-out pairs).
+
+Shared by ``scripts/train.py`` (periodic validation, final test), ``scripts/evaluate.py`` and
+``scripts/label_unpaired.py``. Seeds: validation rollouts start at 1.5e9 and test rollouts at 1e9
+(BabyAI's convention), both far above every demonstration seed, so no episode is ever trained on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from .data.collator import DemoCollator, for_loader
+from .metrics import bleu, summarize_episodes
+from .rollout import EpisodeResult, evaluation_seeds, rollout
+
+TEST_SEED_START = 10**9
+VALID_SEED_START = 1_500_000_000
+
+
+def evaluate_follower(
+    model: Any,
+    level: str,
+    episodes: int,
+    seed_start: int = TEST_SEED_START,
+    batch_size: int = 256,
+    tokenizer: Any = None,
+    progress: bool = False,
+) -> tuple[dict[str, float], list[EpisodeResult]]:
+    """Success rate, mean steps and reward of ``model.policy()`` (greedy) on fixed seeds; the model is
+    called once per step for all live envs of a batch."""
+    was_training = model.training
+    model.eval()
+    try:
+        results = rollout(
+            model.policy(tokenizer), level, evaluation_seeds(episodes, seed_start),
+            batch_size=batch_size, progress=progress,
+        )
+    finally:
+        model.train(was_training)
+    return summarize_episodes(results), results
+
+
+def iterate_batches(dataset: Any, collator: DemoCollator, batch_size: int) -> Iterator[tuple[dict, list[dict]]]:
+    """Collated batches of ``dataset`` in order, with the raw rows."""
+    data = for_loader(dataset)
+    for start in range(0, len(data), batch_size):
+        rows = [data[i] for i in range(start, min(start + batch_size, len(data)))]
+        yield collator(rows), rows
+
+
+@torch.no_grad()
+def describe_dataset(
+    model: Any, dataset: Any, tokenizer: Any = None, batch_size: int = 256, progress: bool = False, **generate_kwargs
+) -> list[str]:
+    """The speaker's instruction for every trajectory of ``dataset`` (batched ``generate``), in order."""
+    tokenizer = model._resolve_tokenizer(tokenizer)
+    collator = DemoCollator(tokenizer)
+    was_training = model.training
+    model.eval()
+    texts: list[str] = []
+    batches = iterate_batches(dataset.remove_columns([c for c in ("instruction",) if c in dataset.column_names]),
+                              collator, batch_size)
+    if progress:
+        from tqdm.auto import tqdm
+
+        batches = tqdm(batches, total=-(-len(dataset) // batch_size), desc="describing")
+    try:
+        for batch, _ in batches:
+            batch = {k: v.to(model.device) for k, v in batch.items()}
+            ids = model.generate(
+                batch["observations"], batch["directions"], batch["actions"], batch["trajectory_mask"],
+                **generate_kwargs,
+            )
+            texts += tokenizer.batch_decode(ids, skip_special_tokens=True)
+    finally:
+        model.train(was_training)
+    return texts
+
+
+def evaluate_speaker(
+    model: Any, dataset: Any, tokenizer: Any = None, max_examples: int | None = None, batch_size: int = 256
+) -> tuple[float, list[str]]:
+    """Corpus BLEU-4 (sacrebleu) of greedy descriptions against the bot's instructions on held-out pairs."""
+    if len(dataset) == 0:
+        raise ValueError("evaluate_speaker got an empty dataset")
+    if max_examples is not None:
+        dataset = dataset.select(range(min(max_examples, len(dataset))))
+    predictions = describe_dataset(model, dataset, tokenizer, batch_size=batch_size)
+    return bleu(predictions, list(dataset["instruction"])), predictions

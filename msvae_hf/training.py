@@ -1,0 +1,396 @@
+"""The training loop behind ``scripts/train.py`` (follower, speaker or MS-VAE), on accelerate.
+
+Read top to bottom: :class:`TrainConfig` (every knob, documented), :func:`build_model`, the stateless
+batch sampler, checkpoints, evaluation, then :func:`train`.
+
+- One update of MS-VAE draws a paired and an unpaired batch (Eq. 10); the baselines draw paired only.
+- Data order is a pure function of (seed, update, process): batch ``i`` of epoch ``e`` is slice ``i`` of a
+  permutation seeded by ``(seed, e)``, and each process takes its own part of that global batch. So
+  resuming needs only the update counter, and data parallelism shards without a distributed sampler.
+- Checkpoint layout (``output_dir/``)::
+
+      checkpoints/step-000500/   accelerate save_state: model, optimizer, RNG states + train_state.json
+      best/                      save_pretrained of the best model by validation (config, safetensors, tokenizer)
+      tb/                        TensorBoard logs
+      results.json               validation history, App. D's smoothed max, test SR / BLEU
+
+  A checkpoint is written to a temporary folder and renamed into place, so a killed run never leaves a
+  half-written one; the last ``keep_checkpoints`` are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from datasets import concatenate_datasets, load_from_disk
+from tqdm.auto import tqdm
+
+from .configuration_msvae import FollowerConfig, MSVAEConfig, SpeakerConfig
+from .data.collator import DemoCollator, for_loader
+from .data.demos import load_demos
+from .evaluation import TEST_SEED_START, VALID_SEED_START, evaluate_follower, evaluate_speaker
+from .metrics import smoothed_max
+from .modeling_baselines import FollowerModel, SpeakerModel
+from .modeling_msvae import MSVAEModel
+from .tokenization_msvae import MSVAETokenizer
+
+MODEL_TYPES = {"follower": (FollowerModel, FollowerConfig), "speaker": (SpeakerModel, SpeakerConfig),
+               "msvae": (MSVAEModel, MSVAEConfig)}
+
+
+@dataclass
+class TrainConfig:
+    """Everything a run needs. Set in a YAML/JSON file and/or on the command line."""
+
+    model_type: str = "msvae"
+    """follower | speaker | msvae"""
+    demos: str = "data/bosslocal"
+    """a DatasetDict written by scripts/make_demos.py (splits paired, unpaired, valid, test)"""
+    output_dir: str = "runs/msvae"
+    level: str | None = None
+    """evaluation level; defaults to the level the demonstrations were made on"""
+    model: dict = field(default_factory=dict)
+    """overrides of the model config (MSVAEConfig fields), e.g. {gamma: 0, follower_attention: bottleneck}"""
+    init_follower: str | None = None
+    """MS-VAE only: a trained baseline follower to initialise from (App. D)"""
+    init_speaker: str | None = None
+    """MS-VAE only: a trained baseline speaker to initialise from"""
+    pseudo_labels: str | None = None
+    """follower only: a pseudo-paired dataset from scripts/label_unpaired.py, added to the paired data"""
+    num_paired: int | None = None
+    """use only the first M paired examples (None: all)"""
+    num_unpaired: int | None = None
+    """use only the first N unpaired trajectories (None: all)"""
+    batch_size: int = 128
+    """paired batch per process per micro-step"""
+    unpaired_batch_size: int | None = None
+    """unpaired batch per process (MS-VAE); None: same as batch_size"""
+    learning_rate: float = 1e-3
+    max_updates: int = 2000
+    gradient_accumulation_steps: int = 1
+    max_grad_norm: float | None = None
+    mixed_precision: str = "no"
+    """no | bf16 | fp16 (bf16 autocast on CPU)"""
+    seed: int = 0
+    eval_every: int = 250
+    eval_episodes: int = 200
+    eval_batch_size: int = 256
+    bleu_examples: int = 500
+    test_episodes: int = 1000
+    log_every: int = 10
+    checkpoint_every: int = 250
+    keep_checkpoints: int = 2
+    resume: bool = False
+    """continue from the latest checkpoint in output_dir"""
+    threads: int | None = None
+    """torch.set_num_threads (None: leave torch's default)"""
+
+    def __post_init__(self) -> None:
+        if self.model_type not in MODEL_TYPES:
+            raise ValueError(f"model_type must be one of {sorted(MODEL_TYPES)}, got {self.model_type!r}")
+        if self.mixed_precision not in ("no", "bf16", "fp16"):
+            raise ValueError(f"mixed_precision must be no, bf16 or fp16, got {self.mixed_precision!r}")
+        for name in ("batch_size", "max_updates", "gradient_accumulation_steps", "eval_every", "log_every",
+                     "checkpoint_every", "keep_checkpoints"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        known = {f.name for f in dataclasses.fields(MSVAEConfig)}
+        unknown = sorted(set(self.model) - known)
+        if unknown:
+            raise ValueError(f"unknown model config key(s): {unknown}")
+        if self.pseudo_labels and self.model_type != "follower":
+            raise ValueError("pseudo_labels trains a follower: set model_type: follower")
+        if (self.init_follower or self.init_speaker) and self.model_type != "msvae":
+            raise ValueError("init_follower / init_speaker initialise MS-VAE: set model_type: msvae")
+
+
+def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """A TrainConfig from a YAML/JSON file plus overrides (``model.gamma`` style keys reach ``model``)."""
+    values: dict[str, Any] = {}
+    if path:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"config file {path} does not exist")
+        with open(path, encoding="utf-8") as f:
+            values = yaml.safe_load(f) or {}  # YAML is a superset of JSON
+        if not isinstance(values, dict):
+            raise ValueError(f"config file {path} must hold a mapping of keys to values")
+    values = dict(values)
+    values["model"] = dict(values.get("model") or {})
+    for key, value in (overrides or {}).items():
+        if key.startswith("model."):
+            values["model"][key[len("model."):]] = value
+        else:
+            values[key] = value
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown config key(s): {unknown}; known keys: {sorted(known)}")
+    return TrainConfig(**values)
+
+
+# ---------------------------------------------------------------------------------------------- model
+def build_model(cfg: TrainConfig, tokenizer: MSVAETokenizer) -> torch.nn.Module:
+    """A fresh model of ``cfg.model_type`` sized to the tokenizer, or MS-VAE from trained baselines."""
+    overrides = {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
+                 "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id, **cfg.model}
+    if cfg.model_type == "msvae" and (cfg.init_follower or cfg.init_speaker):
+        follower = FollowerModel.from_pretrained(cfg.init_follower) if cfg.init_follower else None
+        speaker = SpeakerModel.from_pretrained(cfg.init_speaker) if cfg.init_speaker else None
+        model = MSVAEModel.from_baselines(follower, speaker, **cfg.model)
+    else:
+        model_cls, config_cls = MODEL_TYPES[cfg.model_type]
+        model = model_cls(config_cls(**overrides))
+    model.tokenizer = tokenizer
+    return model
+
+
+# ---------------------------------------------------------------------------------------------- data
+class StepSampler:
+    """Rows for update ``step`` on process ``rank``: a pure function of (seed, step, rank) (see module doc)."""
+
+    def __init__(self, dataset: Any, batch_size: int, world_size: int, seed: int, stream: int) -> None:
+        self.data = for_loader(dataset)
+        self.batch_size, self.world_size = batch_size, world_size
+        self.seed, self.stream = seed, stream
+        self.per_epoch = len(dataset) // (batch_size * world_size)
+        if self.per_epoch == 0:
+            raise ValueError(
+                f"dataset of {len(dataset)} rows is smaller than one global batch "
+                f"({batch_size} x {world_size} processes)"
+            )
+
+    def indices(self, step: int, rank: int) -> np.ndarray:
+        epoch, i = divmod(step, self.per_epoch)
+        perm = np.random.default_rng([self.seed, self.stream, epoch]).permutation(len(self.data))
+        global_batch = perm[i * self.batch_size * self.world_size:(i + 1) * self.batch_size * self.world_size]
+        return np.sort(global_batch[rank * self.batch_size:(rank + 1) * self.batch_size])
+
+    def rows(self, step: int, rank: int) -> list[dict]:
+        batch = self.data[self.indices(step, rank).tolist()]
+        return [{k: batch[k][j] for k in batch} for j in range(len(batch["actions"]))]
+
+
+def load_training_data(cfg: TrainConfig) -> tuple[Any, Any, Any, Any, str]:
+    """(paired, unpaired, valid, test, level) with the subsets and pseudo-labels the config asks for."""
+    demos = load_demos(cfg.demos)
+    paired = demos["paired"]
+    if len(paired) == 0:
+        raise ValueError(f"{cfg.demos}: the paired split is empty")
+    if cfg.num_paired is not None:
+        paired = paired.select(range(min(cfg.num_paired, len(paired))))
+    unpaired = demos["unpaired"] if "unpaired" in demos else None
+    if cfg.model_type == "msvae" and unpaired is not None and cfg.num_unpaired is not None:
+        unpaired = unpaired.select(range(min(cfg.num_unpaired, len(unpaired))))
+    if cfg.pseudo_labels:
+        pseudo = load_from_disk(cfg.pseudo_labels)
+        columns = [c for c in paired.column_names if c in pseudo.column_names]
+        paired = concatenate_datasets([paired.select_columns(columns), pseudo.select_columns(columns)])
+    level = cfg.level or paired[0]["level"]
+    return paired, unpaired, demos.get("valid"), demos.get("test"), level
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+def checkpoint_dirs(output_dir: str | Path) -> list[Path]:
+    """Complete checkpoints, oldest first."""
+    root = Path(output_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.name.startswith("step-") and (p / "train_state.json").exists())
+
+
+def save_checkpoint(accelerator: Accelerator, output_dir: str, state: dict, keep: int) -> Path:
+    """accelerate ``save_state`` into a temporary folder, then an atomic rename; prune old ones."""
+    root = Path(output_dir) / "checkpoints"
+    final = root / f"step-{state['step']:07d}"
+    tmp = root / f".tmp-step-{state['step']:07d}"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp))
+    if accelerator.is_main_process:
+        (tmp / "train_state.json").write_text(json.dumps(state, indent=2))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        for old in checkpoint_dirs(output_dir)[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def save_best(model: Any, output_dir: str) -> None:
+    """``save_pretrained`` (tokenizer included) into ``best/``, atomically."""
+    final, tmp = Path(output_dir) / "best", Path(output_dir) / ".best.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    old = Path(output_dir) / ".best.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------- evaluation
+def validate(model: Any, cfg: TrainConfig, level: str, valid: Any) -> dict[str, float]:
+    """Validation SR on fixed seeds (followers, MS-VAE) and BLEU on the valid split (speakers, MS-VAE).
+
+    Runs under ``torch.random.fork_rng`` so evaluating never changes the training RNG stream.
+    """
+    metrics: dict[str, float] = {}
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        if cfg.model_type in ("follower", "msvae"):
+            summary, _ = evaluate_follower(model, level, cfg.eval_episodes, VALID_SEED_START, cfg.eval_batch_size)
+            metrics.update({f"valid/{k}": v for k, v in summary.items() if k != "episodes"})
+        if cfg.model_type in ("speaker", "msvae") and valid is not None and len(valid):
+            metrics["valid/bleu"], _ = evaluate_speaker(model, valid, max_examples=cfg.bleu_examples)
+    return metrics
+
+
+def primary_metric(cfg: TrainConfig) -> str:
+    return "valid/bleu" if cfg.model_type == "speaker" else "valid/success_rate"
+
+
+# ---------------------------------------------------------------------------------------------- loop
+def train(cfg: TrainConfig) -> dict[str, Any]:
+    """Train, validate, checkpoint, keep the best model, then evaluate it on the test seeds/split."""
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    accelerator = Accelerator(
+        mixed_precision=cfg.mixed_precision, gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        log_with="tensorboard", project_dir=cfg.output_dir,
+    )
+    out = Path(cfg.output_dir)
+    existing = checkpoint_dirs(out)
+    if accelerator.is_main_process and not cfg.resume and (existing or (out / "best").exists()):
+        raise FileExistsError(f"{out} already holds a run: pass --resume to continue it or choose another output_dir")
+    set_seed(cfg.seed)
+    paired, unpaired, valid, test, level = load_training_data(cfg)
+    tokenizer = MSVAETokenizer.from_grammar()
+    collator = DemoCollator(tokenizer)
+    model = build_model(cfg, tokenizer)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    raw_model = accelerator.unwrap_model(model)
+    world, rank = accelerator.num_processes, accelerator.process_index
+    micro = cfg.gradient_accumulation_steps
+    paired_sampler = StepSampler(paired, cfg.batch_size, world, cfg.seed, stream=0)
+    unpaired_sampler = None
+    if cfg.model_type == "msvae" and unpaired is not None and len(unpaired) and cfg.model.get("gamma", 1) != 0:
+        unpaired_sampler = StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, world, cfg.seed, stream=1)
+
+    state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "wall_time": 0.0}
+    if cfg.resume and existing:
+        last = existing[-1]
+        saved = json.loads((last / "train_state.json").read_text())
+        if saved.get("model_type") != cfg.model_type:
+            raise ValueError(f"checkpoint {last} is a {saved.get('model_type')!r} run, not {cfg.model_type!r}")
+        accelerator.load_state(str(last))
+        state = saved
+    accelerator.init_trackers("tb", config={k: v for k, v in dataclasses.asdict(cfg).items()
+                                            if isinstance(v, (int, float, str, bool))})
+    if accelerator.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
+
+    bar = tqdm(total=cfg.max_updates, initial=state["step"], disable=not accelerator.is_main_process, desc="updates")
+    started = time.time() - state["wall_time"]
+    model.train()
+    while state["step"] < cfg.max_updates:
+        step = state["step"]
+        for k in range(micro):
+            micro_step = step * micro + k
+            batch = collator(paired_sampler.rows(micro_step, rank))
+            if unpaired_sampler is not None:
+                u = collator(unpaired_sampler.rows(micro_step, rank))
+                batch.update({f"unpaired_{name}": u[name] for name in
+                              ("observations", "directions", "actions", "trajectory_mask")})
+            batch = {name: t.to(accelerator.device) for name, t in batch.items()}
+            with accelerator.accumulate(model):
+                output = model(**batch)
+                accelerator.backward(output.loss)
+                if cfg.max_grad_norm and accelerator.sync_gradients:
+                    accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                optimizer.zero_grad()
+        state["step"] = step = step + 1
+        bar.update(1)
+        if step % cfg.log_every == 0 or step == 1:
+            logs = {f"train/{k}": float(v) for k, v in output.items() if torch.is_tensor(v) and v.dim() == 0}
+            accelerator.log(logs, step=step)
+            bar.set_postfix(loss=f"{logs['train/loss']:.3f}")
+        if step % cfg.eval_every == 0 or step == cfg.max_updates:
+            if accelerator.is_main_process:
+                metrics = validate(raw_model, cfg, level, valid)
+                accelerator.log(metrics, step=step)
+                state["history"].append({"step": step, **metrics})
+                score = metrics.get(primary_metric(cfg))
+                if score is not None and (state["best"] is None or score > state["best"]["score"]):
+                    state["best"] = {"step": step, "score": score}
+                    save_best(raw_model, cfg.output_dir)
+                bar.write(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
+            state = _broadcast(state, accelerator)
+        if step % cfg.checkpoint_every == 0 or step == cfg.max_updates:
+            state["wall_time"] = time.time() - started
+            save_checkpoint(accelerator, cfg.output_dir, state, cfg.keep_checkpoints)
+    bar.close()
+    results = {}
+    if accelerator.is_main_process:
+        results = final_evaluation(cfg, state, level, test)
+    accelerator.end_training()
+    return results
+
+
+def _broadcast(state: dict, accelerator: Accelerator) -> dict:
+    """Every process takes the main process's bookkeeping (history, best) after validation."""
+    if accelerator.num_processes == 1:
+        return state
+    from accelerate.utils import broadcast_object_list
+
+    box = [state]
+    broadcast_object_list(box, from_process=0)
+    return box[0]
+
+
+def final_evaluation(cfg: TrainConfig, state: dict, level: str, test: Any) -> dict[str, Any]:
+    """Load ``best/``, evaluate on the test seeds and the test split, write ``results.json``."""
+    model_cls = MODEL_TYPES[cfg.model_type][0]
+    best = Path(cfg.output_dir) / "best"
+    model = model_cls.from_pretrained(best)
+    results: dict[str, Any] = {
+        "model_type": cfg.model_type, "level": level, "updates": state["step"],
+        "wall_time_s": round(state["wall_time"], 1), "best": state["best"], "history": state["history"],
+    }
+    srs = [h["valid/success_rate"] for h in state["history"] if "valid/success_rate" in h]
+    if srs:
+        results["paper_protocol_valid_sr"] = smoothed_max(srs, window=5)
+        summary, _ = evaluate_follower(model, level, cfg.test_episodes, TEST_SEED_START, cfg.eval_batch_size)
+        results["test"] = summary
+    if cfg.model_type in ("speaker", "msvae") and test is not None and len(test):
+        results["test_bleu"], predictions = evaluate_speaker(model, test, max_examples=cfg.bleu_examples)
+        results["test_examples"] = [
+            {"reference": r, "prediction": p} for r, p in zip(test["instruction"][:5], predictions[:5])
+        ]
+    with open(Path(cfg.output_dir) / "results.json", "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=2, default=_json_default)
+    return results
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    raise TypeError(f"not JSON serialisable: {type(value)}")
