@@ -8,8 +8,9 @@ setup(
     description="Multimodal sequential VAE for semi-supervised language instruction following, HF-native",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    packages=find_packages(include=["msvae_hf", "msvae_hf.*"]),
-    package_data={"msvae_hf": ["model_cards/*.md"]},
+    packages=[*find_packages(include=["msvae_hf", "msvae_hf.*"]), "msvae_hf.model_cards"],
+    package_dir={"msvae_hf.model_cards": "model_cards"},
+    package_data={"msvae_hf.model_cards": ["*.md"]},
     python_requires=">=3.10",
     install_requires=[
         # torch is deliberately unpinned: install a build that suits your machine first

@@ -4,19 +4,22 @@ Importing the package registers the BabyAI Local levels with gymnasium and the m
 tokenizer with transformers' Auto classes, so ``AutoModel.from_pretrained(dir)`` needs no remote code.
 """
 
-from transformers import AutoConfig, AutoModel
+from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from . import envs  # noqa: F401  (registers BabyAI-GoToSeqLocal-v0 / BabyAI-BossLocal-v0)
 from .configuration_msvae import FollowerConfig, MSVAEConfig, SpeakerConfig
 from .modeling_baselines import FollowerModel, SpeakerModel
 from .modeling_msvae import MSVAEModel, MSVAEOutput
+from .tokenization_msvae import MSVAETokenizer
 
 __version__ = "0.1.0"
 
 for _config, _model in ((MSVAEConfig, MSVAEModel), (FollowerConfig, FollowerModel), (SpeakerConfig, SpeakerModel)):
     AutoConfig.register(_config.model_type, _config, exist_ok=True)
     AutoModel.register(_config, _model, exist_ok=True)
+    AutoTokenizer.register(_config, tokenizer_class=MSVAETokenizer, exist_ok=True)
 
 __all__ = [
     "MSVAEConfig", "FollowerConfig", "SpeakerConfig", "MSVAEModel", "MSVAEOutput", "FollowerModel", "SpeakerModel",
+    "MSVAETokenizer",
 ]
