@@ -162,6 +162,8 @@ def main() -> None:
         "policy": policy_name,
         "torch_threads": torch.get_num_threads(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "cpu_count": os.cpu_count(),
+        "load_average_1min_after": os.getloadavg()[0],  # the machine is shared: high load = noisy numbers
         "results": rows,
         "ratios": ratios,
         "targets": {"batched_over_bare_env": 0.5, "batched_over_one_at_a_time": 10.0},

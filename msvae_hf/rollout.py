@@ -17,6 +17,10 @@ a policy starts a batch of episodes and never has to reset one slot mid-batch. R
 order and depend only on the seeds and the policy, not on the wave size, for any policy whose choice for
 one episode does not depend on the other episodes in its batch (`RandomPolicy` and `BotPolicy` qualify).
 
+A `VectorEnv` is stepped as a whole (its API has no partial step): finished slots get a dummy action 0 and
+autoreset, and their outputs are ignored; a last wave with fewer seeds than slots pads the extra slots.
+A list of envs (or a level id) steps only the live envs, so it wastes nothing and is the faster input.
+
 Policies that need the environments themselves (the BabyAI bot) define `bind_envs(envs)`; the rollout
 calls it after resetting a wave and before `policy.reset`, with the unwrapped-able gymnasium envs of the
 wave in batch order.
@@ -195,6 +199,8 @@ def rollout(
         batch_size: wave size when a level id is given.
     """
     seeds = [int(s) for s in seeds]
+    if not seeds:
+        return []
     if isinstance(envs_or_level, str):
         level = resolve_level(envs_or_level)
         n_envs = min(batch_size or len(seeds), len(seeds))
