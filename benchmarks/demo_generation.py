@@ -9,6 +9,8 @@ rows, saved once to --big-dir and reused. Its rows have the real per-row size, w
 check needs; generating 1M real demos takes ~2 h on one core here. Iteration runs in a fresh process so
 its RSS is the loader's alone; RSS is split into anonymous memory (Python objects, batches) and
 file-backed pages of the memory map (page cache the kernel may reclaim). Writes results/demo_generation.json.
+Measured here: anonymous RSS stays ~0.4 GB at 200k and 1M rows; file-backed RSS grows to the size of the
+data touched (one shuffled epoch of 1M rows maps all 3.3 GB), so total RSS passes 2 GB at 1M rows.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ def main() -> None:
     it = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
     result["iteration"] = it
     result["rss_under_2gb"] = it["peak_rss_mb"] < 2048
+    result["anon_rss_under_2gb"] = it.get("peak_anon_mb", it["peak_rss_mb"]) < 2048  # excluding mmap pages
     result["load_average_after"] = os.getloadavg()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
