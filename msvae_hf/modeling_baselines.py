@@ -273,7 +273,13 @@ class SpeakerMixin:
         kwargs.setdefault("use_cache", True)
         for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
             kwargs.setdefault(name, getattr(self.config, name))
-        return GenerationMixin.generate(self, start, memory=memory, memory_mask=memory_mask, **kwargs)
+        out = GenerationMixin.generate(self, start, memory=memory, memory_mask=memory_mask, **kwargs)
+        # transformers' beam search fills finished beams with `pad_token_id or eos_token_id`, i.e. with eos
+        # when pad is id 0: restore "eos then pad only" for every decoding mode.
+        if isinstance(out, torch.Tensor):
+            return pad_after_eos(out, kwargs["eos_token_id"], kwargs["pad_token_id"])
+        out.sequences = pad_after_eos(out.sequences, kwargs["eos_token_id"], kwargs["pad_token_id"])
+        return out
 
     @torch.no_grad()
     def describe(self, observations, directions, actions, trajectory_mask=None, tokenizer=None, **kwargs) -> list[str]:
@@ -287,6 +293,12 @@ class SpeakerMixin:
             None if trajectory_mask is None else trajectory_mask.to(device), **kwargs,
         )
         return tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+
+def pad_after_eos(ids: torch.Tensor, eos_token_id: int, pad_token_id: int) -> torch.Tensor:
+    """Replace every token after a sequence's first eos by pad: [N, S] -> [N, S]."""
+    after = (ids == eos_token_id).long().cumsum(dim=1) - (ids == eos_token_id).long() > 0
+    return ids.masked_fill(after, pad_token_id)
 
 
 def pad_trajectories(observations, directions, actions):
