@@ -79,6 +79,13 @@ def test_step_limit_drops_and_counts(tmp_path: Path) -> None:
     assert "paired/step_limit" in (tmp_path / "short" / "README.md").read_text()
 
 
+def test_hopeless_step_limit_raises(tmp_path: Path) -> None:
+    counts = {"paired": 2, "unpaired": 0, "valid": 0, "test": 0}
+    with pytest.raises(RuntimeError, match="step_limit"):
+        make_demos("GoToSeqLocal", counts, tmp_path / "never", max_steps=1)
+    assert not (tmp_path / "never").exists() and list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

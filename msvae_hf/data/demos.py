@@ -141,6 +141,8 @@ def generate_split(
     features["status"] = Value("string")
     parts, dropped, next_index = [], Counter(), 0
     while (missing := count - sum(len(p) for p in parts)) > 0:
+        if sum(dropped.values()) > 10 * count + 100:
+            raise RuntimeError(f"the bot failed {dict(dropped)} of {next_index} {split} episodes; check max_steps")
         seeds = episode_seeds(split, next_index, missing, dataset_seed)
         next_index += missing
         ds = Dataset.from_generator(
