@@ -1,0 +1,144 @@
+"""Seconds per update (forward + backward + Adam step) of the follower, the speaker and MS-VAE on ONE real batch.
+
+    python benchmarks/train_step.py [--demos DIR] [--level BabyAI-BossLocal-v0] [--episodes 256]
+                                    [--batch-size 128] [--steps 10] [--warmup 2] [--tiny]
+                                    [--out results/train_step.json]
+
+The batch: `--batch-size` paired BossLocal bot episodes (+ as many unpaired ones for MS-VAE's full Eq. 10
+loss), from `--demos` (a `make_demos` folder: splits paired / unpaired) or generated here with
+`msvae_hf.data.demos.generate_split`. Every model sees the same paired batch. Models use the default
+(App. D) config unless `--tiny`. FLOPs of one forward + backward are counted with
+torch.utils.flop_counter.FlopCounterMode (matmul, conv and attention FLOPs, the GRU/LSTM gate matmuls
+included; elementwise ops are not counted); the GEMM peak is a large fp32 torch.matmul timed in the same
+run, on the same thread count (reported as torch_threads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+import msvae_hf  # noqa: F401  (registers the Local levels)
+from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
+from msvae_hf.data.collator import DemoCollator, for_loader
+from msvae_hf.tokenization_msvae import MSVAETokenizer
+
+TINY = dict(hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32,
+            prior_hidden_size=32, obs_embed_dim=8, action_embed_dim=8)
+
+
+def load_batches(args: argparse.Namespace, tok: MSVAETokenizer) -> tuple[dict, dict]:
+    """(paired batch, unpaired batch) as padded tensors."""
+    if args.demos:
+        from msvae_hf.data.demos import load_demos
+
+        dd = load_demos(args.demos)
+        paired, unpaired = dd["paired"], dd["unpaired"] if "unpaired" in dd else dd["paired"]
+    else:
+        from msvae_hf.data.demos import generate_split
+
+        with tempfile.TemporaryDirectory() as cache:
+            paired, _ = generate_split(args.level, "paired", args.batch_size, cache_dir=cache)
+            unpaired, _ = generate_split(args.level, "unpaired", args.batch_size, cache_dir=cache)
+            paired, unpaired = paired.flatten_indices(), unpaired.flatten_indices()
+            collate = DemoCollator(tok)
+            return (collate(list(for_loader(paired.select(range(args.batch_size))))),
+                    _unpaired(collate(list(for_loader(unpaired.select(range(args.batch_size)))))))
+    collate = DemoCollator(tok)
+    n_p, n_u = min(args.batch_size, len(paired)), min(args.batch_size, len(unpaired))
+    rows_u = [{k: v for k, v in r.items() if k != "instruction"} for r in for_loader(unpaired.select(range(n_u)))]
+    return collate(list(for_loader(paired.select(range(n_p))))), _unpaired(collate(rows_u))
+
+
+def _unpaired(batch: dict) -> dict:
+    return {f"unpaired_{k}": v for k, v in batch.items() if k not in ("input_ids", "attention_mask")}
+
+
+def gemm_peak(n: int, repeats: int) -> float:
+    """FLOP/s of an n x n fp32 matmul (2 n^3 flops), best of `repeats`."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.matmul(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.matmul(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def time_updates(model: torch.nn.Module, batch: dict, steps: int, warmup: int) -> dict[str, Any]:
+    """Median seconds per Adam update and the FLOPs of one forward + backward."""
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    with FlopCounterMode(display=False) as counter:
+        model(**batch).loss.backward()
+    flops = counter.get_total_flops()
+    optimizer.zero_grad()
+    times = []
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        model(**batch).loss.backward()
+        optimizer.step()
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    times.sort()
+    median = times[len(times) // 2]
+    return {"seconds_per_update": median, "min_s": times[0], "max_s": times[-1], "flops_fwd_bwd": flops,
+            "achieved_flops_per_s": flops / median,
+            "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--demos", help="make_demos folder (paired/unpaired splits); generated if absent")
+    parser.add_argument("--level", default="BabyAI-BossLocal-v0")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--gemm-size", type=int, default=2048)
+    parser.add_argument("--tiny", action="store_true", help="tiny models (a smoke run), not App. D's")
+    parser.add_argument("--out", default="results/train_step.json")
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    tok = MSVAETokenizer.from_grammar()
+    paired, unpaired = load_batches(args, tok)
+    extra = {**(TINY if args.tiny else {}), "vocab_size": len(tok)}
+    models = {
+        "follower": FollowerModel(FollowerConfig(**extra)),
+        "speaker": SpeakerModel(SpeakerConfig(**extra)),
+        "msvae": MSVAEModel(MSVAEConfig(**extra)),
+    }
+    batches = {"follower": paired, "speaker": paired, "msvae": {**paired, **unpaired}}
+    peak = gemm_peak(args.gemm_size, 5)
+    results: dict[str, Any] = {
+        "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "device": "cpu", "torch": torch.__version__, "tiny": args.tiny, "level": args.level,
+        "batch_paired": int(paired["actions"].shape[0]), "batch_unpaired": int(unpaired["unpaired_actions"].shape[0]),
+        "mean_steps": float(paired["trajectory_mask"].sum(1).float().mean()),
+        "gemm_peak_flops_per_s": peak, "models": {},
+    }
+    for name, model in models.items():
+        r = time_updates(model, batches[name], args.steps, args.warmup)
+        r["fraction_of_gemm_peak"] = r["achieved_flops_per_s"] / peak
+        results["models"][name] = r
+    follower_s = results["models"]["follower"]["seconds_per_update"]
+    results["ratio_msvae_over_follower"] = results["models"]["msvae"]["seconds_per_update"] / follower_s
+    results["ratio_speaker_over_follower"] = results["models"]["speaker"]["seconds_per_update"] / follower_s
+    text = json.dumps(results, indent=2)
+    print(text)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
