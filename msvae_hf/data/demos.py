@@ -7,8 +7,9 @@ not on `num_proc`. Splits draw from disjoint seed ranges (`episode_seeds`):
     seed = dataset_seed * SEED_STRIDE + SPLIT_OFFSETS[split] + i,   0 <= i < SPLIT_OFFSET_GAP
 
 paired (M = 1000 in the paper) and unpaired (N = 1,000,000, App. D) are the two training pools; valid
-and test are held-out paired episodes. Rollout floors and evaluations elsewhere use seeds from
-777,000,000, outside the ranges of dataset_seed 0. Episodes the bot fails, or that exceed the step or
+and test are held-out paired episodes. Every demonstration seed lies below 10**9 (dataset_seed < 25,
+10**7 episodes per split): evaluation rollouts use seeds from 10**9 (test, BabyAI's convention) and
+1.5 * 10**9 (validation), so no evaluated episode can ever have been trained on. Episodes the bot fails, or that exceed the step or
 wall-time limit, are dropped, counted, and replaced by the next seeds of the same range, so each split
 has exactly the requested size. (The wall-time limit is the one input that is not a function of the
 seed; it only matters for a stuck bot.)
@@ -48,8 +49,9 @@ from minigrid.utils.baby_ai_bot import BabyAIBot
 from ..envs.levels import resolve_level
 
 SPLITS = ("paired", "unpaired", "valid", "test")
-SEED_STRIDE = 1_000_000_000
-SPLIT_OFFSET_GAP = 100_000_000
+SEED_STRIDE = 40_000_000
+SPLIT_OFFSET_GAP = 10_000_000
+MAX_DATASET_SEED = 24  # keeps every demonstration seed below 10**9, the first evaluation seed
 SPLIT_OFFSETS = {split: k * SPLIT_OFFSET_GAP for k, split in enumerate(SPLITS)}
 DEFAULT_TIME_LIMIT_S = 10.0
 STATUS_OK = "ok"
@@ -71,6 +73,8 @@ def demo_features(with_instruction: bool) -> Features:
 
 def episode_seeds(split: str, start: int, count: int, dataset_seed: int = 0) -> list[int]:
     """Seeds `start .. start+count-1` of a split's range (see the module docstring)."""
+    if not 0 <= dataset_seed <= MAX_DATASET_SEED:
+        raise ValueError(f"dataset seed must be in [0, {MAX_DATASET_SEED}], got {dataset_seed}")
     if start + count > SPLIT_OFFSET_GAP:
         raise ValueError(f"split {split!r} needs more than {SPLIT_OFFSET_GAP} seeds")
     base = dataset_seed * SEED_STRIDE + SPLIT_OFFSETS[split]
