@@ -35,6 +35,8 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 import numpy as np
 
+from .envs.levels import resolve_level
+
 #: BabyAI convention: evaluation seeds start at 10**9, far above any training seed.
 EVAL_SEED_START = 10**9
 
@@ -77,16 +79,6 @@ class EpisodeResult:
 def evaluation_seeds(n: int, start: int = EVAL_SEED_START) -> list[int]:
     """`n` fixed evaluation seeds, disjoint from training seeds (which start at 0)."""
     return list(range(start, start + n))
-
-
-def resolve_level(level: str) -> str:
-    """Accept a full gymnasium id ("BabyAI-BossLocal-v0") or a BabyAI short name ("BossLocal")."""
-    if level in gym.registry:
-        return level
-    full = f"BabyAI-{level}-v0"
-    if full in gym.registry:
-        return full
-    raise ValueError(f"unknown level {level!r}: neither {level!r} nor {full!r} is registered with gymnasium")
 
 
 class RandomPolicy:
@@ -279,18 +271,6 @@ def _run_wave(
         )
         for i in range(n)
     ]
-
-
-def summarize(results: Sequence[EpisodeResult]) -> dict[str, float]:
-    """Success rate, mean steps and mean BabyAI reward (1 - 0.9 steps / max_steps on success)."""
-    if not results:
-        raise ValueError("no episodes to summarize")
-    return {
-        "episodes": len(results),
-        "success_rate": float(np.mean([r.success for r in results])),
-        "mean_steps": float(np.mean([r.steps for r in results])),
-        "mean_reward": float(np.mean([r.reward for r in results])),
-    }
 
 
 def evaluate_policy(

@@ -17,8 +17,9 @@ from pathlib import Path
 from transformers import AutoModel, AutoTokenizer
 
 import msvae_hf  # noqa: F401  (registers the Local levels, the models and the tokenizer)
+from msvae_hf.metrics import summarize_episodes as summarize
 from msvae_hf.render import render_rollouts
-from msvae_hf.rollout import EVAL_SEED_START, evaluate_policy, evaluation_seeds, resolve_level, summarize
+from msvae_hf.rollout import EVAL_SEED_START, evaluate_policy, evaluation_seeds, resolve_level
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ import minigrid  # noqa: F401  (registers the BabyAI levels)
 import numpy as np
 import pytest
 
+from msvae_hf.metrics import summarize_episodes as summarize
 from msvae_hf.render import render_rollouts, save_episode_gif
 from msvae_hf.rollout import (
     BotPolicy,
@@ -19,7 +20,6 @@ from msvae_hf.rollout import (
     evaluation_seeds,
     resolve_level,
     rollout,
-    summarize,
 )
 
 LEVEL = "BabyAI-GoToLocal-v0"

@@ -9,8 +9,8 @@ not on `num_proc`. Splits draw from disjoint seed ranges (`episode_seeds`):
 paired (M = 1000 in the paper) and unpaired (N = 1,000,000, App. D) are the two training pools; valid
 and test are held-out paired episodes. Every demonstration seed lies below 10**9 (dataset_seed < 25,
 10**7 episodes per split): evaluation rollouts use seeds from 10**9 (test, BabyAI's convention) and
-1.5 * 10**9 (validation), so no evaluated episode can ever have been trained on. Episodes the bot fails, or that exceed the step or
-wall-time limit, are dropped, counted, and replaced by the next seeds of the same range, so each split
+1.5 * 10**9 (validation), so no evaluated episode can ever have been trained on.
+Episodes the bot fails, or that exceed the step or wall-time limit, are dropped, counted, and replaced by the next seeds of the same range, so each split
 has exactly the requested size. (The wall-time limit is the one input that is not a function of the
 seed; it only matters for a stuck bot.)
 

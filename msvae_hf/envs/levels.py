@@ -90,13 +90,16 @@ def register_levels() -> None:
 
 
 def resolve_level(name: str) -> str:
-    """Map a short name (GoToSeqLocal, BossLocal, GoToSeq, BossLevel) or a full id to a gymnasium id."""
+    """A gymnasium id from a short name (GoToSeqLocal, BossLocal, GoToSeq, BossLevel, or any registered
+    BabyAI level as ``X`` for ``BabyAI-X-v0``) or a full registered id."""
     if name in LEVELS:
         return LEVELS[name]
-    if name in LEVELS.values():
+    if name in LEVELS.values() or (name.startswith("BabyAI-") and name in gym.registry):
         return name
+    if f"BabyAI-{name}-v0" in gym.registry:
+        return f"BabyAI-{name}-v0"
     valid = ", ".join([*LEVELS, *LEVELS.values()])
-    raise ValueError(f"unknown level {name!r}; valid names: {valid}")
+    raise ValueError(f"unknown level {name!r}; valid names: {valid} (or any registered BabyAI-*-v0 id)")
 
 
 register_levels()
