@@ -10,8 +10,8 @@ paired (M = 1000 in the paper) and unpaired (N = 1,000,000, App. D) are the two 
 and test are held-out paired episodes. Every demonstration seed lies below 10**9 (dataset_seed < 25,
 10**7 episodes per split): evaluation rollouts use seeds from 10**9 (test, BabyAI's convention) and
 1.5 * 10**9 (validation), so no evaluated episode can ever have been trained on.
-Episodes the bot fails, or that exceed the step or wall-time limit, are dropped, counted, and replaced by the next seeds of the same range, so each split
-has exactly the requested size. (The wall-time limit is the one input that is not a function of the
+Episodes the bot fails, or that exceed the step or wall-time limit, are dropped, counted, and replaced
+by the next seeds of the same range, so each split has exactly the requested size. (The wall-time limit is the one input that is not a function of the
 seed; it only matters for a stuck bot.)
 
 Row layout (docs: /work/notes/contracts.md): observations[T, 7, 7, 3] uint8 are the egocentric views
