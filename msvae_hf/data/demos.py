@@ -11,8 +11,8 @@ and test are held-out paired episodes. Every demonstration seed lies below 10**9
 10**7 episodes per split): evaluation rollouts use seeds from 10**9 (test, BabyAI's convention) and
 1.5 * 10**9 (validation), so no evaluated episode can ever have been trained on.
 Episodes the bot fails, or that exceed the step or wall-time limit, are dropped, counted, and replaced
-by the next seeds of the same range, so each split has exactly the requested size. (The wall-time limit is the one input that is not a function of the
-seed; it only matters for a stuck bot.)
+by the next seeds of the same range, so each split has exactly the requested size. (The wall-time
+limit is the one input that is not a function of the seed; it only matters for a stuck bot.)
 
 Row layout (docs: /work/notes/contracts.md): observations[T, 7, 7, 3] uint8 are the egocentric views
 before each of the T actions, directions[T] the agent's heading before each action, actions[T] the bot's
