@@ -264,8 +264,12 @@ def primary_metric(cfg: TrainConfig) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- loop
-def train(cfg: TrainConfig) -> dict[str, Any]:
-    """Train, validate, checkpoint, keep the best model, then evaluate it on the test seeds/split."""
+def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
+    """Train, validate, checkpoint, keep the best model, then evaluate it on the test seeds/split.
+
+    ``command`` (the command line that started this run, from ``scripts/train.py``) is appended to
+    ``output_dir/command.txt``, one line per start or resume, for the model card.
+    """
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     accelerator = Accelerator(
@@ -274,8 +278,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     )
     out = Path(cfg.output_dir)
     existing = checkpoint_dirs(out)
-    if accelerator.is_main_process and not cfg.resume and (existing or (out / "best").exists()):
-        raise FileExistsError(f"{out} already holds a run: pass --resume to continue it or choose another output_dir")
+    if not cfg.resume and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        # every rank checks (none has written anything yet), so no rank is left waiting for a failed one
+        raise FileExistsError(f"{out} is not empty: pass --resume to continue its run or choose another output_dir")
     set_seed(cfg.seed)
     paired, unpaired, valid, test, level = load_training_data(cfg)
     tokenizer = MSVAETokenizer.from_grammar()
@@ -304,6 +309,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
         (out / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
+        if command:
+            if world > 1 and command.startswith("python "):
+                command = f"accelerate launch --num_processes {world} " + command[len("python "):]
+            with open(out / "command.txt", "a", encoding="utf-8") as f:
+                f.write(command + "\n")
 
     bar = tqdm(total=cfg.max_updates, initial=state["step"], disable=not accelerator.is_main_process, desc="updates")
     started = time.time() - state["wall_time"]
@@ -328,7 +338,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         state["step"] = step = step + 1
         bar.update(1)
         if step % cfg.log_every == 0 or step == 1:
-            logs = {f"train/{k}": float(v) for k, v in output.items() if torch.is_tensor(v) and v.dim() == 0}
+            logs = {f"train/{k}": float(v.detach()) for k, v in output.items() if torch.is_tensor(v) and v.dim() == 0}
             accelerator.log(logs, step=step)
             bar.set_postfix(loss=f"{logs['train/loss']:.3f}")
         if step % cfg.eval_every == 0 or step == cfg.max_updates:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shlex
 import sys
 
 import yaml
@@ -54,7 +55,8 @@ def main(argv: list[str] | None = None) -> None:
         cfg = load_config(config_path, overrides)
     except (ValueError, FileNotFoundError) as err:
         sys.exit(f"error: {err}")
-    results = train(cfg)
+    command = shlex.join(["python", *(sys.argv if argv is None else ["scripts/train.py", *argv])])
+    results = train(cfg, command=command)
     if results:
         print(yaml.safe_dump({k: v for k, v in results.items() if k not in ("history", "test_examples")}))
 

@@ -1,0 +1,120 @@
+#!/usr/bin/env python
+"""Plot learning curves (validation SR / BLEU, training loss vs update) of several runs, one line per run.
+
+    python scripts/plot_curves.py runs/bosslocal/follower runs/bosslocal/msvae --out results/curves.png
+    python scripts/plot_curves.py runs/a runs/b --metric valid/success_rate --metric train/loss
+
+Each run is an ``output_dir`` of ``scripts/train.py``. Scalars are read from its TensorBoard event files
+(``tb/``, via tensorboard's EventAccumulator); a run without event files falls back to the validation
+history in ``results.json`` (which has no training loss). A metric no run logged is skipped with a note;
+if no run logged any requested metric, that is an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+DEFAULT_METRICS = ("valid/success_rate", "valid/bleu", "train/loss")
+
+#: metric -> {step: value}
+Curves = dict[str, dict[int, float]]
+
+
+def read_event_scalars(run_dir: str | Path) -> Curves:
+    """Every scalar in the run's TensorBoard event files (``tb/`` and below); later files win on a step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    curves: Curves = {}
+    files = sorted(Path(run_dir).glob("tb/**/events.out.tfevents.*"), key=lambda p: p.stat().st_mtime)
+    for path in files:
+        acc = EventAccumulator(str(path), size_guidance={"scalars": 0})
+        acc.Reload()
+        for tag in acc.Tags().get("scalars", []):
+            curves.setdefault(tag, {}).update({int(e.step): float(e.value) for e in acc.Scalars(tag)})
+    return curves
+
+
+def read_results_history(run_dir: str | Path) -> Curves:
+    """The validation history of ``results.json`` (or the latest checkpoint's ``train_state.json``)."""
+    run_dir = Path(run_dir)
+    sources = [run_dir / "results.json", *sorted((run_dir / "checkpoints").glob("step-*/train_state.json"))[-1:]]
+    for path in sources:
+        if path.is_file():
+            history = json.loads(path.read_text(encoding="utf-8")).get("history", [])
+            curves: Curves = {}
+            for entry in history:
+                for key, value in entry.items():
+                    if key != "step" and isinstance(value, (int, float)):
+                        curves.setdefault(key, {})[int(entry["step"])] = float(value)
+            return curves
+    return {}
+
+
+def read_run(run_dir: str | Path) -> Curves:
+    """A run's curves: TensorBoard scalars, else the results.json history."""
+    if not Path(run_dir).is_dir():
+        raise FileNotFoundError(f"no run directory at {run_dir}")
+    return read_event_scalars(run_dir) or read_results_history(run_dir)
+
+
+def plot_curves(
+    run_dirs: Sequence[str | Path],
+    out: str | Path,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    labels: Sequence[str] | None = None,
+) -> list[str]:
+    """Write one panel per metric (x: update) with one line per run to ``out``; returns the metrics drawn."""
+    labels = list(labels) if labels else [Path(r).name or str(r) for r in run_dirs]
+    if len(labels) != len(run_dirs):
+        raise ValueError(f"{len(labels)} labels for {len(run_dirs)} runs")
+    runs = [read_run(r) for r in run_dirs]
+    drawn = [m for m in metrics if any(m in curves for curves in runs)]
+    if not drawn:
+        raise ValueError(f"none of the runs logged any of {list(metrics)}")
+    fig, axes = plt.subplots(1, len(drawn), figsize=(4.5 * len(drawn), 3.5), squeeze=False)
+    for ax, metric in zip(axes[0], drawn):
+        for label, curves in zip(labels, runs):
+            if metric in curves:
+                steps = sorted(curves[metric])
+                ax.plot(steps, [curves[metric][s] for s in steps], marker="." if len(steps) < 50 else None,
+                        label=label)
+        ax.set_xlabel("update")
+        ax.set_title(metric)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return drawn
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", help="run directories (output_dir of scripts/train.py)")
+    parser.add_argument("--out", default="results/curves.png", help="image to write (png, pdf, svg)")
+    parser.add_argument("--metric", action="append", dest="metrics",
+                        help=f"a scalar tag to plot; repeat for several (default: {' '.join(DEFAULT_METRICS)})")
+    parser.add_argument("--label", action="append", dest="labels", help="a legend label per run, in order")
+    args = parser.parse_args(argv)
+    metrics = args.metrics or list(DEFAULT_METRICS)
+    try:
+        drawn = plot_curves(args.runs, args.out, metrics, args.labels)
+    except (ValueError, FileNotFoundError) as err:
+        sys.exit(f"error: {err}")
+    for missing in sorted(set(metrics) - set(drawn)):
+        print(f"note: no run logged {missing}", file=sys.stderr)
+    print(f"wrote {args.out} ({', '.join(drawn)})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Shared test fixtures: a tiny BossLocal demonstration dataset and tiny training configs.
+
+The dataset (40 paired, 80 unpaired, 16 valid, 16 test bot episodes) is built once per test session
+(about 1 s) and must be treated as read-only by the tests that use it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import msvae_hf  # noqa: E402,F401  (registers the levels and the Auto classes)
+
+TINY_LEVEL = "BabyAI-BossLocal-v0"
+TINY_COUNTS = {"paired": 40, "unpaired": 80, "valid": 16, "test": 16}
+
+#: Model config overrides that make every model type small enough for a few CPU updates in a test.
+TINY_MODEL: dict[str, Any] = {
+    "hidden_size": 32, "word_embed_dim": 32, "decoder_ffn_dim": 64, "decoder_layers": 1, "decoder_heads": 2,
+    "latent_dim": 32, "prior_hidden_size": 32, "obs_channels": 16, "obs_embed_dim": 8, "action_embed_dim": 8,
+    "swd_projections": 8,
+}
+
+#: TrainConfig fields for a run of a few updates with a handful of evaluation episodes.
+TINY_TRAIN: dict[str, Any] = {
+    "batch_size": 8, "max_updates": 4, "eval_every": 2, "eval_episodes": 4, "eval_batch_size": 4,
+    "bleu_examples": 8, "test_episodes": 4, "log_every": 1, "checkpoint_every": 2, "keep_checkpoints": 1,
+    "learning_rate": 1e-3, "threads": 1,
+}
+
+
+def tiny_cli_args(model: dict[str, Any] | None = None) -> list[str]:
+    """``--model.KEY VALUE`` flags of :data:`TINY_MODEL` (plus ``model``) for ``scripts/train.py``."""
+    args: list[str] = []
+    for key, value in {**TINY_MODEL, **(model or {})}.items():
+        args += [f"--model.{key}", str(value)]
+    return args
+
+
+@pytest.fixture(scope="session")
+def tiny_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A saved DatasetDict (splits paired/unpaired/valid/test) of tiny BossLocal bot demonstrations."""
+    from msvae_hf.data.demos import make_demos
+
+    out = tmp_path_factory.mktemp("demos") / "bosslocal"
+    make_demos(TINY_LEVEL, TINY_COUNTS, out, command="tests/conftest.py tiny_demos")
+    return out
+
+
+def train_tiny(model_type: str, output_dir: str | Path, demos: str | Path, **overrides: Any) -> dict[str, Any]:
+    """``msvae_hf.training.train`` on a tiny config in this process (fp32, CPU); returns results.json."""
+    from msvae_hf.training import load_config, train
+
+    model = {**TINY_MODEL, **overrides.pop("model", {})}
+    values = {"model_type": model_type, "output_dir": str(output_dir), "demos": str(demos), **TINY_TRAIN, **overrides}
+    values.update({f"model.{k}": v for k, v in model.items()})
+    return train(load_config(None, values))
+
+
+@pytest.fixture(scope="session")
+def baseline_runs(tiny_demos: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Finished tiny follower and speaker runs ({"follower": dir, "speaker": dir}); copy before changing them."""
+    root = tmp_path_factory.mktemp("runs")
+    runs = {}
+    for model_type in ("follower", "speaker"):
+        runs[model_type] = root / model_type
+        train_tiny(model_type, runs[model_type], tiny_demos)
+    return runs

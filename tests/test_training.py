@@ -1,0 +1,341 @@
+"""training: end-to-end runs of every model type, MS-VAE from baselines, 2-process data parallelism,
+kill-and-resume bit-identity, deterministic evaluation, bf16, clear errors that overwrite nothing, curves."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import TINY_MODEL, TINY_TRAIN, tiny_cli_args, train_tiny
+from datasets import DatasetDict
+from safetensors.torch import load_file, save_file
+from transformers import AutoModel, AutoTokenizer
+
+from msvae_hf.modeling_baselines import FollowerModel, SpeakerModel
+from msvae_hf.modeling_msvae import MSVAEModel
+from msvae_hf.training import StepSampler, checkpoint_dirs, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN_SCRIPT = REPO / "scripts" / "train.py"
+MODEL_CLASSES = {"follower": FollowerModel, "speaker": SpeakerModel, "msvae": MSVAEModel}
+
+
+def tb_scalars(run_dir: Path) -> dict[str, dict[int, float]]:
+    """Every TensorBoard scalar of a run: tag -> {step: value}."""
+    spec = importlib.util.spec_from_file_location("plot_curves", REPO / "scripts" / "plot_curves.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.read_event_scalars(run_dir)
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """relative path -> sha1 of every file under ``root`` (empty if it does not exist)."""
+    if not root.exists():
+        return {}
+    return {str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def check_run(run_dir: Path, model_type: str) -> dict[str, Any]:
+    """The files every finished run must hold; returns results.json."""
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["model_type"] == model_type and results["updates"] == TINY_TRAIN["max_updates"]
+    assert [h["step"] for h in results["history"]] == [2, 4]
+    best = run_dir / "best"
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        assert (best / name).is_file(), name
+    model = AutoModel.from_pretrained(best)
+    assert type(model) is MODEL_CLASSES[model_type]
+    assert model.config.hidden_size == TINY_MODEL["hidden_size"]
+    tokenizer = AutoTokenizer.from_pretrained(best)
+    assert tokenizer.decode(tokenizer("go to the red ball")["input_ids"], skip_special_tokens=True) == \
+        "go to the red ball"
+    assert list((run_dir / "tb").rglob("events.out.tfevents.*"))
+    # keep_checkpoints=1 with a checkpoint every 2 of 4 updates: only the last survives, no temporaries
+    assert [p.name for p in checkpoint_dirs(run_dir)] == ["step-0000004"]
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["step-0000004"]
+    saved = json.loads((run_dir / "train_config.json").read_text())
+    assert saved["model_type"] == model_type and saved["model"]["hidden_size"] == TINY_MODEL["hidden_size"]
+    return results
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+@pytest.mark.parametrize("model_type", ["follower", "speaker"])
+def test_baseline_runs(baseline_runs, model_type):
+    results = check_run(baseline_runs[model_type], model_type)
+    if model_type == "follower":
+        assert results["test"]["episodes"] == TINY_TRAIN["test_episodes"]
+        assert 0 <= results["test"]["success_rate"] <= 1 and "paper_protocol_valid_sr" in results
+        assert "test_bleu" not in results
+    else:
+        assert 0 <= results["test_bleu"] <= 100 and len(results["test_examples"]) == 5
+        assert "test" not in results and all("valid/bleu" in h for h in results["history"])
+        assert results["best"]["score"] == max(h["valid/bleu"] for h in results["history"])
+    scalars = tb_scalars(baseline_runs[model_type])
+    assert sorted(scalars["train/loss"]) == [1, 2, 3, 4]
+
+
+def test_msvae_with_unpaired_from_baselines(baseline_runs, tiny_demos, tmp_path):
+    run = tmp_path / "msvae"
+    follower, speaker = (baseline_runs[k] / "best" for k in ("follower", "speaker"))
+    train_tiny("msvae", run, tiny_demos, init_follower=str(follower), init_speaker=str(speaker),
+               unpaired_batch_size=4, model={"gamma": 1.0})
+    results = check_run(run, "msvae")
+    assert "test_bleu" in results and results["test"]["episodes"] == TINY_TRAIN["test_episodes"]
+    scalars = tb_scalars(run)
+    assert {"train/v", "train/a_1_unpaired", "train/domain_distance"} <= set(scalars)  # the unpaired batch ran
+    assert all(math.isfinite(v) for v in scalars["train/loss"].values())
+    # MS-VAE started from the baselines: its speaker side's config came from them
+    assert AutoModel.from_pretrained(run / "best").config.hidden_size == TINY_MODEL["hidden_size"]
+
+
+def test_msvae_init_copies_baseline_weights(baseline_runs, tiny_demos):
+    from msvae_hf.tokenization_msvae import MSVAETokenizer
+    from msvae_hf.training import build_model
+
+    follower, speaker = (baseline_runs[k] / "best" for k in ("follower", "speaker"))
+    cfg = load_config(None, {"model_type": "msvae", "demos": str(tiny_demos), "init_follower": str(follower),
+                             "init_speaker": str(speaker)})
+    model = build_model(cfg, MSVAETokenizer.from_grammar())
+    f, s = FollowerModel.from_pretrained(follower), SpeakerModel.from_pretrained(speaker)
+    for name, source in (("instruction_encoder", f), ("action_decoder", f), ("trajectory_encoder", s),
+                         ("instruction_decoder", s)):
+        for key, value in getattr(source, name).state_dict().items():
+            assert torch.equal(getattr(model, name).state_dict()[key], value), f"{name}.{key}"
+
+
+# ---------------------------------------------------------------------------------------------- 2 processes
+def _two_process_worker(demos: str, run_dir: str) -> None:
+    """One rank of a 2-process run: train, then save this rank's final parameters to rank{r}.safetensors."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)  # the forked child inherits the parent's state
+    captured: dict[str, torch.Tensor] = {}
+    end_training = Accelerator.end_training
+
+    def capture(self: Accelerator) -> None:
+        assert isinstance(self._models[0], torch.nn.parallel.DistributedDataParallel), type(self._models[0])
+        model = self.unwrap_model(self._models[0])
+        captured.update({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()})
+        end_training(self)
+
+    Accelerator.end_training = capture
+    try:
+        train_tiny("msvae", run_dir, demos, batch_size=4, max_updates=3, eval_every=3, checkpoint_every=3,
+                   eval_episodes=2, test_episodes=2, model={"gamma": 1.0})
+        rank = AcceleratorState().process_index
+        world = AcceleratorState().num_processes
+        assert world == 2, world
+        save_file(captured, os.path.join(run_dir, f"rank{rank}.safetensors"))
+    finally:
+        Accelerator.end_training = end_training
+        AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_two_processes_keep_parameters_identical(tiny_demos, tmp_path):
+    from accelerate import debug_launcher
+    from accelerate.state import AcceleratorState
+
+    run = tmp_path / "ddp"
+    debug_launcher(_two_process_worker, args=(str(tiny_demos), str(run)), num_processes=2)
+    AcceleratorState._reset_state(reset_partial_state=True)
+    rank0, rank1 = load_file(run / "rank0.safetensors"), load_file(run / "rank1.safetensors")
+    assert rank0.keys() == rank1.keys() and rank0
+    for key in rank0:
+        assert torch.equal(rank0[key], rank1[key]), key
+    saved = load_file(run / "checkpoints" / "step-0000003" / "model.safetensors")
+    assert all(torch.equal(saved[k], rank0[k]) for k in saved)
+    results = json.loads((run / "results.json").read_text())
+    assert results["updates"] == 3
+
+
+def test_data_shards_across_processes(tiny_demos):
+    from msvae_hf.data.demos import load_demos
+
+    paired = load_demos(tiny_demos)["paired"]
+    one = StepSampler(paired, 8, 1, seed=3, stream=0)
+    two = StepSampler(paired, 4, 2, seed=3, stream=0)
+    for step in range(6):
+        ranks = [two.indices(step, r) for r in (0, 1)]
+        assert not set(ranks[0]) & set(ranks[1])
+        assert two.indices(step, 0).tolist() == two.indices(step, 0).tolist()  # pure function of the step
+    assert one.per_epoch == two.per_epoch == 5
+
+
+# ---------------------------------------------------------------------------------------------- resume
+def train_command(demos: Path, out: Path, *extra: str) -> list[str]:
+    """``python scripts/train.py`` for 8 tiny MS-VAE updates with a checkpoint every 2."""
+    return [sys.executable, str(TRAIN_SCRIPT), "--model-type", "msvae", "--demos", str(demos), "--output-dir",
+            str(out), "--max-updates", "8", "--checkpoint-every", "2", "--keep-checkpoints", "10",
+            "--batch-size", "8", "--unpaired-batch-size", "4", "--eval-every", "4", "--eval-episodes", "4",
+            "--eval-batch-size", "4", "--bleu-examples", "4", "--test-episodes", "2", "--log-every", "1",
+            "--threads", "1", "--seed", "7", *tiny_cli_args({"gamma": 1.0, "dropout": 0.1}), *extra]
+
+
+def test_kill_and_resume_is_bit_identical(tiny_demos, tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+    full, broken = tmp_path / "full", tmp_path / "broken"
+    subprocess.run(train_command(tiny_demos, full), check=True, env=env, capture_output=True, timeout=300)
+
+    proc = subprocess.Popen(train_command(tiny_demos, broken), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    target = broken / "checkpoints" / "step-0000004" / "train_state.json"
+    deadline = time.time() + 240
+    while not target.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (broken / "results.json").exists()
+    killed_at = checkpoint_dirs(broken)[-1].name
+    assert "step-0000004" <= killed_at < "step-0000008"
+
+    resumed = subprocess.run(train_command(tiny_demos, broken, "--resume"), env=env, capture_output=True,
+                             text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    for name in ("model.safetensors",):
+        a = load_file(full / "checkpoints" / "step-0000008" / name)
+        b = load_file(broken / "checkpoints" / "step-0000008" / name)
+        assert a.keys() == b.keys()
+        different = [k for k in a if not torch.equal(a[k], b[k])]
+        assert not different, f"resumed from {killed_at}: {len(different)} tensors differ, e.g. {different[:3]}"
+    opt_a = torch.load(full / "checkpoints" / "step-0000008" / "optimizer.bin", weights_only=True)
+    opt_b = torch.load(broken / "checkpoints" / "step-0000008" / "optimizer.bin", weights_only=True)
+    for k, state in opt_a["state"].items():
+        assert all(torch.equal(state[n], opt_b["state"][k][n]) for n in state)
+    hist_a = json.loads((full / "results.json").read_text())
+    hist_b = json.loads((broken / "results.json").read_text())
+    assert hist_a["history"] == hist_b["history"] and hist_a["test"] == hist_b["test"]
+    assert hist_a["test_bleu"] == hist_b["test_bleu"]
+    assert tree_digest(full / "best") == tree_digest(broken / "best")
+    commands = (broken / "command.txt").read_text().splitlines()  # the start and the resume, for the card
+    assert len(commands) == 2 and commands[0].startswith("python ") and "scripts/train.py" in commands[0]
+    assert "--max-updates 8" in commands[0] and commands[1].endswith("--resume")
+
+
+# ---------------------------------------------------------------------------------------------- evaluation, bf16
+def test_evaluation_is_deterministic(baseline_runs):
+    from msvae_hf.evaluation import VALID_SEED_START, evaluate_follower
+
+    model = FollowerModel.from_pretrained(baseline_runs["follower"] / "best")
+    level = "BabyAI-BossLocal-v0"
+    a_summary, a = evaluate_follower(model, level, 6, VALID_SEED_START, batch_size=4)
+    torch.manual_seed(123)  # the global RNG must not matter (greedy actions)
+    b_summary, b = evaluate_follower(model, level, 6, VALID_SEED_START, batch_size=3)
+    assert a_summary == b_summary
+    assert [(r.seed, r.instruction, list(r.actions), r.success) for r in a] == \
+        [(r.seed, r.instruction, list(r.actions), r.success) for r in b]
+    assert len({r.seed for r in a}) == 6
+
+
+def test_bf16_mixed_precision(tiny_demos, tmp_path):
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    try:
+        train_tiny("msvae", tmp_path / "bf16", tiny_demos, mixed_precision="bf16", max_updates=2, eval_every=2,
+                   checkpoint_every=2, model={"gamma": 1.0})
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+    losses = tb_scalars(tmp_path / "bf16")["train/loss"]
+    assert sorted(losses) == [1, 2] and all(math.isfinite(v) for v in losses.values())
+    assert json.loads((tmp_path / "bf16" / "train_config.json").read_text())["mixed_precision"] == "bf16"
+    weights = load_file(tmp_path / "bf16" / "best" / "model.safetensors")
+    assert all(v.dtype == torch.float32 for v in weights.values())  # autocast, fp32 master weights
+
+
+# ---------------------------------------------------------------------------------------------- bad inputs
+def load_train_script() -> Any:
+    spec = importlib.util.spec_from_file_location("train_script", TRAIN_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_missing_dataset(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(FileNotFoundError, match="no demonstrations at"):
+        train_tiny("follower", out, tmp_path / "nope")
+    assert tree_digest(out) == {}
+
+
+def test_dataset_without_paired_split(tiny_demos, tmp_path):
+    from msvae_hf.data.demos import load_demos
+
+    demos = tmp_path / "unpaired_only"
+    DatasetDict({"unpaired": load_demos(tiny_demos)["unpaired"]}).save_to_disk(str(demos))
+    with pytest.raises(ValueError, match="no 'paired' split"):
+        train_tiny("msvae", tmp_path / "run", demos)
+    assert tree_digest(tmp_path / "run") == {}
+
+
+def test_unknown_config_keys(tmp_path, capsys):
+    config = tmp_path / "bad.yaml"
+    config.write_text("model_type: follower\nlearning_rte: 0.1\n")
+    with pytest.raises(ValueError, match="learning_rte"):
+        load_config(str(config))
+    with pytest.raises(ValueError, match="unknown model config key.*hiden_size"):
+        load_config(None, {"model.hiden_size": 8})
+    script = load_train_script()
+    for argv, name in ((["--config", str(config)], "learning_rte"), (["--learning-rte", "1"], "--learning-rte"),
+                       (["--model.hiden_size", "8"], "hiden_size"), (["--model.hidden_size"], "--model.hidden_size")):
+        with pytest.raises(SystemExit) as exc:
+            script.main([*argv, "--output-dir", str(tmp_path / "run")])
+        assert exc.value.code != 0
+        assert name in str(exc.value.code) + capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_resume_with_another_model_type(baseline_runs, tiny_demos, tmp_path):
+    run = tmp_path / "speaker"
+    shutil.copytree(baseline_runs["speaker"], run)
+    before = tree_digest(run)
+    with pytest.raises(ValueError, match="'speaker' run, not 'msvae'"):
+        train_tiny("msvae", run, tiny_demos, resume=True)
+    assert tree_digest(run) == before
+
+
+@pytest.mark.parametrize("content", ["run", "file"])
+def test_new_run_in_non_empty_dir(baseline_runs, tiny_demos, tmp_path, content):
+    run = tmp_path / "out"
+    if content == "run":
+        shutil.copytree(baseline_runs["follower"], run)
+    else:
+        run.mkdir()
+        (run / "notes.txt").write_text("keep me")
+    before = tree_digest(run)
+    with pytest.raises(FileExistsError, match="--resume"):
+        train_tiny("follower", run, tiny_demos)
+    assert tree_digest(run) == before
+
+
+# ---------------------------------------------------------------------------------------------- curves
+def test_plot_curves(baseline_runs, tmp_path):
+    spec = importlib.util.spec_from_file_location("plot_curves", REPO / "scripts" / "plot_curves.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "curves.png"
+    module.main([str(baseline_runs["follower"]), str(baseline_runs["speaker"]), "--out", str(out)])
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # results.json fallback: no event files
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(baseline_runs["follower"] / "results.json", bare / "results.json")
+    drawn = module.plot_curves([bare], tmp_path / "bare.png", ["valid/success_rate", "train/loss"])
+    assert drawn == ["valid/success_rate"] and (tmp_path / "bare.png").is_file()
+    with pytest.raises(SystemExit):
+        module.main([str(bare), "--metric", "valid/nothing", "--out", str(tmp_path / "x.png")])
