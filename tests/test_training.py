@@ -124,15 +124,21 @@ def _two_process_worker(demos: str, run_dir: str) -> None:
 
     AcceleratorState._reset_state(reset_partial_state=True)  # the forked child inherits the parent's state
     captured: dict[str, torch.Tensor] = {}
-    end_training = Accelerator.end_training
+    prepared: list[Any] = []
+    end_training, prepare = Accelerator.end_training, Accelerator.prepare
+
+    def record(self: Accelerator, *args: Any, **kwargs: Any) -> Any:
+        result = prepare(self, *args, **kwargs)
+        prepared.append(result[0])
+        return result
 
     def capture(self: Accelerator) -> None:
-        assert isinstance(self._models[0], torch.nn.parallel.DistributedDataParallel), type(self._models[0])
-        model = self.unwrap_model(self._models[0])
+        assert isinstance(prepared[0], torch.nn.parallel.DistributedDataParallel), type(prepared[0])
+        model = self.unwrap_model(prepared[0])
         captured.update({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()})
         end_training(self)
 
-    Accelerator.end_training = capture
+    Accelerator.end_training, Accelerator.prepare = capture, record
     try:
         train_tiny("msvae", run_dir, demos, batch_size=4, max_updates=3, eval_every=3, checkpoint_every=3,
                    eval_episodes=2, test_episodes=2, model={"gamma": 1.0})
@@ -141,7 +147,7 @@ def _two_process_worker(demos: str, run_dir: str) -> None:
         assert world == 2, world
         save_file(captured, os.path.join(run_dir, f"rank{rank}.safetensors"))
     finally:
-        Accelerator.end_training = end_training
+        Accelerator.end_training, Accelerator.prepare = end_training, prepare
         AcceleratorState._reset_state(reset_partial_state=True)
 
 
