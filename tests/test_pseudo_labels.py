@@ -1,0 +1,106 @@
+"""pseudo_labels: a speaker labels every unpaired trajectory (scripts/label_unpaired.py), and a follower
+trains on the union of paired and pseudo-paired data (the speaker-follower baseline)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import TINY_COUNTS, train_tiny
+from datasets import load_from_disk
+
+from msvae_hf import training
+from msvae_hf.data.demos import load_demos
+from msvae_hf.evaluation import describe_dataset
+from msvae_hf.modeling_baselines import SpeakerModel
+from msvae_hf.tokenization_msvae import MSVAETokenizer
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "label_unpaired.py"
+
+
+def label_script() -> Any:
+    spec = importlib.util.spec_from_file_location("label_unpaired_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def pseudo(baseline_runs, tiny_demos, tmp_path_factory) -> Path:
+    """The tiny speaker's labels of the 80 unpaired trajectories, written by the script."""
+    out = tmp_path_factory.mktemp("pseudo") / "labels"
+    label_script().main(["--speaker", str(baseline_runs["speaker"] / "best"), "--demos", str(tiny_demos),
+                         "--out", str(out), "--batch-size", "32"])
+    return out
+
+
+def test_one_instruction_per_unpaired_trajectory(pseudo, baseline_runs, tiny_demos):
+    labelled = load_from_disk(str(pseudo))
+    unpaired = load_demos(tiny_demos)["unpaired"]
+    assert len(labelled) == len(unpaired) == TINY_COUNTS["unpaired"]
+    assert list(labelled["seed"]) == list(unpaired["seed"]) and list(labelled["level"]) == list(unpaired["level"])
+    assert list(labelled["actions"]) == list(unpaired["actions"])
+    speaker = SpeakerModel.from_pretrained(baseline_runs["speaker"] / "best")
+    assert list(labelled["instruction"]) == describe_dataset(speaker, unpaired, batch_size=7)  # greedy, in order
+    MSVAETokenizer.from_grammar()(list(labelled["instruction"]))  # only grammar words
+    info = json.loads((pseudo / "pseudo_labels.json").read_text())
+    assert info["speaker"] == str(baseline_runs["speaker"] / "best")
+    assert info["speaker_type"] == "msvae_speaker" and info["decoding"] == "greedy"
+    assert info["num_labelled"] == TINY_COUNTS["unpaired"] and info["demos"] == str(tiny_demos)
+
+
+def test_refuses_non_empty_out(pseudo, baseline_runs, tiny_demos):
+    before = tree_digest(pseudo)
+    argv = ["--speaker", str(baseline_runs["speaker"] / "best"), "--demos", str(tiny_demos), "--out", str(pseudo)]
+    with pytest.raises(SystemExit, match="not empty.*--overwrite"):
+        label_script().main(argv)
+    assert tree_digest(pseudo) == before
+    label_script().main([*argv, "--overwrite", "--num-unpaired", "5"])
+    assert len(load_from_disk(str(pseudo))) == 5 and not pseudo.with_name(pseudo.name + ".tmp").exists()
+    label_script().main([*argv, "--overwrite"])  # back to the full labels for the other tests
+    assert tree_digest(pseudo)["pseudo_labels.json"] == before["pseudo_labels.json"]
+
+
+def test_follower_checkpoint_is_not_a_speaker(baseline_runs, tiny_demos, tmp_path):
+    out = tmp_path / "labels"
+    with pytest.raises(SystemExit, match="msvae_follower model, which cannot speak"):
+        label_script().main(["--speaker", str(baseline_runs["follower"] / "best"), "--demos", str(tiny_demos),
+                             "--out", str(out)])
+    assert not out.exists()
+
+
+def test_follower_trains_on_the_union(pseudo, tiny_demos, tmp_path, monkeypatch):
+    sizes: list[int] = []
+    init = training.StepSampler.__init__
+
+    def recording_init(self, dataset, *args, **kwargs):
+        sizes.append(len(dataset))
+        init(self, dataset, *args, **kwargs)
+
+    monkeypatch.setattr(training.StepSampler, "__init__", recording_init)
+    run = tmp_path / "speaker_follower"
+    results = train_tiny("follower", run, tiny_demos, pseudo_labels=str(pseudo), max_updates=2, eval_every=2,
+                         checkpoint_every=2)
+    assert sizes == [TINY_COUNTS["paired"] + TINY_COUNTS["unpaired"]]  # one sampler: paired + pseudo-paired
+    assert results["test"]["episodes"] > 0
+    assert json.loads((run / "train_config.json").read_text())["pseudo_labels"] == str(pseudo)
+
+    cfg = training.load_config(None, {"model_type": "follower", "demos": str(tiny_demos),
+                                      "pseudo_labels": str(pseudo), "num_paired": 10})
+    paired = training.load_training_data(cfg)[0]
+    unpaired = load_demos(tiny_demos)["unpaired"]
+    labelled = load_from_disk(str(pseudo))
+    assert len(paired) == 10 + len(labelled)
+    assert list(paired["seed"])[10:] == list(unpaired["seed"])
+    assert list(paired["instruction"])[10:] == list(labelled["instruction"])
+    with pytest.raises(ValueError, match="model_type: follower"):
+        training.load_config(None, {"model_type": "msvae", "pseudo_labels": str(pseudo)})
