@@ -9,6 +9,8 @@ validated here (`ModelCard.validate` calls the Hub).
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -119,4 +121,127 @@ def push_folder_to_hub(
     )
 
 
-__all__ = ["MODEL_KINDS", "render_model_card", "render_dataset_card", "push_folder_to_hub", "template_path"]
+# ---------------------------------------------------------------------------------------------- runs
+#: What ``push_run`` needs in a run directory (an ``output_dir`` of scripts/train.py).
+RUN_FILES = ("results.json", "train_config.json", "best/config.json", "best/model.safetensors")
+#: Copied beside the weights so the Hub repo records how the model was trained and scored.
+RUN_EXTRAS = ("results.json", "train_config.json", "command.txt")
+TEST_SEED_START = 10**9  # msvae_hf.evaluation.TEST_SEED_START (hub.py sits below evaluation.py)
+
+
+def run_training_command(run_dir: str | Path) -> str:
+    """The command line(s) that trained the run: ``command.txt`` (one line per start or resume), or, for a
+    run that predates it, the equivalent ``--config train_config.json`` call (that file is pushed too)."""
+    path = Path(run_dir) / "command.txt"
+    if path.is_file() and path.read_text(encoding="utf-8").strip():
+        return path.read_text(encoding="utf-8").strip()
+    return "# command.txt absent: the run's exact settings are in train_config.json (pushed with the model)\n" \
+        "python scripts/train.py --config train_config.json"
+
+
+def run_metrics(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The card's results table from a run's ``results.json``: test SR with its protocol, the paper-protocol
+    smoothed max of validation SR, test BLEU."""
+    metrics: dict[str, Any] = {}
+    test = results.get("test")
+    if test:
+        metrics["success_rate"] = test["success_rate"]
+        metrics["success_rate protocol"] = (
+            f"test, {test['episodes']} greedy episodes of {results.get('level')}, seeds {TEST_SEED_START}.."
+            f"{TEST_SEED_START + test['episodes'] - 1}, best checkpoint by validation"
+        )
+        for key in ("mean_steps", "mean_reward"):
+            if key in test:
+                metrics[f"test {key}"] = test[key]
+    if results.get("paper_protocol_valid_sr") is not None:
+        metrics["paper-protocol valid SR (max of 5-eval moving average)"] = results["paper_protocol_valid_sr"]
+    if results.get("test_bleu") is not None:
+        metrics["bleu"] = results["test_bleu"]
+        metrics["bleu protocol"] = "corpus BLEU-4 (sacrebleu), greedy, on the test split"
+    if results.get("best"):
+        metrics["best validation step"] = results["best"]["step"]
+    metrics["updates"] = results.get("updates")
+    return metrics
+
+
+def _demos_section(demos: str) -> str:
+    """A short description of the run's demonstrations (``stats.json`` of scripts/make_demos.py), if present."""
+    stats_path = Path(demos) / "stats.json"
+    lines = ["", "## Demonstrations", "", f"Trained on `{demos}` (see its README.md dataset card)."]
+    if stats_path.is_file():
+        stats = json.loads(stats_path.read_text(encoding="utf-8"))
+        lines += ["", f"Level {stats.get('level')}, dataset seed {stats.get('dataset_seed')}:", "",
+                  "| split | episodes | mean steps | mean words |", "| --- | --- | --- | --- |"]
+        for split, st in stats.get("splits", {}).items():
+            lines.append(f"| {split} | {st.get('episodes')} | {_format(st.get('mean_steps', '-'))} | "
+                         f"{_format(st.get('mean_words', '-'))} |")
+        if stats.get("command"):
+            lines += ["", "Generated with:", "", "```bash", stats["command"], "```"]
+    return "\n".join(lines) + "\n"
+
+
+def run_kind(train_config: Mapping[str, Any]) -> str:
+    """The card's model kind of a run (a follower trained on pseudo-labels is a speaker-follower)."""
+    kind = str(train_config.get("model_type"))
+    return "speaker-follower" if kind == "follower" and train_config.get("pseudo_labels") else kind
+
+
+def render_run_card(run_dir: str | Path, repo_id: str = "<repo_id>", dataset: str | None = None) -> ModelCard:
+    """The model card of a finished run: metrics from results.json, config from train_config.json, the
+    training command (command.txt), and the demonstrations (``dataset`` names a Hub dataset id instead of
+    the local demos path)."""
+    run_dir = Path(run_dir)
+    results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    config = json.loads((run_dir / "train_config.json").read_text(encoding="utf-8"))
+    kind = run_kind(config)
+    model_config = json.loads((run_dir / "best" / "config.json").read_text(encoding="utf-8"))
+    card = render_model_card(
+        {"train_config": config, "model_config": model_config}, run_metrics(results), run_training_command(run_dir),
+        dataset or str(config.get("demos")), kind, repo_id=repo_id,
+    )
+    card.text += _demos_section(str(config.get("demos")))
+    return card
+
+
+def push_run(
+    run_dir: str | Path,
+    repo_id: str,
+    api: HfApi | None = None,
+    private: bool = False,
+    dataset: str | None = None,
+    staging_dir: str | Path | None = None,
+) -> Any:
+    """Push ``run_dir/best`` (weights, config, tokenizer) with its model card, results.json, train_config.json
+    and command.txt to the Hub model repo ``repo_id``.
+
+    The run directory is never modified: the files are staged in ``staging_dir`` (a temporary folder if None;
+    a given one must be empty or absent and is kept, e.g. for a dry run with a fake ``api``). A run without
+    ``best/`` or ``results.json`` is an error before anything is uploaded.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"no run directory at {run_dir}")
+    missing = [name for name in RUN_FILES if not (run_dir / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{run_dir} is not a finished run: missing {', '.join(missing)} "
+                                "(train it to the end with scripts/train.py first)")
+    card = render_run_card(run_dir, repo_id, dataset)
+    with tempfile.TemporaryDirectory(prefix="msvae-push-") as tmp:
+        stage = Path(staging_dir) if staging_dir is not None else Path(tmp) / "repo"
+        if stage.exists() and any(stage.iterdir()):
+            raise FileExistsError(f"staging folder {stage} is not empty")
+        stage.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(run_dir / "best", stage, dirs_exist_ok=True)
+        (stage / "README.md").unlink(missing_ok=True)
+        for name in RUN_EXTRAS:
+            if (run_dir / name).is_file():
+                shutil.copy2(run_dir / name, stage / name)
+        kind = run_kind(json.loads((run_dir / "train_config.json").read_text(encoding="utf-8")))
+        return push_folder_to_hub(stage, repo_id, card=card, api=api, private=private,
+                                  commit_message=f"Upload {kind} trained in {run_dir.name}")
+
+
+__all__ = [
+    "MODEL_KINDS", "render_model_card", "render_dataset_card", "push_folder_to_hub", "template_path",
+    "render_run_card", "run_kind", "run_metrics", "run_training_command", "push_run",
+]

@@ -1,0 +1,133 @@
+"""push_to_hub: a finished run's best/ goes to the Hub with a model card (metrics, config, exact command),
+through a fake HfApi that records the calls and the folder's contents at upload time."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import TINY_TRAIN, tiny_cli_args
+from huggingface_hub import ModelCard
+
+from msvae_hf.hub import push_run, render_run_card
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_script(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name.replace("/", "_"), REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+class FakeHfApi:
+    """Records create_repo / upload_folder calls and the uploaded folder's files (name -> bytes)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+        self.files: dict[str, bytes] = {}
+
+    def create_repo(self, **kwargs: Any) -> str:
+        self.calls.append(("create_repo", kwargs))
+        return f"https://huggingface.co/{kwargs['repo_id']}"
+
+    def upload_folder(self, **kwargs: Any) -> str:
+        self.calls.append(("upload_folder", kwargs))
+        folder = Path(kwargs["folder_path"])
+        self.files = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+        return "commit-info"
+
+
+@pytest.fixture(scope="module")
+def msvae_run(tiny_demos, tmp_path_factory) -> tuple[Path, list[str]]:
+    """A tiny MS-VAE run started through scripts/train.py (so command.txt is recorded) and its argv."""
+    run = tmp_path_factory.mktemp("push") / "msvae"
+    argv = ["--model-type", "msvae", "--demos", str(tiny_demos), "--output-dir", str(run)]
+    for key in ("batch_size", "max_updates", "eval_every", "eval_episodes", "eval_batch_size", "bleu_examples",
+                "test_episodes", "checkpoint_every", "threads"):
+        argv += ["--" + key.replace("_", "-"), str(TINY_TRAIN[key])]
+    argv += tiny_cli_args({"gamma": 1.0})
+    load_script("train").main(argv)
+    return run, argv
+
+
+def test_push_run(msvae_run):
+    run, argv = msvae_run
+    before = tree_digest(run)
+    api = FakeHfApi()
+    assert load_script("push_to_hub").main(["--run", str(run), "--repo", "someone/msvae-tiny", "--private"],
+                                           api=api) == "commit-info"
+    assert [name for name, _ in api.calls] == ["create_repo", "upload_folder"]
+    assert api.calls[0][1] == {"repo_id": "someone/msvae-tiny", "repo_type": "model", "private": True,
+                               "exist_ok": True}
+    assert api.calls[1][1]["repo_id"] == "someone/msvae-tiny" and "msvae" in api.calls[1][1]["commit_message"]
+    for name in ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "README.md",
+                 "results.json", "train_config.json", "command.txt"):
+        assert name in api.files, name
+    assert api.files["model.safetensors"] == (run / "best" / "model.safetensors").read_bytes()
+    results = json.loads((run / "results.json").read_text())
+    readme = api.files["README.md"].decode()
+    card = ModelCard(readme)
+    assert card.data.metrics == ["success_rate", "bleu"] and "msvae" in card.data.tags
+    assert card.data.datasets == [json.loads((run / "train_config.json").read_text())["demos"]]
+    assert f"| success_rate | {results['test']['success_rate']:.4g} |" in readme
+    assert f"| bleu | {results['test_bleu']:.4g} |" in readme
+    assert f"{TINY_TRAIN['test_episodes']} greedy episodes of BabyAI-BossLocal-v0" in readme
+    assert f"| paper-protocol valid SR (max of 5-eval moving average) | {results['paper_protocol_valid_sr']:.4g}" \
+        in readme
+    command = (run / "command.txt").read_text().strip()
+    assert command.startswith("python scripts/train.py --model-type msvae") and " ".join(argv[-4:]) in command
+    assert f"```bash\n{command}\n```" in readme
+    assert '"swd_projections": 8' in readme and '"max_updates": 4' in readme  # training + model config
+    assert "## Demonstrations" in readme and "| unpaired | 80 |" in readme
+    assert tree_digest(run) == before  # the run directory is untouched (no README.md written into best/)
+
+
+def test_dry_run_and_fallback_command(msvae_run, tmp_path):
+    run = tmp_path / "old_run"
+    shutil.copytree(msvae_run[0], run)
+    (run / "command.txt").unlink()  # a run trained before command.txt existed
+    stage = tmp_path / "stage"
+    load_script("push_to_hub").main(["--run", str(run), "--repo", "someone/x", "--dry-run", str(stage),
+                                     "--dataset", "someone/bosslocal-demos"])
+    readme = (stage / "README.md").read_text()
+    assert "python scripts/train.py --config train_config.json" in readme and (stage / "train_config.json").exists()
+    assert ModelCard(readme).data.datasets == ["someone/bosslocal-demos"]
+    assert (stage / "model.safetensors").is_file()
+
+
+def test_speaker_follower_kind(baseline_runs, tmp_path):
+    run = tmp_path / "sf"
+    shutil.copytree(baseline_runs["follower"], run)
+    config = json.loads((run / "train_config.json").read_text())
+    (run / "train_config.json").write_text(json.dumps({**config, "pseudo_labels": "data/pseudo"}))
+    card = render_run_card(run, "someone/sf")
+    assert "speaker-follower" in card.data.tags and card.data.metrics == ["success_rate"]
+    assert "| bleu |" not in str(card)
+
+
+@pytest.mark.parametrize("missing", ["best", "results.json", "run"])
+def test_incomplete_run_uploads_nothing(msvae_run, tmp_path, missing, capsys):
+    run = tmp_path / "run"
+    if missing != "run":
+        shutil.copytree(msvae_run[0], run)
+        target = run / missing
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
+    api = FakeHfApi()
+    with pytest.raises(FileNotFoundError, match=missing if missing != "run" else "no run directory"):
+        push_run(run, "someone/x", api=api)
+    assert api.calls == []
+    with pytest.raises(SystemExit, match="error: "):
+        load_script("push_to_hub").main(["--run", str(run), "--repo", "someone/x"], api=api)
+    assert api.calls == []
