@@ -1,0 +1,92 @@
+#!/usr/bin/env python
+"""Collect the BossLocal experiment (Tables 2 and 3 of the paper) into one JSON and a markdown table.
+
+    python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal
+
+Reads ``<runs>/<name>/results.json`` of each run named in ``RUNS`` that exists, adds the random-policy
+floor on the same test seeds (design.md: SR alone can hide wandering), and writes ``<out>.json`` and
+``<out>.md``. Every number comes from the runs' own final evaluation (test seeds from 10**9; BLEU on the
+``test`` split), so rerunning the commands in README.md regenerates it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import msvae_hf  # noqa: F401  (registers the levels)
+from msvae_hf.evaluation import TEST_SEED_START
+from msvae_hf.metrics import summarize_episodes
+from msvae_hf.rollout import RandomPolicy, evaluation_seeds, rollout
+
+#: run folder -> (label, follower trained with D_u, speaker trained with D_u)
+RUNS = {
+    "follower": ("follower (paired only)", False, False),
+    "speaker": ("speaker (paired only)", False, False),
+    "msvae_paired": ("MS-VAE, paired only (gamma = alpha = 0)", False, False),
+    "msvae_v": ("MS-VAE + V (alpha = 0)", True, True),
+    "msvae": ("MS-VAE full (+ V + D')", True, True),
+    "speaker_follower": ("speaker-follower (baseline speaker labels D_u)", True, False),
+    "msvae_speaker_follower": ("MS-VAE-speaker-follower (MS-VAE labels D_u)", True, True),
+}
+
+
+def random_floor(level: str, episodes: int) -> dict[str, dict[str, float]]:
+    """Random policies over left/right/forward and over all 7 actions on the test seeds."""
+    seeds = evaluation_seeds(episodes, TEST_SEED_START)
+    return {
+        f"random_{n}_actions": summarize_episodes(rollout(RandomPolicy(n, seed=0), level, seeds, batch_size=256))
+        for n in (3, 7)
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", default="runs/bosslocal")
+    parser.add_argument("--out", default="results/bosslocal")
+    parser.add_argument("--floor-episodes", type=int, default=1000)
+    args = parser.parse_args()
+    rows, level = {}, None
+    for name, (label, follower_du, speaker_du) in RUNS.items():
+        path = Path(args.runs) / name / "results.json"
+        if not path.exists():
+            continue
+        res = json.loads(path.read_text())
+        level = res["level"]
+        command = (Path(args.runs) / name / "command.txt")
+        rows[name] = {
+            "label": label, "follower_uses_unpaired": follower_du, "speaker_uses_unpaired": speaker_du,
+            "test": res.get("test"), "test_bleu": res.get("test_bleu"),
+            "paper_protocol_valid_sr": res.get("paper_protocol_valid_sr"), "best": res.get("best"),
+            "updates": res.get("updates"), "wall_time_s": res.get("wall_time_s"),
+            "command": command.read_text().strip().splitlines() if command.exists() else None,
+        }
+    if not rows:
+        raise SystemExit(f"no results.json under {args.runs}")
+    floor = random_floor(level, args.floor_episodes)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{args.out}.json").write_text(json.dumps({"level": level, "runs": rows, "floor": floor}, indent=2))
+    lines = [
+        "| method | test SR | mean steps | mean reward | valid SR, App. D protocol | test BLEU-4 | updates |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    fmt = lambda v, spec: "-" if v is None else format(v, spec)
+    for row in rows.values():
+        test = row["test"] or {}
+        lines.append(
+            f"| {row['label']} | {fmt(test.get('success_rate'), '.3f')} | {fmt(test.get('mean_steps'), '.1f')} | "
+            f"{fmt(test.get('mean_reward'), '.3f')} | {fmt(row['paper_protocol_valid_sr'], '.3f')} | "
+            f"{fmt(row['test_bleu'], '.2f')} | {row['updates']} |"
+        )
+    for name, summary in floor.items():
+        lines.append(
+            f"| floor: {name.replace('_', ' ')} | {summary['success_rate']:.3f} | {summary['mean_steps']:.1f} | "
+            f"{summary['mean_reward']:.3f} | - | - | - |"
+        )
+    Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
