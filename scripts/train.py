@@ -56,7 +56,10 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, FileNotFoundError) as err:
         sys.exit(f"error: {err}")
     command = shlex.join(["python", *(sys.argv if argv is None else ["scripts/train.py", *argv])])
-    results = train(cfg, command=command)
+    try:
+        results = train(cfg, command=command)
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
+        sys.exit(f"error: {err}")
     if results:
         print(yaml.safe_dump({k: v for k, v in results.items() if k not in ("history", "test_examples")}))
 
