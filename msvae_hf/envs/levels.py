@@ -48,38 +48,35 @@ class _QuietLevelGen(LevelGen):
             return super().reset(**kwargs)
 
 
-class GoToSeqLocal(_QuietLevelGen):
+class _LocalLevel(_QuietLevelGen):
+    """One 8x8 room of 8 objects, no locked room, no location words, no unblocking (see module doc)."""
+
+    ACTION_KINDS: tuple[str, ...] = ()
+
+    def __init__(self, room_size: int = 8, num_dists: int = 8, **kwargs: Any) -> None:
+        super().__init__(
+            room_size=room_size,
+            num_rows=1,
+            num_cols=1,
+            num_dists=num_dists,
+            locked_room_prob=0,
+            locations=False,
+            unblocking=False,
+            action_kinds=list(self.ACTION_KINDS),
+            **kwargs,
+        )
+
+
+class GoToSeqLocal(_LocalLevel):
     """GoToSeq in one 8x8 room: up to four go-to subgoals joined by "and" / ", then" / "after you"."""
 
-    def __init__(self, room_size: int = 8, num_dists: int = 8, **kwargs: Any) -> None:
-        super().__init__(
-            room_size=room_size,
-            num_rows=1,
-            num_cols=1,
-            num_dists=num_dists,
-            locked_room_prob=0,
-            locations=False,
-            unblocking=False,
-            action_kinds=["goto"],
-            **kwargs,
-        )
+    ACTION_KINDS = ("goto",)
 
 
-class BossLocal(_QuietLevelGen):
+class BossLocal(_LocalLevel):
     """BossLevel in one 8x8 room without doors: go-to, pick-up and put-next subgoals, no locations."""
 
-    def __init__(self, room_size: int = 8, num_dists: int = 8, **kwargs: Any) -> None:
-        super().__init__(
-            room_size=room_size,
-            num_rows=1,
-            num_cols=1,
-            num_dists=num_dists,
-            locked_room_prob=0,
-            locations=False,
-            unblocking=False,
-            action_kinds=["goto", "pickup", "putnext"],
-            **kwargs,
-        )
+    ACTION_KINDS = ("goto", "pickup", "putnext")
 
 
 def register_levels() -> None:
