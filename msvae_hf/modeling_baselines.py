@@ -156,6 +156,35 @@ class MSVAEPreTrainedModel(PreTrainedModel):
             model.tokenizer = MSVAETokenizer.from_pretrained(path)
         return (model, info) if want_info else model
 
+    def push_to_hub(
+        self,
+        repo_id: str,
+        metrics: dict | None = None,
+        training_command: str = "",
+        dataset: str = "",
+        private: bool = False,
+        api=None,
+        commit_message: str = "Upload msvae-hf model",
+        **kwargs,
+    ):
+        """Upload weights, config, tokenizer and a model card rendered from ``model_cards/`` (msvae_hf.hub).
+
+        ``metrics`` (e.g. ``{"success_rate": 0.55, "bleu": 17.0}``) and ``training_command`` go into the card;
+        ``api`` defaults to ``huggingface_hub.HfApi()`` (tests pass a fake that records calls).
+        """
+        import tempfile
+
+        from .hub import push_folder_to_hub, render_model_card
+
+        kind = {"msvae": "msvae", "msvae_follower": "follower", "msvae_speaker": "speaker"}[self.config.model_type]
+        card = render_model_card(
+            self.config.to_dict(), metrics or {}, training_command, dataset, kind, repo_id=repo_id
+        )
+        with tempfile.TemporaryDirectory() as folder:
+            self.save_pretrained(folder)
+            return push_folder_to_hub(folder, repo_id, card=card, api=api, private=private,
+                                      commit_message=commit_message)
+
     def _resolve_tokenizer(self, tokenizer):
         tokenizer = tokenizer if tokenizer is not None else self.tokenizer
         if tokenizer is None:

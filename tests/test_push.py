@@ -131,3 +131,34 @@ def test_incomplete_run_uploads_nothing(msvae_run, tmp_path, missing, capsys):
     with pytest.raises(SystemExit, match="error: "):
         load_script("push_to_hub").main(["--run", str(run), "--repo", "someone/x"], api=api)
     assert api.calls == []
+
+
+def test_model_push_to_hub_uploads_weights_tokenizer_and_card() -> None:
+    """`model.push_to_hub` (HF-native call) uploads config, safetensors, tokenizer and our rendered card."""
+    import msvae_hf
+
+    uploaded: dict[str, str] = {}
+
+    class RecordingApi:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, dict]] = []
+
+        def create_repo(self, **kwargs):
+            self.calls.append(("create_repo", kwargs))
+
+        def upload_folder(self, **kwargs):
+            self.calls.append(("upload_folder", kwargs))
+            folder = Path(kwargs["folder_path"])
+            uploaded.update({p.name: p.read_text(errors="ignore") for p in folder.iterdir() if p.is_file()})
+
+    tok = msvae_hf.MSVAETokenizer.from_grammar()
+    model = msvae_hf.FollowerModel(msvae_hf.FollowerConfig(vocab_size=len(tok), hidden_size=32, latent_dim=32,
+                                                          obs_channels=8, decoder_ffn_dim=32))
+    model.tokenizer = tok
+    api = RecordingApi()
+    model.push_to_hub("user/follower", metrics={"success_rate": 0.5}, training_command="python scripts/train.py x",
+                      dataset="user/demos", api=api)
+    assert [name for name, _ in api.calls] == ["create_repo", "upload_folder"]
+    assert api.calls[1][1]["repo_id"] == "user/follower"
+    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= set(uploaded)
+    assert "python scripts/train.py x" in uploaded["README.md"] and "0.5" in uploaded["README.md"]
