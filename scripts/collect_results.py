@@ -25,7 +25,7 @@ RUNS = {
     "follower": ("follower (paired only)", False, False),
     "speaker": ("speaker (paired only)", False, False),
     "msvae_paired": ("MS-VAE, paired only (gamma = alpha = 0)", False, False),
-    "msvae_alpha100": ("MS-VAE full, D' weight alpha = 100", True, True),
+    "msvae_alpha1000": ("MS-VAE full, D' weight alpha = 1000", True, True),
     "msvae": ("MS-VAE full (+ V + D')", True, True),
     "speaker_follower": ("speaker-follower (baseline speaker labels D_u)", True, False),
     "msvae_speaker_follower": ("MS-VAE-speaker-follower (MS-VAE labels D_u)", True, True),

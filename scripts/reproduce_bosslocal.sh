@@ -15,7 +15,7 @@ python scripts/train.py --config configs/speaker_bosslocal.yaml $T
 # MS-VAE, initialised from both baselines (App. D): full, and the two Table 2 ablations.
 python scripts/train.py --config configs/msvae_bosslocal.yaml $T
 python scripts/train.py --config configs/msvae_paired_bosslocal.yaml $T
-python scripts/train.py --config configs/msvae_alpha100_bosslocal.yaml $T
+python scripts/train.py --config configs/msvae_alpha1000_bosslocal.yaml $T
 # Speaker-follower with the baseline speaker and with the MS-VAE speaker (Table 3).
 python scripts/label_unpaired.py --speaker runs/bosslocal/speaker/best --demos data/bosslocal_100k --out data/pseudo_speaker
 python scripts/train.py --config configs/speaker_follower_bosslocal.yaml $T
@@ -23,6 +23,6 @@ python scripts/label_unpaired.py --speaker runs/bosslocal/msvae/best --demos dat
 python scripts/train.py --config configs/msvae_speaker_follower_bosslocal.yaml $T
 # Tables and curves.
 python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal
-python scripts/plot_curves.py runs/bosslocal/follower runs/bosslocal/msvae_paired runs/bosslocal/msvae_alpha100 \
+python scripts/plot_curves.py runs/bosslocal/follower runs/bosslocal/msvae_paired runs/bosslocal/msvae_alpha1000 \
   runs/bosslocal/msvae runs/bosslocal/speaker_follower runs/bosslocal/msvae_speaker_follower \
   --metric valid/success_rate --metric valid/bleu --out results/bosslocal_curves.png
