@@ -74,7 +74,7 @@ def main() -> None:
     if args.model_dir:
         from transformers import AutoModel
 
-        models = {Path(d).name: AutoModel.from_pretrained(d) for d in args.model_dir}
+        models = {"/".join(Path(d).parts[-2:]): AutoModel.from_pretrained(d) for d in args.model_dir}
     else:
         extra = {**(TINY if args.tiny else {}), "vocab_size": len(tok)}
         models = {"msvae": MSVAEModel(MSVAEConfig(**extra)), "speaker": SpeakerModel(SpeakerConfig(**extra))}
