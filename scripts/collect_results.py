@@ -27,6 +27,7 @@ RUNS = {
     "msvae_paired": ("MS-VAE, paired only (gamma = alpha = 0)", False, False),
     "msvae_alpha1000": ("MS-VAE full, D' weight alpha = 1000", True, True),
     "msvae": ("MS-VAE full (+ V + D')", True, True),
+    "msvae_k16": ("MS-VAE full, K = 16 tokens", True, True),
     "speaker_follower": ("speaker-follower (baseline speaker labels D_u)", True, False),
     "msvae_speaker_follower": ("MS-VAE-speaker-follower (MS-VAE labels D_u)", True, True),
 }

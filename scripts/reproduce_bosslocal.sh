@@ -16,6 +16,7 @@ python scripts/train.py --config configs/speaker_bosslocal.yaml $T
 python scripts/train.py --config configs/msvae_bosslocal.yaml $T
 python scripts/train.py --config configs/msvae_paired_bosslocal.yaml $T
 python scripts/train.py --config configs/msvae_alpha1000_bosslocal.yaml $T
+python scripts/train.py --config configs/msvae_k16_bosslocal.yaml $T
 # Speaker-follower with the baseline speaker and with the MS-VAE speaker (Table 3).
 python scripts/label_unpaired.py --speaker runs/bosslocal/speaker/best --demos data/bosslocal_100k --out data/pseudo_speaker
 python scripts/train.py --config configs/speaker_follower_bosslocal.yaml $T
