@@ -6,6 +6,8 @@ The dataset (40 paired, 80 unpaired, 16 valid, 16 test bot episodes) is built on
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -71,3 +73,21 @@ def baseline_runs(tiny_demos: Path, tmp_path_factory: pytest.TempPathFactory) ->
         runs[model_type] = root / model_type
         train_tiny(model_type, runs[model_type], tiny_demos)
     return runs
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_script(name: str) -> Any:
+    """Import ``scripts/<name>.py`` as a module (to call its ``main(argv)`` in-process)."""
+    spec = importlib.util.spec_from_file_location(f"script_{name}", REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """SHA-1 of every file below ``root``: equal digests mean nothing was written, deleted or changed."""
+    return {str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+

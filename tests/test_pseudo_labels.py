@@ -3,14 +3,11 @@ trains on the union of paired and pseudo-paired data (the speaker-follower basel
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import TINY_COUNTS, train_tiny
+from conftest import TINY_COUNTS, load_script, train_tiny, tree_digest
 from datasets import load_from_disk
 
 from msvae_hf import training
@@ -19,26 +16,12 @@ from msvae_hf.evaluation import describe_dataset
 from msvae_hf.modeling_baselines import SpeakerModel
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "label_unpaired.py"
-
-
-def label_script() -> Any:
-    spec = importlib.util.spec_from_file_location("label_unpaired_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def tree_digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file()}
-
 
 @pytest.fixture(scope="module")
 def pseudo(baseline_runs, tiny_demos, tmp_path_factory) -> Path:
     """The tiny speaker's labels of the 80 unpaired trajectories, written by the script."""
     out = tmp_path_factory.mktemp("pseudo") / "labels"
-    label_script().main(["--speaker", str(baseline_runs["speaker"] / "best"), "--demos", str(tiny_demos),
+    load_script("label_unpaired").main(["--speaker", str(baseline_runs["speaker"] / "best"), "--demos", str(tiny_demos),
                          "--out", str(out), "--batch-size", "32"])
     return out
 
@@ -62,19 +45,20 @@ def test_refuses_non_empty_out(pseudo, baseline_runs, tiny_demos):
     before = tree_digest(pseudo)
     argv = ["--speaker", str(baseline_runs["speaker"] / "best"), "--demos", str(tiny_demos), "--out", str(pseudo)]
     with pytest.raises(SystemExit, match="not empty.*--overwrite"):
-        label_script().main(argv)
+        load_script("label_unpaired").main(argv)
     assert tree_digest(pseudo) == before
-    label_script().main([*argv, "--overwrite", "--num-unpaired", "5"])
+    load_script("label_unpaired").main([*argv, "--overwrite", "--num-unpaired", "5"])
     assert len(load_from_disk(str(pseudo))) == 5 and not pseudo.with_name(pseudo.name + ".tmp").exists()
-    label_script().main([*argv, "--overwrite"])  # back to the full labels for the other tests
+    load_script("label_unpaired").main([*argv, "--overwrite"])  # back to the full labels for the other tests
     assert tree_digest(pseudo)["pseudo_labels.json"] == before["pseudo_labels.json"]
 
 
 def test_follower_checkpoint_is_not_a_speaker(baseline_runs, tiny_demos, tmp_path):
     out = tmp_path / "labels"
     with pytest.raises(SystemExit, match="msvae_follower model, which cannot speak"):
-        label_script().main(["--speaker", str(baseline_runs["follower"] / "best"), "--demos", str(tiny_demos),
-                             "--out", str(out)])
+        load_script("label_unpaired").main(
+            ["--speaker", str(baseline_runs["follower"] / "best"), "--demos", str(tiny_demos), "--out", str(out)]
+        )
     assert not out.exists()
 
 

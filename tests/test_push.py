@@ -3,32 +3,16 @@ through a fake HfApi that records the calls and the folder's contents at upload 
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TINY_TRAIN, tiny_cli_args
+from conftest import TINY_TRAIN, load_script, tiny_cli_args, tree_digest
 from huggingface_hub import ModelCard
 
 from msvae_hf.hub import push_run, render_run_card
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def load_script(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name.replace("/", "_"), REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def tree_digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file()}
 
 
 class FakeHfApi:
