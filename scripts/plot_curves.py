@@ -81,12 +81,13 @@ def plot_curves(
     if not drawn:
         raise ValueError(f"none of the runs logged any of {list(metrics)}")
     fig, axes = plt.subplots(1, len(drawn), figsize=(4.5 * len(drawn), 3.5), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, metric in zip(axes[0], drawn):
-        for label, curves in zip(labels, runs):
-            if metric in curves:
+        for i, (label, curves) in enumerate(zip(labels, runs)):
+            if metric in curves:  # a run keeps its colour in every panel
                 steps = sorted(curves[metric])
                 ax.plot(steps, [curves[metric][s] for s in steps], marker="." if len(steps) < 50 else None,
-                        label=label)
+                        label=label, color=colors[i % len(colors)])
         ax.set_xlabel("update")
         ax.set_title(metric)
         ax.grid(alpha=0.3)
