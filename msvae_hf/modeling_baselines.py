@@ -262,7 +262,7 @@ class SpeakerMixin:
         """The memory the instruction decoder attends to, from a trajectory: (memory, mask)."""
         raise NotImplementedError
 
-    def decode_instruction(self, input_ids, memory, memory_mask, cache=None, labels_mask=None) -> SpeakerOutput:
+    def decode_instruction(self, input_ids, memory, memory_mask, cache=None) -> SpeakerOutput:
         """Teacher-forced / incremental decoding of p(y_l | memory, y_<l)."""
         self.check_input_ids(input_ids)
         logits = self.instruction_decoder(input_ids, memory, memory_mask, cache=cache)
