@@ -203,11 +203,44 @@ class FollowerMixin:
         """A :class:`~msvae_hf.rollout.RolloutPolicy` for online control (reset / act with recurrent state)."""
         return FollowerPolicy(self, self._resolve_tokenizer(tokenizer), greedy=greedy, seed=seed)
 
-    def follow(self, envs, seeds: Sequence[int], tokenizer=None, max_steps: int | None = None, **kwargs):
-        """Roll out in BabyAI envs (a level id, a list of envs or a VectorEnv), the model batched across envs."""
+    def follow(
+        self,
+        envs,
+        seeds: Sequence[int],
+        tokenizer=None,
+        max_steps: int | None = None,
+        instructions: Sequence[str] | None = None,
+        **kwargs,
+    ):
+        """Roll out in BabyAI envs (a level id, a list of envs or a VectorEnv), the model batched across envs.
+
+        By default the agent follows each env's own mission; ``instructions`` (one per seed) replaces the text
+        the model reads (success is still judged by the env against its mission).
+        """
         from .rollout import rollout
 
-        return rollout(self.policy(tokenizer), envs, list(seeds), max_steps=max_steps, **kwargs)
+        seeds = list(seeds)
+        policy = self.policy(tokenizer)
+        if instructions is not None:
+            if len(instructions) != len(seeds):
+                raise ValueError(f"{len(instructions)} instructions for {len(seeds)} seeds")
+            policy = _GivenInstructions(policy, list(instructions))
+        return rollout(policy, envs, seeds, max_steps=max_steps, **kwargs)
+
+
+class _GivenInstructions:
+    """Wraps a policy so that wave after wave it reads the caller's instructions, not the envs' missions."""
+
+    def __init__(self, policy, instructions: list[str]) -> None:
+        self.policy, self.instructions, self.used = policy, instructions, 0
+
+    def reset(self, missions: Sequence[str]) -> None:
+        batch = self.instructions[self.used : self.used + len(missions)]
+        self.used += len(missions)
+        self.policy.reset(batch)
+
+    def act(self, observations, directions, env_ids):
+        return self.policy.act(observations, directions, env_ids)
 
 
 class FollowerPolicy:

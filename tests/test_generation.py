@@ -252,3 +252,27 @@ def test_step_by_step_policy_matches_rollout(index: int, tok: MSVAETokenizer) ->
             if terminated or truncated:
                 break
         assert actions == result.actions, seed
+
+
+def test_follow_with_given_instructions_reads_them() -> None:
+    """`generate(envs=..., instructions=[...])` feeds the caller's text to the model, wave after wave."""
+    tok = msvae_hf.MSVAETokenizer.from_grammar()
+    model = msvae_hf.FollowerModel(msvae_hf.FollowerConfig(vocab_size=len(tok), hidden_size=32, latent_dim=32,
+                                                          obs_channels=8, decoder_ffn_dim=32)).eval()
+    seen: list[str] = []
+    original = msvae_hf.modeling_baselines.FollowerPolicy.reset
+
+    def spy(self, instructions):
+        seen.extend(instructions)
+        return original(self, instructions)
+
+    msvae_hf.modeling_baselines.FollowerPolicy.reset = spy
+    try:
+        texts = ["go to the red ball", "go to a key", "pick up the blue box"]
+        results = model.generate(envs="BabyAI-GoToLocal-v0", seeds=[1, 2, 3], tokenizer=tok, instructions=texts,
+                                 max_steps=3, batch_size=2)
+    finally:
+        msvae_hf.modeling_baselines.FollowerPolicy.reset = original
+    assert seen == texts and len(results) == 3
+    with pytest.raises(ValueError, match="2 instructions for 3 seeds"):
+        model.generate(envs="BabyAI-GoToLocal-v0", seeds=[1, 2, 3], tokenizer=tok, instructions=texts[:2])
