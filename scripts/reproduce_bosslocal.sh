@@ -25,5 +25,5 @@ python scripts/train.py --config configs/msvae_speaker_follower_bosslocal.yaml $
 # Tables and curves.
 python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal
 python scripts/plot_curves.py runs/bosslocal/follower runs/bosslocal/msvae_paired runs/bosslocal/msvae_alpha1000 \
-  runs/bosslocal/msvae runs/bosslocal/msvae_k16 runs/bosslocal/speaker_follower runs/bosslocal/msvae_speaker_follower \
+  runs/bosslocal/msvae runs/bosslocal/msvae_k16 runs/bosslocal/speaker_follower runs/bosslocal/msvae_speaker_follower runs/bosslocal/speaker \
   --metric valid/success_rate --metric valid/bleu --out results/bosslocal_curves.png
