@@ -27,6 +27,7 @@ from pathlib import Path
 import datasets
 import psutil
 from datasets import concatenate_datasets, load_from_disk
+from report import write_report
 
 from msvae_hf.data.demos import generate_split
 from msvae_hf.envs.levels import resolve_level
@@ -127,9 +128,7 @@ def main() -> None:
     result["rss_under_2gb"] = it["peak_rss_mb"] < 2048
     result["anon_rss_under_2gb"] = it.get("peak_anon_mb", it["peak_rss_mb"]) < 2048  # excluding mmap pages
     result["load_average_after"] = os.getloadavg()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2))
-    print(json.dumps(result, indent=2))
+    write_report(result, args.out)
 
 
 if __name__ == "__main__":

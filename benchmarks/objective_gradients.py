@@ -11,10 +11,9 @@ its bottleneck attention (the speaker's encoder q(z|a,o)), and writes results/ob
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 import torch
+from report import write_report
 
 import msvae_hf
 from msvae_hf.data.collator import DemoCollator
@@ -52,10 +51,7 @@ def main() -> None:
         "grad_norm_gamma_v": grad_norm(-gamma * out.v), "grad_norm_j_bar": grad_norm(-out.j_bar),
         "grad_norm_d_per_unit_alpha": grad_norm(out.domain_distance), "d_prime": float(out.domain_distance.detach()),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text + "\n")
+    write_report(result, args.out)
 
 
 if __name__ == "__main__":

@@ -17,16 +17,15 @@ instruction encoding): a STAND-IN for a trained model's per-step cost, not a mod
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import torch
+from report import write_report
 from torch import nn
 
 import msvae_hf  # noqa: F401  (registers the Local levels and the Auto classes)
@@ -168,8 +167,7 @@ def main() -> None:
         "ratios": ratios,
         "targets": {"batched_over_bare_env": 0.5, "batched_over_one_at_a_time": 10.0},
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    write_report(report, args.out, echo=False)
     print(f"wrote {args.out}")
 
 

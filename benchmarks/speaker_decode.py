@@ -14,13 +14,13 @@ step. The sequences of both modes are checked to be identical; the ratio cached 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from report import write_report
 
 import msvae_hf  # noqa: F401  (registers the Local levels and Auto classes)
 from msvae_hf import MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
@@ -94,10 +94,7 @@ def main() -> None:
             "decoded_length": int(cached_ids.shape[1]),
             "identical_sequences": bool(torch.equal(cached_ids, uncached_ids)),
         }
-    text = json.dumps(results, indent=2)
-    print(text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text + "\n")
+    write_report(results, args.out)
 
 
 if __name__ == "__main__":

@@ -16,14 +16,13 @@ run, on the same thread count (reported as torch_threads).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
+from report import write_report
 from torch.utils.flop_counter import FlopCounterMode
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
@@ -134,10 +133,7 @@ def main() -> None:
     follower_s = results["models"]["follower"]["seconds_per_update"]
     results["ratio_msvae_over_follower"] = results["models"]["msvae"]["seconds_per_update"] / follower_s
     results["ratio_speaker_over_follower"] = results["models"]["speaker"]["seconds_per_update"] / follower_s
-    text = json.dumps(results, indent=2)
-    print(text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text + "\n")
+    write_report(results, args.out)
 
 
 if __name__ == "__main__":
