@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .data.collator import DemoCollator, for_loader
+from .data.collator import DemoCollator, for_loader, read_rows
 from .metrics import bleu, summarize_episodes
 from .rollout import EpisodeResult, evaluation_seeds, rollout
 
@@ -43,12 +43,11 @@ def evaluate_follower(
     return summarize_episodes(results), results
 
 
-def iterate_batches(dataset: Any, collator: DemoCollator, batch_size: int) -> Iterator[tuple[dict, list[dict]]]:
-    """Collated batches of ``dataset`` in order, with the raw rows."""
+def iterate_batches(dataset: Any, collator: DemoCollator, batch_size: int) -> Iterator[dict]:
+    """Collated batches of ``dataset`` in order."""
     data = for_loader(dataset)
     for start in range(0, len(data), batch_size):
-        rows = [data[i] for i in range(start, min(start + batch_size, len(data)))]
-        yield collator(rows), rows
+        yield collator(read_rows(data, range(start, min(start + batch_size, len(data)))))
 
 
 @torch.no_grad()
@@ -68,7 +67,7 @@ def describe_dataset(
 
         batches = tqdm(batches, total=-(-len(dataset) // batch_size), desc="describing")
     try:
-        for batch, _ in batches:
+        for batch in batches:
             batch = {k: v.to(model.device) for k, v in batch.items()}
             ids = model.generate(
                 batch["observations"], batch["directions"], batch["actions"], batch["trajectory_mask"],

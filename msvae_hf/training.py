@@ -39,7 +39,7 @@ from datasets import concatenate_datasets, load_from_disk
 from tqdm.auto import tqdm
 
 from .configuration_msvae import FollowerConfig, MSVAEConfig, SpeakerConfig
-from .data.collator import DemoCollator, for_loader
+from .data.collator import DemoCollator, for_loader, read_rows
 from .data.demos import load_demos
 from .evaluation import TEST_SEED_START, VALID_SEED_START, evaluate_follower, evaluate_speaker
 from .metrics import smoothed_max
@@ -179,8 +179,7 @@ class StepSampler:
         return np.sort(global_batch[rank * self.batch_size:(rank + 1) * self.batch_size])
 
     def rows(self, step: int, rank: int) -> list[dict]:
-        batch = self.data[self.indices(step, rank).tolist()]
-        return [{k: batch[k][j] for k in batch} for j in range(len(batch["actions"]))]
+        return read_rows(self.data, self.indices(step, rank).tolist())
 
 
 def load_training_data(cfg: TrainConfig) -> tuple[Any, Any, Any, Any, str]:

@@ -79,6 +79,12 @@ def for_loader(dataset: Any, format_type: str = "numpy") -> Any:
     return dataset.with_format(format_type, columns=columns)
 
 
+def read_rows(data: Any, indices: Sequence[int]) -> list[dict[str, Any]]:
+    """Rows ``indices`` of a ``for_loader`` dataset, read in one batched (column-wise) access."""
+    batch = data[list(indices)]
+    return [{k: batch[k][j] for k in batch} for j in range(len(indices))]
+
+
 def with_pseudo_labels(dataset: Any, instructions: Sequence[str]) -> Any:
     """An unpaired split with a speaker's instructions as its "instruction" column (speaker-follower)."""
     if len(instructions) != len(dataset):
@@ -88,4 +94,4 @@ def with_pseudo_labels(dataset: Any, instructions: Sequence[str]) -> Any:
     return dataset.add_column("instruction", list(instructions))
 
 
-__all__ = ["DemoCollator", "for_loader", "with_pseudo_labels"]
+__all__ = ["DemoCollator", "for_loader", "read_rows", "with_pseudo_labels"]
