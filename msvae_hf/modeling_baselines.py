@@ -348,7 +348,13 @@ class SpeakerMixin:
         """Instructions for trajectories, as text. Accepts padded tensors or lists of per-episode arrays."""
         tokenizer = self._resolve_tokenizer(tokenizer)
         if isinstance(observations, (list, tuple)):
-            observations, directions, actions, trajectory_mask = pad_trajectories(observations, directions, actions)
+            from .data.collator import DemoCollator
+
+            rows = [{"observations": o, "directions": d, "actions": a}
+                    for o, d, a in zip(observations, directions, actions, strict=True)]
+            batch = DemoCollator(tokenizer)(rows)
+            observations, directions, actions = batch["observations"], batch["directions"], batch["actions"]
+            trajectory_mask = batch["trajectory_mask"]
         device = self.device
         ids = self.generate(
             observations.to(device), directions.to(device), actions.to(device),
@@ -361,22 +367,6 @@ def pad_after_eos(ids: torch.Tensor, eos_token_id: int, pad_token_id: int) -> to
     """Replace every token after a sequence's first eos by pad: [N, S] -> [N, S]."""
     after = (ids == eos_token_id).long().cumsum(dim=1) - (ids == eos_token_id).long() > 0
     return ids.masked_fill(after, pad_token_id)
-
-
-def pad_trajectories(observations, directions, actions):
-    """Lists of per-episode arrays -> padded tensors (observations, directions, actions, trajectory_mask)."""
-    lengths = [len(a) for a in actions]
-    batch, length = len(lengths), max(lengths)
-    obs = torch.zeros(batch, length, *np.asarray(observations[0]).shape[1:], dtype=torch.uint8)
-    dirs = torch.zeros(batch, length, dtype=torch.long)
-    acts = torch.zeros(batch, length, dtype=torch.long)
-    mask = torch.zeros(batch, length, dtype=torch.bool)
-    for i, n in enumerate(lengths):
-        obs[i, :n] = torch.as_tensor(np.asarray(observations[i]))
-        dirs[i, :n] = torch.as_tensor(np.asarray(directions[i]), dtype=torch.long)
-        acts[i, :n] = torch.as_tensor(np.asarray(actions[i]), dtype=torch.long)
-        mask[i, :n] = True
-    return obs, dirs, acts, mask
 
 
 class FollowerModel(FollowerMixin, MSVAEPreTrainedModel):
