@@ -10,7 +10,9 @@ batch sampler, checkpoints, evaluation, then :func:`train`.
 - Checkpoint layout (``output_dir/``)::
 
       checkpoints/step-000500/   accelerate save_state: model, optimizer, RNG states + train_state.json
-      best/                      save_pretrained of the best model by validation (config, safetensors, tokenizer)
+      best/                      save_pretrained of the best model by validation (config, safetensors, tokenizer):
+                                 by SR for followers and MS-VAE, by BLEU for speakers
+      best_speaker/              MS-VAE only: the best by validation BLEU, the checkpoint of its speaker role
       tb/                        TensorBoard logs
       results.json               validation history, App. D's smoothed max, test SR / BLEU
 
@@ -229,12 +231,12 @@ def save_checkpoint(accelerator: Accelerator, output_dir: str, state: dict, keep
     return final
 
 
-def save_best(model: Any, output_dir: str) -> None:
-    """``save_pretrained`` (tokenizer included) into ``best/``, atomically."""
-    final, tmp = Path(output_dir) / "best", Path(output_dir) / ".best.tmp"
+def save_best(model: Any, output_dir: str, name: str = "best") -> None:
+    """``save_pretrained`` (tokenizer included) into ``output_dir/name``, atomically."""
+    final, tmp = Path(output_dir) / name, Path(output_dir) / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
-    old = Path(output_dir) / ".best.old"
+    old = Path(output_dir) / f".{name}.old"
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():
         os.replace(final, old)
@@ -260,6 +262,18 @@ def validate(model: Any, cfg: TrainConfig, level: str, valid: Any) -> dict[str, 
 
 def primary_metric(cfg: TrainConfig) -> str:
     return "valid/bleu" if cfg.model_type == "speaker" else "valid/success_rate"
+
+
+def selections(cfg: TrainConfig) -> dict[str, str]:
+    """Which folder keeps the best model by which validation metric.
+
+    MS-VAE is both a follower and a speaker (Sec. 5.1 evaluates it by SR and by BLEU), so it keeps one
+    checkpoint per role, each chosen by its own metric, as the baseline follower and speaker are.
+    """
+    chosen = {"best": primary_metric(cfg)}
+    if cfg.model_type == "msvae":
+        chosen["best_speaker"] = "valid/bleu"
+    return chosen
 
 
 # ---------------------------------------------------------------------------------------------- loop
@@ -295,7 +309,8 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     if cfg.model_type == "msvae" and unpaired is not None and len(unpaired) and cfg.model.get("gamma", 1) != 0:
         unpaired_sampler = StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, world, cfg.seed, stream=1)
 
-    state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "wall_time": 0.0}
+    state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,
+             "wall_time": 0.0}
     if cfg.resume and existing:
         last = existing[-1]
         saved = json.loads((last / "train_state.json").read_text())
@@ -345,10 +360,11 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
                 metrics = validate(raw_model, cfg, level, valid)
                 accelerator.log(metrics, step=step)
                 state["history"].append({"step": step, **metrics})
-                score = metrics.get(primary_metric(cfg))
-                if score is not None and (state["best"] is None or score > state["best"]["score"]):
-                    state["best"] = {"step": step, "score": score}
-                    save_best(raw_model, cfg.output_dir)
+                for name, metric in selections(cfg).items():
+                    score, kept = metrics.get(metric), state.get(name)
+                    if score is not None and (kept is None or score > kept["score"]):
+                        state[name] = {"step": step, "score": score}
+                        save_best(raw_model, cfg.output_dir, name)
                 bar.write(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
             state = _broadcast(state, accelerator)
         if step % cfg.checkpoint_every == 0 or step == cfg.max_updates:
@@ -374,7 +390,10 @@ def _broadcast(state: dict, accelerator: Accelerator) -> dict:
 
 
 def final_evaluation(cfg: TrainConfig, state: dict, level: str, test: Any) -> dict[str, Any]:
-    """Load ``best/``, evaluate on the test seeds and the test split, write ``results.json``."""
+    """Evaluate ``best/`` on the test seeds (SR) and the speaker checkpoint on the test split (BLEU).
+
+    The speaker checkpoint is ``best_speaker/`` for MS-VAE and ``best/`` otherwise; writes ``results.json``.
+    """
     model_cls = MODEL_TYPES[cfg.model_type][0]
     best = Path(cfg.output_dir) / "best"
     model = model_cls.from_pretrained(best)
@@ -382,12 +401,18 @@ def final_evaluation(cfg: TrainConfig, state: dict, level: str, test: Any) -> di
         "model_type": cfg.model_type, "level": level, "updates": state["step"],
         "wall_time_s": round(state["wall_time"], 1), "best": state["best"], "history": state["history"],
     }
+    if state.get("best_speaker"):
+        results["best_speaker"] = state["best_speaker"]
     srs = [h["valid/success_rate"] for h in state["history"] if "valid/success_rate" in h]
     if srs:
         results["paper_protocol_valid_sr"] = smoothed_max(srs, window=5)
         summary, _ = evaluate_follower(model, level, cfg.test_episodes, TEST_SEED_START, cfg.eval_batch_size)
         results["test"] = summary
     if cfg.model_type in ("speaker", "msvae") and test is not None and len(test):
+        speaker_dir = Path(cfg.output_dir) / "best_speaker"
+        if cfg.model_type == "msvae" and speaker_dir.is_dir():
+            results["test_bleu_of_best"], _ = evaluate_speaker(model, test, max_examples=cfg.bleu_examples)
+            model = model_cls.from_pretrained(speaker_dir)
         results["test_bleu"], predictions = evaluate_speaker(model, test, max_examples=cfg.bleu_examples)
         results["test_examples"] = [
             {"reference": r, "prediction": p} for r, p in zip(test["instruction"][:5], predictions[:5])

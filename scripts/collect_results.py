@@ -26,6 +26,8 @@ RUNS = {
     "speaker": ("speaker (paired only)", False, False),
     "msvae_paired": ("MS-VAE, paired only (gamma = alpha = 0)", False, False),
     "msvae": ("MS-VAE full (+ V + D', App. D weights)", True, True),
+    "msvae_paired_5k": ("MS-VAE, paired only, 5000 updates", False, False),
+    "msvae_5k": ("MS-VAE full, 5000 updates", True, True),
     "msvae_alpha1000": ("MS-VAE full, D' weight alpha = 1000", True, True),
     "msvae_k16": ("MS-VAE full, K = 16 tokens", True, True),
     "speaker_follower": ("speaker-follower (baseline speaker labels D_u)", True, False),
@@ -40,6 +42,18 @@ def random_floor(level: str, episodes: int) -> dict[str, dict[str, float]]:
         f"random_{n}_actions": summarize_episodes(rollout(RandomPolicy(n, seed=0), level, seeds, batch_size=256))
         for n in (3, 7)
     }
+
+
+def bleu_checkpoint(row: dict) -> str:
+    """Which checkpoint the BLEU column scored: best by validation BLEU (speakers, MS-VAE's best_speaker/)
+    or, for MS-VAE runs made before best_speaker/ existed, the best by validation SR."""
+    if row["test_bleu"] is None:
+        return "-"
+    if row["best_speaker"]:
+        return f"best valid BLEU (update {row['best_speaker']['step']})"
+    if row["model_type"] == "msvae":
+        return f"best valid SR (update {row['best']['step']})"
+    return f"best valid BLEU (update {row['best']['step']})"
 
 
 def main() -> None:
@@ -57,9 +71,11 @@ def main() -> None:
         level = res["level"]
         command = (Path(args.runs) / name / "command.txt")
         rows[name] = {
-            "label": label, "follower_uses_unpaired": follower_du, "speaker_uses_unpaired": speaker_du,
+            "label": label, "model_type": res.get("model_type"),
+            "follower_uses_unpaired": follower_du, "speaker_uses_unpaired": speaker_du,
             "test": res.get("test"), "test_bleu": res.get("test_bleu"),
             "paper_protocol_valid_sr": res.get("paper_protocol_valid_sr"), "best": res.get("best"),
+            "best_speaker": res.get("best_speaker"), "test_bleu_of_best": res.get("test_bleu_of_best"),
             "updates": res.get("updates"), "wall_time_s": res.get("wall_time_s"),
             "command": command.read_text().strip().splitlines() if command.exists() else None,
         }
@@ -69,8 +85,9 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(f"{args.out}.json").write_text(json.dumps({"level": level, "runs": rows, "floor": floor}, indent=2))
     lines = [
-        "| method | test SR | mean steps | mean reward | valid SR, App. D protocol | test BLEU-4 | updates |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| method | test SR | mean steps | mean reward | valid SR, App. D protocol | test BLEU-4 | BLEU checkpoint "
+        "| updates |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     fmt = lambda v, spec: "-" if v is None else format(v, spec)
     for row in rows.values():
@@ -78,12 +95,12 @@ def main() -> None:
         lines.append(
             f"| {row['label']} | {fmt(test.get('success_rate'), '.3f')} | {fmt(test.get('mean_steps'), '.1f')} | "
             f"{fmt(test.get('mean_reward'), '.3f')} | {fmt(row['paper_protocol_valid_sr'], '.3f')} | "
-            f"{fmt(row['test_bleu'], '.2f')} | {row['updates']} |"
+            f"{fmt(row['test_bleu'], '.2f')} | {bleu_checkpoint(row)} | {row['updates']} |"
         )
     for name, summary in floor.items():
         lines.append(
             f"| floor: {name.replace('_', ' ')} | {summary['success_rate']:.3f} | {summary['mean_steps']:.1f} | "
-            f"{summary['mean_reward']:.3f} | - | - | - |"
+            f"{summary['mean_reward']:.3f} | - | - | - | - |"
         )
     Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

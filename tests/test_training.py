@@ -94,6 +94,12 @@ def test_msvae_with_unpaired_from_baselines(baseline_runs, tiny_demos, tmp_path)
                unpaired_batch_size=4, model={"gamma": 1.0})
     results = check_run(run, "msvae")
     assert "test_bleu" in results and results["test"]["episodes"] == TINY_TRAIN["test_episodes"]
+    # one checkpoint per role: best/ by validation SR (follower), best_speaker/ by validation BLEU (speaker)
+    assert results["best"]["score"] == max(h["valid/success_rate"] for h in results["history"])
+    assert results["best_speaker"]["score"] == max(h["valid/bleu"] for h in results["history"])
+    assert (run / "best_speaker" / "model.safetensors").is_file() and "test_bleu_of_best" in results
+    if results["best_speaker"]["step"] == results["best"]["step"]:
+        assert results["test_bleu"] == results["test_bleu_of_best"]
     scalars = tb_scalars(run)
     assert {"train/v", "train/a_1_unpaired", "train/domain_distance"} <= set(scalars)  # the unpaired batch ran
     assert all(math.isfinite(v) for v in scalars["train/loss"].values())
