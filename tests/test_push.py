@@ -66,7 +66,9 @@ def test_push_run(msvae_run):
     assert card.data.metrics == ["success_rate", "bleu"] and "msvae" in card.data.tags
     assert card.data.datasets == [json.loads((run / "train_config.json").read_text())["demos"]]
     assert f"| success_rate | {results['test']['success_rate']:.4g} |" in readme
-    assert f"| bleu | {results['test_bleu']:.4g} |" in readme
+    # the card's BLEU is the pushed weights' (best/); the run's best_speaker/ BLEU is listed beside it
+    assert f"| bleu | {results['test_bleu_of_best']:.4g} |" in readme
+    assert f"best_speaker/ checkpoint (best by validation BLEU) | {results['test_bleu']:.4g} |" in readme
     assert f"{TINY_TRAIN['test_episodes']} greedy episodes of BabyAI-BossLocal-v0" in readme
     assert f"| paper-protocol valid SR (max of 5-eval moving average) | {results['paper_protocol_valid_sr']:.4g}" \
         in readme
