@@ -19,6 +19,7 @@ cat <<MSG
 Done. Where everything is:
   demonstrations (HF DatasetDict + card)  $OUT/demos
   trained MS-VAE (save_pretrained)        $OUT/msvae/best      -> transformers.AutoModel.from_pretrained
+    (best by validation SR; $OUT/msvae/best_speaker is the best by validation BLEU)
   test SR / BLEU and validation history   $OUT/msvae/results.json
   TensorBoard logs                        $OUT/msvae/tb        -> tensorboard --logdir $OUT/msvae/tb
   per-episode evaluation                  $OUT/evaluation.json
