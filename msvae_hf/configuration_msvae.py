@@ -59,6 +59,8 @@ class MSVAEConfig(PreTrainedConfig):
 
     # Objective (Eq. 10; App. D).
     beta: float = 0.1
+    trajectory_beta: float | None = None
+    instruction_beta: float | None = None
     gamma: float = 100.0
     alpha: float = 0.05
     swd_projections: int = 50
@@ -68,6 +70,16 @@ class MSVAEConfig(PreTrainedConfig):
         self.obs_shape = list(self.obs_shape)
         super().__post_init__(**kwargs)
         self.check_values()
+
+    @property
+    def betas(self) -> tuple[float, float]:
+        """The KL weight per modality (trajectory, instruction): App. D uses one beta for both and notes that
+        a beta per modality "may contribute to improved performance"; ``trajectory_beta`` /
+        ``instruction_beta`` set them apart (None: ``beta``)."""
+        return (
+            self.beta if self.trajectory_beta is None else self.trajectory_beta,
+            self.beta if self.instruction_beta is None else self.instruction_beta,
+        )
 
     def check_values(self) -> None:
         """Reject bad values and combinations, naming the field."""
@@ -81,8 +93,12 @@ class MSVAEConfig(PreTrainedConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"MSVAEConfig.{name} must be a positive integer, got {value!r}")
-        for name in ("beta", "gamma", "alpha"):
-            if getattr(self, name) < 0:
+        for name in ("trajectory_beta", "instruction_beta"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ValueError(f"MSVAEConfig.{name} must be a number or None, got {value!r}")
+        for name in ("beta", "gamma", "alpha", "trajectory_beta", "instruction_beta"):
+            if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"MSVAEConfig.{name} must be >= 0, got {getattr(self, name)!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"MSVAEConfig.dropout must be in [0, 1), got {self.dropout!r}")

@@ -44,14 +44,16 @@ def paired_elbo(
     a: tuple[torch.Tensor, torch.Tensor],
     b: tuple[torch.Tensor, torch.Tensor],
     c: tuple[torch.Tensor, torch.Tensor],
-    beta: float,
+    beta: float | tuple[float, float],
 ) -> torch.Tensor:
-    """J-bar = 1/2 sum_m [A_m + beta B_m + C_m] (Eq. 9 with App. D's beta): per paired sample [B].
+    """J-bar = 1/2 sum_m [A_m + beta_m B_m + C_m] (Eq. 9 with App. D's beta): per paired sample [B].
 
     m = 1 is the trajectory x_(1) = a|o, m = 2 the instruction x_(2) = y. A_m reconstructs x_m from
     z ~ q(z|x_m); B_m = -KL[q(z|x_m) || p(z)]; C_m is the cross-modal term, x_(n != m) from z ~ q(z|x_m).
+    ``beta`` is one weight for both modalities (App. D) or a pair (beta_1, beta_2).
     """
-    return 0.5 * sum(a[m] + beta * b[m] + c[m] for m in range(2))
+    betas = (beta, beta) if isinstance(beta, (int, float)) else tuple(beta)
+    return 0.5 * sum(a[m] + betas[m] * b[m] + c[m] for m in range(2))
 
 
 def unpaired_elbo(a_1: torch.Tensor, b_1: torch.Tensor, beta: float) -> torch.Tensor:

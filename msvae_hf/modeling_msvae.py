@@ -176,14 +176,14 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         a_2 = self._instruction_log_likelihood(z_y, input_ids, attention_mask)
         c_1 = self._instruction_log_likelihood(z_tau[p], input_ids, attention_mask)
         b_2 = -kl_to_prior(mean_y, logvar_y, self.prior, z_y)
-        beta = self.config.beta
-        j_bar = paired_elbo((a_1, a_2), (b_1, b_2), (c_1, c_2), beta)
+        betas = self.config.betas
+        j_bar = paired_elbo((a_1, a_2), (b_1, b_2), (c_1, c_2), betas)
 
         v = a_1_u = b_1_u = d = None
         if unpaired_actions is not None:
             u = slice(num_paired, None)
             a_1_u, b_1_u = a_1_all[u], b_1_all[u]
-            v = unpaired_elbo(a_1_u, b_1_u, beta)
+            v = unpaired_elbo(a_1_u, b_1_u, betas[0])
             d = domain_distance(mean_tau[p], mean_tau[u], self.config.swd_projections, self.config.swd_p)
         loss = msvae_loss(j_bar, v, d, self.config.gamma, self.config.alpha)
 

@@ -167,6 +167,16 @@ def test_paired_elbo_eq9_closed_form() -> None:
     torch.testing.assert_close(paired_elbo(a, b, c, beta=0.1), torch.tensor([-8.625, -3.8]))
 
 
+def test_paired_elbo_beta_per_modality() -> None:
+    """A pair (beta_1, beta_2) weights B_1 and B_2 apart; equal betas give the single-beta value."""
+    a = (torch.tensor([-1.0]), torch.tensor([-3.0]))
+    b = (torch.tensor([-0.5]), torch.tensor([-2.0]))
+    c = (torch.tensor([-6.0]), torch.tensor([-7.0]))
+    # 1/2 [(-1 - 0.01 * 0.5 - 6) + (-3 - 1.0 * 2 - 7)] = 1/2 (-7.005 - 12) = -9.5025
+    torch.testing.assert_close(paired_elbo(a, b, c, beta=(0.01, 1.0)), torch.tensor([-9.5025]))
+    torch.testing.assert_close(paired_elbo(a, b, c, beta=(0.1, 0.1)), paired_elbo(a, b, c, beta=0.1))
+
+
 def test_unpaired_elbo_sign_of_appendix_a() -> None:
     """V = A_1 + beta B_1 with B_1 = -KL (App. A): a larger KL lowers V (Eq. 3's printed "+ KL" is a typo)."""
     a_1, kl = torch.tensor([-2.0, -2.0]), torch.tensor([1.0, 3.0])

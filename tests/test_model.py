@@ -131,6 +131,8 @@ def test_config_defaults_are_appendix_d() -> None:
         ({"beta": -0.1}, "beta"),
         ({"gamma": -1.0}, "gamma"),
         ({"alpha": -0.5}, "alpha"),
+        ({"trajectory_beta": -0.01}, "trajectory_beta"),
+        ({"instruction_beta": "0.1"}, "instruction_beta"),
         ({"latent_dim": 30, "decoder_heads": 4}, "latent_dim"),
         ({"obs_shape": (7, 7)}, "obs_shape"),
         ({"obs_shape": (7, 7, 4)}, "obs_shape"),
@@ -244,6 +246,20 @@ def test_msvae_unpaired_batch_does_not_change_paired_terms(tok: MSVAETokenizer, 
     torch.testing.assert_close(both.a_1_unpaired, extra_as_paired.a_1, atol=1e-5, rtol=0)
     torch.testing.assert_close(both.b_1_unpaired, extra_as_paired.b_1, atol=1e-5, rtol=0)
     assert torch.isfinite(both.domain_distance) and float(both.domain_distance) > 0
+
+
+def test_msvae_loss_with_beta_per_modality(tok: MSVAETokenizer, mean_z: None) -> None:
+    """trajectory_beta weights B_1 in J-bar and in V, instruction_beta weights B_2 (App. D's suggestion): the
+    loss equals Eq. 10 recombined by hand from the per-sample terms; unset, both are ``beta``."""
+    batch, extra = real_batch(tok), real_batch(tok, lengths=(7, 3), seed=1)
+    model = build("msvae", tok, trajectory_beta=0.01, instruction_beta=0.5, gamma=3.0, alpha=0.25)
+    assert model.config.betas == (0.01, 0.5) and build("msvae", tok).config.betas == (0.1, 0.1)
+    with torch.no_grad():
+        out = model(**batch, **unpaired(extra), reduction="none")
+    j_bar = 0.5 * (out.a_1 + 0.01 * out.b_1 + out.c_1 + out.a_2 + 0.5 * out.b_2 + out.c_2)
+    v = out.a_1_unpaired + 0.01 * out.b_1_unpaired
+    torch.testing.assert_close(out.j_bar, j_bar)
+    torch.testing.assert_close(out.loss, -j_bar.mean() - 3.0 * v.mean() + 0.25 * out.domain_distance)
 
 
 @pytest.mark.parametrize("kind", ["follower-none", "follower-attention", "follower-bottleneck", "speaker"])
