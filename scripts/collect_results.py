@@ -28,6 +28,7 @@ RUNS = {
     "msvae": ("MS-VAE full (+ V + D', App. D weights)", True, True),
     "msvae_trajbeta": ("MS-VAE full, trajectory beta = 0.01 (beta per modality)", True, True),
     "msvae_gamma10": ("MS-VAE full, gamma = 10", True, True),
+    "msvae_gamma1": ("MS-VAE full, gamma = 1", True, True),
     "msvae_alpha1000": ("MS-VAE full, D' weight alpha = 1000", True, True),
     "msvae_k16": ("MS-VAE full, K = 16 tokens", True, True),
     "speaker_follower": ("speaker-follower (baseline speaker labels D_u)", True, False),
