@@ -33,6 +33,7 @@ RUNS = {
     "msvae_k16": ("MS-VAE full, K = 16 tokens", True, True),
     "speaker_follower": ("speaker-follower (baseline speaker labels D_u)", True, False),
     "msvae_speaker_follower": ("MS-VAE-speaker-follower (MS-VAE labels D_u)", True, True),
+    "msvae_paired_speaker_follower": ("speaker-follower, labels by MS-VAE paired only", True, False),
 }
 
 
