@@ -6,6 +6,11 @@
 On one paired + one unpaired batch (128 + 128, the training sampler's update ``--step``), prints the norm
 of the gradient of gamma V, of J-bar and of D' (per unit alpha) with respect to the trajectory encoder and
 its bottleneck attention (the speaker's encoder q(z|a,o)), and writes results/objective_gradients.json.
+
+It also measures the domain gap that D' (App. B) is meant to close: D' between the paired and the unpaired
+batch's posterior means, against D' between two disjoint unpaired batches of the same size (the sampling
+floor: what D' reads when the two distributions are the same) and between the paired batch and the held-out
+``valid`` trajectories (paired-like data the model never trained on).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from report import write_report
 import msvae_hf
 from msvae_hf.data.collator import DemoCollator
 from msvae_hf.data.demos import load_demos
+from msvae_hf.losses import domain_distance
 from msvae_hf.training import StepSampler
 
 
@@ -51,7 +57,25 @@ def main() -> None:
         "grad_norm_gamma_v": grad_norm(-gamma * out.v), "grad_norm_j_bar": grad_norm(-out.j_bar),
         "grad_norm_d_per_unit_alpha": grad_norm(out.domain_distance), "d_prime": float(out.domain_distance.detach()),
     }
+    result.update(domain_gap(model, collator, demos, paired, args))
     write_report(result, args.out)
+
+
+@torch.no_grad()
+def domain_gap(model, collator, demos, paired, args) -> dict[str, float]:
+    """D' (App. B) between posterior means of paired, unpaired (two disjoint batches) and valid trajectories."""
+
+    def means(rows: list[dict]) -> torch.Tensor:
+        b = collator(rows)
+        return model.trajectory_memory(b["observations"], b["directions"], b["actions"], b["trajectory_mask"])[0]
+
+    sampler = StepSampler(demos["unpaired"], args.batch_size, 1, 0, 1)
+    p, u1, u2 = means(StepSampler(paired, args.batch_size, 1, 0, 0).rows(args.step, 0)), \
+        means(sampler.rows(args.step, 0)), means(sampler.rows(args.step + 1, 0))
+    valid = means([demos["valid"][i] for i in range(min(args.batch_size, len(demos["valid"])))])
+    d = lambda x, y: float(domain_distance(x, y, model.config.swd_projections, model.config.swd_p))
+    return {"d_paired_vs_unpaired": d(p, u1), "d_unpaired_vs_unpaired": d(u2, u1), "d_paired_vs_valid": d(p, valid),
+            "d_valid_vs_unpaired": d(valid, u1)}
 
 
 if __name__ == "__main__":
