@@ -4,11 +4,13 @@
 - `summarize_episodes`: success rate, mean steps and mean BabyAI reward of rollout results.
 - `smoothed_max`: App. D's protocol: success rate per epoch, a moving average over 5 epochs, its maximum.
 - `load_bleu_metric`: the same BLEU as an `evaluate` metric, loaded from this package (no network).
+- `compare_bleu`: several speakers on the same references, with sacrebleu's paired bootstrap resampling
+  (95% confidence intervals and p-values against the first system).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -38,6 +40,35 @@ def bleu(predictions: Sequence[str], references: Sequence[str] | Sequence[Sequen
     if not predictions:
         raise ValueError("bleu needs at least one prediction")
     return float(sacrebleu.corpus_bleu(list(predictions), reference_streams(references)).score)
+
+
+def compare_bleu(
+    systems: Mapping[str, Sequence[str]], references: Sequence[str], num_samples: int = 1000
+) -> dict[str, dict[str, float | None]]:
+    """Corpus BLEU-4 of each system with sacrebleu's paired bootstrap resampling (Koehn 2004).
+
+    ``systems`` maps a name to its predictions, all for the same ``references`` (one per prediction); the
+    first system is the baseline. Returns, per system, ``bleu`` (the corpus score, equal to :func:`bleu`),
+    ``mean`` and ``ci`` (the bootstrap mean and 95% half-width) and ``p_value`` (None for the baseline): the
+    probability, over resamples, that the difference to the baseline is due to chance. Resampling uses
+    sacrebleu's fixed seed, so the result is deterministic.
+    """
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import PairedTest
+
+    if len(systems) < 2:
+        raise ValueError("compare_bleu needs at least two systems (the first is the baseline)")
+    for name, predictions in systems.items():
+        if len(predictions) != len(references):
+            raise ValueError(f"system {name!r} has {len(predictions)} predictions for {len(references)} references")
+    test = PairedTest([(n, list(p)) for n, p in systems.items()], {"BLEU": BLEU()}, [list(references)],
+                      test_type="bs", n_samples=num_samples)
+    _, scores = test()
+    return {
+        name: {"bleu": float(r.score), "mean": float(r.mean), "ci": float(r.ci),
+               "p_value": None if r.p_value is None else float(r.p_value)}
+        for name, r in zip(scores["System"], scores["BLEU"])
+    }
 
 
 class Episode(Protocol):

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import sacrebleu
 
-from msvae_hf.metrics import BLEU_METRIC_SCRIPT, bleu, smoothed_max, summarize_episodes
+from msvae_hf.metrics import BLEU_METRIC_SCRIPT, bleu, compare_bleu, smoothed_max, summarize_episodes
 
 PREDICTIONS = [
     "go to the red ball, then pick up a key",
@@ -31,6 +31,28 @@ def test_bleu_equals_sacrebleu_corpus_bleu():
     assert 0 < expected < 100
     assert bleu(PREDICTIONS, REFERENCES) == pytest.approx(expected)
     assert bleu(PREDICTIONS, [[r] for r in REFERENCES]) == pytest.approx(expected)
+
+
+def test_compare_bleu_paired_bootstrap():
+    """Scores equal bleu(); a system identical to the baseline gets its score and interval, one much worse on
+    every sentence differs significantly (p < 0.05); the same call gives the same numbers; bad input raises."""
+    refs = [f"go to the {c} {t}" for c in ("red", "blue", "grey", "green", "purple") for t in ("ball", "box", "key")]
+    good = list(refs)
+    good[::3] = [r.replace("go to the", "go to a") for r in refs[::3]]
+    bad = [r.replace("go to", "pick up") if i % 2 else r.rsplit(" ", 1)[0] + " door" for i, r in enumerate(refs)]
+    systems = {"baseline": good, "same": list(good), "worse": bad}
+    out = compare_bleu(systems, refs, num_samples=200)
+    assert list(out) == ["baseline", "same", "worse"]
+    for name, predictions in systems.items():
+        assert out[name]["bleu"] == pytest.approx(bleu(predictions, refs))
+    assert out["baseline"]["p_value"] is None
+    assert (out["same"]["bleu"], out["same"]["ci"]) == (out["baseline"]["bleu"], out["baseline"]["ci"])
+    assert out["worse"]["p_value"] < 0.05 and out["worse"]["ci"] > 0
+    assert compare_bleu(systems, refs, num_samples=200) == out
+    with pytest.raises(ValueError, match="at least two"):
+        compare_bleu({"baseline": good}, refs)
+    with pytest.raises(ValueError, match="'worse' has 14 predictions"):
+        compare_bleu({"baseline": good, "worse": bad[:-1]}, refs)
 
 
 def test_bleu_multiple_and_uneven_references():
