@@ -28,7 +28,7 @@ from msvae_hf.metrics import compare_bleu
 
 
 def parse_speaker(text: str) -> tuple[str, str]:
-    name, sep, path = text.partition("=")
+    name, sep, path = text.rpartition("=")  # the last "=": names may hold one ("gamma=1=DIR")
     if not sep or not name or not path:
         raise argparse.ArgumentTypeError(f"--speaker takes NAME=DIR, got {text!r}")
     return name, path
@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(f"{args.demos} has no {args.split!r} split (it has {sorted(demos)})")
     pairs = demos[args.split].select(range(min(args.examples, len(demos[args.split]))))
     references = list(pairs["instruction"])
+    for _, path in args.speaker:
+        if not (Path(path) / "config.json").is_file():
+            parser.error(f"{path} is not a saved model (no config.json)")
     predictions = {}
     for name, path in args.speaker:
         model = AutoModel.from_pretrained(path).eval()

@@ -28,7 +28,10 @@ def test_compare_speakers_scores_match_evaluate_speaker(baseline_runs, tiny_demo
     assert result["speakers"]["a"]["p_value"] is None and result["speakers"]["a"]["examples"] == predictions[:5]
 
 
-@pytest.mark.parametrize("bad, message", [(["--speaker", "nodir"], "NAME=DIR"), (["--split", "nosuch"], "no 'nosuch'")])
+@pytest.mark.parametrize("bad, message", [
+    (["--speaker", "nodir"], "NAME=DIR"), (["--split", "nosuch"], "no 'nosuch'"),
+    (["--speaker", "b=1=/no/such/dir"], "/no/such/dir is not a saved model"),
+])
 def test_compare_speakers_bad_arguments(baseline_runs, tiny_demos, bad, message, capsys):
     argv = ["--demos", str(tiny_demos), "--speaker", f"a={baseline_runs['speaker'] / 'best'}", *bad]
     with pytest.raises(SystemExit):
