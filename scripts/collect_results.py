@@ -29,6 +29,7 @@ RUNS = {
     "msvae_trajbeta": ("MS-VAE full, trajectory beta = 0.01 (beta per modality)", True, True),
     "msvae_gamma10": ("MS-VAE full, gamma = 10", True, True),
     "msvae_gamma1": ("MS-VAE full, gamma = 1", True, True),
+    "msvae_gamma1_seed1": ("MS-VAE full, gamma = 1, seed 1", True, True),
     "msvae_paired_seed1": ("MS-VAE, paired only, seed 1", False, False),
     "msvae_seed1": ("MS-VAE full, seed 1", True, True),
     "msvae_alpha1000": ("MS-VAE full, D' weight alpha = 1000", True, True),

@@ -25,6 +25,7 @@ python scripts/train.py --config configs/msvae_k16_bosslocal.yaml $T
 python scripts/train.py --config configs/msvae_trajbeta_bosslocal.yaml $T --max-updates 400
 python scripts/train.py --config configs/msvae_gamma10_bosslocal.yaml $T --max-updates 400
 python scripts/train.py --config configs/msvae_gamma1_bosslocal.yaml $T
+python scripts/train.py --config configs/msvae_gamma1_bosslocal.yaml $T --seed 1 --output-dir runs/bosslocal/msvae_gamma1_seed1
 # Speaker-follower with the baseline speaker and with the MS-VAE speaker (Table 3).
 python scripts/label_unpaired.py --speaker runs/bosslocal/speaker/best --demos data/bosslocal_100k --out data/pseudo_speaker
 python scripts/train.py --config configs/speaker_follower_bosslocal.yaml $T
