@@ -25,18 +25,18 @@ RUNS = {
     "follower": ("follower (paired only)", False, False),
     "speaker": ("speaker (paired only)", False, False),
     "msvae_paired": ("MS-VAE, paired only (gamma = alpha = 0)", False, False),
+    "msvae_paired_seed1": ("MS-VAE, paired only, seed 1", False, False),
     "msvae": ("MS-VAE full (+ V + D', App. D weights)", True, True),
-    "msvae_trajbeta": ("MS-VAE full, trajectory beta = 0.01 (beta per modality)", True, True),
-    "msvae_gamma10": ("MS-VAE full, gamma = 10", True, True),
+    "msvae_seed1": ("MS-VAE full, seed 1", True, True),
     "msvae_gamma1": ("MS-VAE full, gamma = 1", True, True),
     "msvae_gamma1_seed1": ("MS-VAE full, gamma = 1, seed 1", True, True),
-    "msvae_paired_seed1": ("MS-VAE, paired only, seed 1", False, False),
-    "msvae_seed1": ("MS-VAE full, seed 1", True, True),
     "msvae_alpha1000": ("MS-VAE full, D' weight alpha = 1000", True, True),
     "msvae_k16": ("MS-VAE full, K = 16 tokens", True, True),
+    "msvae_trajbeta": ("MS-VAE full, trajectory beta = 0.01 (stopped at 400)", True, True),
+    "msvae_gamma10": ("MS-VAE full, gamma = 10 (stopped at 400)", True, True),
     "speaker_follower": ("speaker-follower (baseline speaker labels D_u)", True, False),
-    "msvae_speaker_follower": ("MS-VAE-speaker-follower (MS-VAE labels D_u)", True, True),
     "msvae_paired_speaker_follower": ("speaker-follower, labels by MS-VAE paired only", True, False),
+    "msvae_speaker_follower": ("MS-VAE-speaker-follower (MS-VAE labels D_u)", True, True),
 }
 
 

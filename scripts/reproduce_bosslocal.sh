@@ -37,6 +37,17 @@ python scripts/label_unpaired.py --speaker runs/bosslocal/msvae_paired/best --de
 python scripts/train.py --config configs/msvae_paired_speaker_follower_bosslocal.yaml $T
 # Tables and curves.
 python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal
-python scripts/plot_curves.py runs/bosslocal/follower runs/bosslocal/msvae_paired runs/bosslocal/msvae_alpha1000 \
-  runs/bosslocal/msvae runs/bosslocal/msvae_k16 runs/bosslocal/speaker_follower runs/bosslocal/msvae_speaker_follower runs/bosslocal/speaker \
+python scripts/plot_curves.py runs/bosslocal/follower runs/bosslocal/speaker runs/bosslocal/msvae_paired \
+  runs/bosslocal/msvae runs/bosslocal/msvae_gamma1 runs/bosslocal/speaker_follower \
+  runs/bosslocal/msvae_paired_speaker_follower runs/bosslocal/msvae_speaker_follower \
   --metric valid/success_rate --metric valid/bleu --out results/bosslocal_curves.png
+python scripts/compare_speakers.py --demos data/bosslocal_100k \
+  --speaker "MS-VAE paired only=runs/bosslocal/msvae_paired/best_speaker" \
+  --speaker "MS-VAE paired only, seed 1=runs/bosslocal/msvae_paired_seed1/best_speaker" \
+  --speaker "speaker (baseline)=runs/bosslocal/speaker/best" \
+  --speaker "MS-VAE full=runs/bosslocal/msvae/best" \
+  --speaker "MS-VAE full, seed 1=runs/bosslocal/msvae_seed1/best_speaker" \
+  --speaker "MS-VAE gamma = 1=runs/bosslocal/msvae_gamma1/best_speaker" \
+  --speaker "MS-VAE gamma = 1, seed 1=runs/bosslocal/msvae_gamma1_seed1/best_speaker" \
+  --speaker "MS-VAE alpha = 1000=runs/bosslocal/msvae_alpha1000/best" \
+  --out results/bosslocal_speakers.json
