@@ -409,11 +409,14 @@ def final_evaluation(cfg: TrainConfig, state: dict, level: str, test: Any) -> di
         summary, _ = evaluate_follower(model, level, cfg.test_episodes, TEST_SEED_START, cfg.eval_batch_size)
         results["test"] = summary
     if cfg.model_type in ("speaker", "msvae") and test is not None and len(test):
-        speaker_dir = Path(cfg.output_dir) / "best_speaker"
-        if cfg.model_type == "msvae" and speaker_dir.is_dir():
-            results["test_bleu_of_best"], _ = evaluate_speaker(model, test, max_examples=cfg.bleu_examples)
-            model = model_cls.from_pretrained(speaker_dir)
         results["test_bleu"], predictions = evaluate_speaker(model, test, max_examples=cfg.bleu_examples)
+        speaker = state.get("best_speaker")
+        if cfg.model_type == "msvae" and speaker:
+            results["test_bleu_of_best"] = results["test_bleu"]
+            if speaker["step"] != state["best"]["step"]:  # otherwise best_speaker/ holds the same weights
+                speaker_model = model_cls.from_pretrained(Path(cfg.output_dir) / "best_speaker")
+                results["test_bleu"], predictions = evaluate_speaker(speaker_model, test,
+                                                                     max_examples=cfg.bleu_examples)
         results["test_examples"] = [
             {"reference": r, "prediction": p} for r, p in zip(test["instruction"][:5], predictions[:5])
         ]
