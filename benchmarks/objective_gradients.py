@@ -57,21 +57,23 @@ def main() -> None:
         "grad_norm_gamma_v": grad_norm(-gamma * out.v), "grad_norm_j_bar": grad_norm(-out.j_bar),
         "grad_norm_d_per_unit_alpha": grad_norm(out.domain_distance), "d_prime": float(out.domain_distance.detach()),
     }
-    result.update(domain_gap(model, collator, demos, paired, args))
+    # the forward's posterior means: the paired batch first, then the unpaired one
+    num_paired = len(batch["actions"])
+    means = out.trajectory_mean.detach()
+    result.update(domain_gap(model, collator, demos, means[:num_paired], means[num_paired:], args))
     write_report(result, args.out)
 
 
 @torch.no_grad()
-def domain_gap(model, collator, demos, paired, args) -> dict[str, float]:
-    """D' (App. B) between posterior means of paired, unpaired (two disjoint batches) and valid trajectories."""
+def domain_gap(model, collator, demos, p: torch.Tensor, u1: torch.Tensor, args) -> dict[str, float]:
+    """D' (App. B) between posterior means of the paired batch ``p``, the unpaired batch ``u1``, the next
+    unpaired batch and the first ``valid`` trajectories."""
 
     def means(rows: list[dict]) -> torch.Tensor:
         b = collator(rows)
         return model.trajectory_memory(b["observations"], b["directions"], b["actions"], b["trajectory_mask"])[0]
 
-    sampler = StepSampler(demos["unpaired"], args.batch_size, 1, 0, 1)
-    p, u1, u2 = means(StepSampler(paired, args.batch_size, 1, 0, 0).rows(args.step, 0)), \
-        means(sampler.rows(args.step, 0)), means(sampler.rows(args.step + 1, 0))
+    u2 = means(StepSampler(demos["unpaired"], args.batch_size, 1, 0, 1).rows(args.step + 1, 0))
     valid = means([demos["valid"][i] for i in range(min(args.batch_size, len(demos["valid"])))])
     d = lambda x, y: float(domain_distance(x, y, model.config.swd_projections, model.config.swd_p))
     return {"d_paired_vs_unpaired": d(p, u1), "d_unpaired_vs_unpaired": d(u2, u1), "d_paired_vs_valid": d(p, valid),
