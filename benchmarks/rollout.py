@@ -1,7 +1,7 @@
 """Episodes/s of evaluation: batched rollout vs one episode at a time vs the bare environment.
 
     python benchmarks/rollout.py [--level BabyAI-GoToSeqLocal-v0] [--episodes 256] [--batch-size 256]
-                                 [--model DIR] [--out results/rollout_benchmark.json]
+                                 [--model DIR] [--device cpu] [--out results/rollout_benchmark.json]
 
 (a) batched: `rollout` over `batch_size` envs, one policy call per step for all live envs;
 (b) one at a time: the same policy and seeds, a single env, episodes in sequence;
@@ -29,6 +29,7 @@ from report import write_report
 from torch import nn
 
 import msvae_hf  # noqa: F401  (registers the Local levels and the Auto classes)
+from msvae_hf.evaluation import resolve_device
 from msvae_hf.rollout import EpisodeResult, evaluation_seeds, resolve_level, rollout
 
 
@@ -99,12 +100,14 @@ def bare_env(env: gym.Env, seeds: Sequence[int], actions: Sequence[Sequence[int]
     return steps
 
 
-def load_policy(model_dir: str | None):
+def load_policy(model_dir: str | None, device: torch.device):
     if model_dir is None:
+        if device.type != "cpu":
+            raise ValueError("the stand-in policy runs on the CPU: pass --model DIR to benchmark on a GPU")
         return StandInFollower().eval(), "StandInFollower (random-weight stand-in for a trained model)"
     from transformers import AutoModel, AutoTokenizer
 
-    model = AutoModel.from_pretrained(model_dir).eval()
+    model = AutoModel.from_pretrained(model_dir).eval().to(device)
     return model.policy(AutoTokenizer.from_pretrained(model_dir)), f"{type(model).__name__} from {model_dir}"
 
 
@@ -115,11 +118,13 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--model", default=None, help="a saved model directory (default: the stand-in policy)")
     parser.add_argument("--seed-start", type=int, default=10**9)
+    parser.add_argument("--device", default="cpu", help="where --model runs: cpu, cuda, auto (cuda if visible)")
     parser.add_argument("--out", default="results/rollout_benchmark.json")
     args = parser.parse_args()
 
     level, seeds = resolve_level(args.level), evaluation_seeds(args.episodes, args.seed_start)
-    policy, policy_name = load_policy(args.model)
+    device = resolve_device(args.device)
+    policy, policy_name = load_policy(args.model, device)
     envs = [gym.make(level) for _ in range(min(args.batch_size, args.episodes))]
     for env, seed in zip(envs, seeds, strict=False):  # warm-up: first resets and torch kernels
         env.reset(seed=seed)
@@ -159,6 +164,8 @@ def main() -> None:
         "episodes": len(seeds),
         "batch_size": len(envs),
         "policy": policy_name,
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch_threads": torch.get_num_threads(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "cpu_count": os.cpu_count(),

@@ -2,6 +2,7 @@
 
     python benchmarks/train_step.py [--demos DIR] [--level BabyAI-BossLocal-v0] [--episodes 256]
                                     [--batch-size 128] [--steps 10] [--warmup 2] [--tiny]
+                                    [--device cpu] [--mixed-precision no|bf16]
                                     [--out results/train_step.json]
 
 The batch: `--batch-size` paired BossLocal bot episodes (+ as many unpaired ones for MS-VAE's full Eq. 10
@@ -10,7 +11,9 @@ loss), from `--demos` (a `make_demos` folder: splits paired / unpaired) or gener
 (App. D) config unless `--tiny`. FLOPs of one forward + backward are counted with
 torch.utils.flop_counter.FlopCounterMode (matmul, conv and attention FLOPs, the GRU/LSTM gate matmuls
 included; elementwise ops are not counted); the GEMM peak is a large fp32 torch.matmul timed in the same
-run, on the same thread count (reported as torch_threads).
+run, on the same thread count (reported as torch_threads) and device. On a GPU (`--device cuda`) each
+timed update ends with `torch.cuda.synchronize()`; `--mixed-precision bf16` runs forward and loss under
+`torch.autocast(dtype=torch.bfloat16)`, as `accelerate` does for `--mixed_precision bf16`.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
 from msvae_hf.data.collator import DemoCollator, for_loader
+from msvae_hf.evaluation import resolve_device
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 TINY = dict(hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32,
@@ -61,32 +65,47 @@ def _unpaired(batch: dict) -> dict:
     return {f"unpaired_{k}": v for k, v in batch.items() if k not in ("input_ids", "attention_mask")}
 
 
-def gemm_peak(n: int, repeats: int) -> float:
-    """FLOP/s of an n x n fp32 matmul (2 n^3 flops), best of `repeats`."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def gemm_peak(n: int, repeats: int, device: torch.device, dtype: torch.dtype = torch.float32) -> float:
+    """FLOP/s of an n x n matmul (2 n^3 flops) on `device`, best of `repeats`."""
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
     torch.matmul(a, b)
+    synchronize(device)
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
         torch.matmul(a, b)
+        synchronize(device)
         best = min(best, time.perf_counter() - start)
     return 2 * n**3 / best
 
 
-def time_updates(model: torch.nn.Module, batch: dict, steps: int, warmup: int) -> dict[str, Any]:
+def time_updates(model: torch.nn.Module, batch: dict, steps: int, warmup: int, device: torch.device,
+                 mixed_precision: str = "no") -> dict[str, Any]:
     """Median seconds per Adam update and the FLOPs of one forward + backward."""
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+    def loss() -> torch.Tensor:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=mixed_precision == "bf16"):
+            return model(**batch).loss
+
     with FlopCounterMode(display=False) as counter:
-        model(**batch).loss.backward()
+        loss().backward()
     flops = counter.get_total_flops()
     optimizer.zero_grad()
     times = []
     for i in range(warmup + steps):
+        synchronize(device)
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        model(**batch).loss.backward()
+        loss().backward()
         optimizer.step()
+        synchronize(device)
         if i >= warmup:
             times.append(time.perf_counter() - start)
     times.sort()
@@ -105,9 +124,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--gemm-size", type=int, default=2048)
     parser.add_argument("--tiny", action="store_true", help="tiny models (a smoke run), not App. D's")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, auto (cuda if visible)")
+    parser.add_argument("--mixed-precision", default="no", choices=["no", "bf16"])
     parser.add_argument("--out", default="results/train_step.json")
     args = parser.parse_args()
 
+    device = resolve_device(args.device)
     torch.manual_seed(0)
     tok = MSVAETokenizer.from_grammar()
     paired, unpaired = load_batches(args, tok)
@@ -118,16 +140,18 @@ def main() -> None:
         "msvae": MSVAEModel(MSVAEConfig(**extra)),
     }
     batches = {"follower": paired, "speaker": paired, "msvae": {**paired, **unpaired}}
-    peak = gemm_peak(args.gemm_size, 5)
+    batches = {name: {k: v.to(device) for k, v in b.items()} for name, b in batches.items()}
+    peak = gemm_peak(args.gemm_size, 5, device, torch.bfloat16 if args.mixed_precision == "bf16" else torch.float32)
     results: dict[str, Any] = {
         "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "device": "cpu", "torch": torch.__version__, "tiny": args.tiny, "level": args.level,
+        "device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "mixed_precision": args.mixed_precision, "torch": torch.__version__, "tiny": args.tiny, "level": args.level,
         "batch_paired": int(paired["actions"].shape[0]), "batch_unpaired": int(unpaired["unpaired_actions"].shape[0]),
         "mean_steps": float(paired["trajectory_mask"].sum(1).float().mean()),
         "gemm_peak_flops_per_s": peak, "models": {},
     }
     for name, model in models.items():
-        r = time_updates(model, batches[name], args.steps, args.warmup)
+        r = time_updates(model.to(device), batches[name], args.steps, args.warmup, device, args.mixed_precision)
         r["fraction_of_gemm_peak"] = r["achieved_flops_per_s"] / peak
         results["models"][name] = r
     follower_s = results["models"]["follower"]["seconds_per_update"]

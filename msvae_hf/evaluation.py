@@ -20,6 +20,19 @@ TEST_SEED_START = 10**9
 VALID_SEED_START = 1_500_000_000
 
 
+def resolve_device(name: str = "auto") -> torch.device:
+    """``auto`` -> ``cuda`` where a GPU is visible, else ``cpu``; anything else as ``torch.device(name)``.
+
+    Asking for a GPU that is not there is an error naming it, not a silent fall back to the CPU.
+    """
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} asked for, but torch sees no CUDA GPU (torch {torch.__version__})")
+    return device
+
+
 def evaluate_follower(
     model: Any,
     level: str,

@@ -26,6 +26,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -36,8 +37,9 @@ import numpy as np
 import torch
 import yaml
 from accelerate import Accelerator
-from accelerate.utils import set_seed
+from accelerate.utils import extract_model_from_parallel, set_seed
 from datasets import concatenate_datasets, load_from_disk
+from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
 from .configuration_msvae import FollowerConfig, MSVAEConfig, SpeakerConfig
@@ -101,6 +103,8 @@ class TrainConfig:
     """torch.set_num_threads (None: leave torch's default)"""
 
     def __post_init__(self) -> None:
+        if self.mixed_precision is False:  # YAML 1.1 reads a bare `mixed_precision: no` as false
+            self.mixed_precision = "no"
         if self.model_type not in MODEL_TYPES:
             raise ValueError(f"model_type must be one of {sorted(MODEL_TYPES)}, got {self.model_type!r}")
         if self.mixed_precision not in ("no", "bf16", "fp16"):
@@ -119,6 +123,22 @@ class TrainConfig:
             raise ValueError("init_follower / init_speaker initialise MS-VAE: set model_type: msvae")
 
 
+class _ConfigLoader(yaml.SafeLoader):
+    """YAML's safe loader that also reads ``1e-3`` as a float (YAML 1.1 needs ``1.0e-3``; JSON and people don't)."""
+
+
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def parse_yaml(text: Any) -> Any:
+    """A config file's or a command-line value's YAML (a string or an open file), numbers like 1e-3 as floats."""
+    return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
 def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
     """A TrainConfig from a YAML/JSON file plus overrides (``model.gamma`` style keys reach ``model``)."""
     values: dict[str, Any] = {}
@@ -126,7 +146,7 @@ def load_config(path: str | None = None, overrides: dict[str, Any] | None = None
         if not os.path.isfile(path):
             raise FileNotFoundError(f"config file {path} does not exist")
         with open(path, encoding="utf-8") as f:
-            values = yaml.safe_load(f) or {}  # YAML is a superset of JSON
+            values = parse_yaml(f) or {}  # YAML is a superset of JSON
         if not isinstance(values, dict):
             raise ValueError(f"config file {path} must hold a mapping of keys to values")
     values = dict(values)
@@ -231,6 +251,32 @@ def save_checkpoint(accelerator: Accelerator, output_dir: str, state: dict, keep
     return final
 
 
+def own_storage(models: list[torch.nn.Module], weights: list[dict], output_dir: str) -> None:
+    """accelerate's save-state pre-hook: every tensor of the state dicts to save gets its own storage.
+
+    On a GPU, cuDNN keeps a GRU/LSTM's weights as views into one flat buffer; accelerate's safetensors
+    writer takes such views for shared tensors and DROPS them ("Removed shared tensor ... while saving"),
+    leaving a checkpoint without the recurrent weights. Copies of the views are saved whole.
+    """
+    for i, state in enumerate(weights):
+        weights[i] = {k: v.clone() if torch.is_tensor(v) else v for k, v in state.items()}
+
+
+def load_model_weights(models: list[torch.nn.Module], input_dir: str) -> None:
+    """accelerate's load-state pre-hook: checkpointed weights go in through ``load_state_dict``.
+
+    accelerate would call safetensors' ``load_model``, which refuses a model on a GPU whose GRU/LSTM weights
+    are views into one flat cuDNN buffer ("None is covering the entire storage"); ``load_state_dict`` copies
+    into them in place. The model leaves ``models`` so accelerate does not load it again.
+    """
+    path = Path(input_dir) / "model.safetensors"
+    if len(models) != 1 or not path.is_file():
+        return  # anything else (several models, a .bin checkpoint): accelerate's own loading
+    model = extract_model_from_parallel(models.pop())  # the checkpoint holds the unwrapped model's names
+    device = next(model.parameters()).device
+    model.load_state_dict(load_file(path, device=str(device)))
+
+
 def save_best(model: Any, output_dir: str, name: str = "best") -> None:
     """``save_pretrained`` (tokenizer included) into ``output_dir/name``, atomically."""
     final, tmp = Path(output_dir) / name, Path(output_dir) / f".{name}.tmp"
@@ -301,6 +347,8 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     model = build_model(cfg, tokenizer)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
     model, optimizer = accelerator.prepare(model, optimizer)
+    accelerator.register_save_state_pre_hook(own_storage)  # GPU RNN weights share one cuDNN buffer
+    accelerator.register_load_state_pre_hook(load_model_weights)
     raw_model = accelerator.unwrap_model(model)
     world, rank = accelerator.num_processes, accelerator.process_index
     micro = cfg.gradient_accumulation_steps
@@ -373,7 +421,7 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     bar.close()
     results = {}
     if accelerator.is_main_process:
-        results = final_evaluation(cfg, state, level, test)
+        results = final_evaluation(cfg, state, level, test, device=accelerator.device)
     accelerator.end_training()
     return results
 
@@ -389,14 +437,17 @@ def _broadcast(state: dict, accelerator: Accelerator) -> dict:
     return box[0]
 
 
-def final_evaluation(cfg: TrainConfig, state: dict, level: str, test: Any) -> dict[str, Any]:
+def final_evaluation(
+    cfg: TrainConfig, state: dict, level: str, test: Any, device: torch.device | str = "cpu"
+) -> dict[str, Any]:
     """Evaluate ``best/`` on the test seeds (SR) and the speaker checkpoint on the test split (BLEU).
 
-    The speaker checkpoint is ``best_speaker/`` for MS-VAE and ``best/`` otherwise; writes ``results.json``.
+    The speaker checkpoint is ``best_speaker/`` for MS-VAE and ``best/`` otherwise; both run on ``device``
+    (the training device); writes ``results.json``.
     """
     model_cls = MODEL_TYPES[cfg.model_type][0]
     best = Path(cfg.output_dir) / "best"
-    model = model_cls.from_pretrained(best)
+    model = model_cls.from_pretrained(best).to(device)
     results: dict[str, Any] = {
         "model_type": cfg.model_type, "level": level, "updates": state["step"],
         "wall_time_s": round(state["wall_time"], 1), "best": state["best"], "history": state["history"],
@@ -414,7 +465,7 @@ def final_evaluation(cfg: TrainConfig, state: dict, level: str, test: Any) -> di
         if cfg.model_type == "msvae" and speaker:
             results["test_bleu_of_best"] = results["test_bleu"]
             if speaker["step"] != state["best"]["step"]:  # otherwise best_speaker/ holds the same weights
-                speaker_model = model_cls.from_pretrained(Path(cfg.output_dir) / "best_speaker")
+                speaker_model = model_cls.from_pretrained(Path(cfg.output_dir) / "best_speaker").to(device)
                 results["test_bleu"], predictions = evaluate_speaker(speaker_model, test,
                                                                      max_examples=cfg.bleu_examples)
         results["test_examples"] = [

@@ -17,6 +17,7 @@ from pathlib import Path
 from transformers import AutoModel, AutoTokenizer
 
 import msvae_hf  # noqa: F401  (registers the Local levels, the models and the tokenizer)
+from msvae_hf.evaluation import resolve_device
 from msvae_hf.metrics import summarize_episodes as summarize
 from msvae_hf.render import render_rollouts
 from msvae_hf.rollout import EVAL_SEED_START, evaluate_policy, evaluation_seeds, resolve_level
@@ -32,10 +33,11 @@ def main() -> None:
     parser.add_argument("--render", type=int, default=0, metavar="N", help="write GIFs of the first N episodes")
     parser.add_argument("--out", default="results/gifs", help="folder for the GIFs")
     parser.add_argument("--json", default=None, help="write the summary and per-episode records here")
+    parser.add_argument("--device", default="auto", help="auto (cuda if visible, else cpu), cpu, cuda, cuda:1, ...")
     args = parser.parse_args()
 
     level = resolve_level(args.level)
-    model = AutoModel.from_pretrained(args.model).eval()
+    model = AutoModel.from_pretrained(args.model).eval().to(resolve_device(args.device))
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     results = evaluate_policy(
         model.policy(tokenizer), level, args.episodes, args.seed_start, args.batch_size, progress=True

@@ -18,7 +18,7 @@ import sys
 
 import yaml
 
-from msvae_hf.training import TrainConfig, load_config, train
+from msvae_hf.training import TrainConfig, load_config, parse_yaml, train
 
 
 def parse_args(argv: list[str]) -> tuple[str | None, dict]:
@@ -30,8 +30,10 @@ def parse_args(argv: list[str]) -> tuple[str | None, dict]:
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
             parser.add_argument(flag, dest=f.name, action="store_true", default=None)
+        elif f.type in ("str", "str | None", str):  # as typed: YAML would read `--mixed-precision no` as False
+            parser.add_argument(flag, dest=f.name, type=str, default=None)
         else:
-            parser.add_argument(flag, dest=f.name, type=yaml.safe_load, default=None)
+            parser.add_argument(flag, dest=f.name, type=parse_yaml, default=None)
     args, rest = parser.parse_known_args(argv)
     overrides = {k: v for k, v in vars(args).items() if k != "config" and v is not None}
     i = 0
@@ -41,10 +43,10 @@ def parse_args(argv: list[str]) -> tuple[str | None, dict]:
             parser.error(f"unrecognized argument: {key}")
         name, _, inline = key[2:].partition("=")
         if inline:
-            overrides[name] = yaml.safe_load(inline)
+            overrides[name] = parse_yaml(inline)
             i += 1
         else:
-            overrides[name] = yaml.safe_load(rest[i + 1])
+            overrides[name] = parse_yaml(rest[i + 1])
             i += 2
     return args.config, overrides
 

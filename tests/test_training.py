@@ -197,6 +197,57 @@ def train_command(demos: Path, out: Path, *extra: str) -> list[str]:
             "--threads", "1", "--seed", "7", *tiny_cli_args({"gamma": 1.0, "dropout": 0.1}), *extra]
 
 
+def flat_gru(seed: int) -> tuple[torch.nn.GRU, torch.Tensor]:
+    """A GRU whose weights are views into one flat buffer, as cuDNN keeps them on a GPU."""
+    torch.manual_seed(seed)
+    gru = torch.nn.GRU(3, 4)
+    flat = torch.zeros(sum(p.numel() for p in gru.parameters()))
+    offset = 0
+    for param in gru.parameters():  # what flatten_parameters() does on CUDA
+        flat[offset:offset + param.numel()] = param.detach().flatten()
+        param.data = flat[offset:offset + param.numel()].view_as(param)
+        offset += param.numel()
+    return gru, flat
+
+
+def test_checkpoint_keeps_flat_rnn_weights(tmp_path):
+    """accelerate's safetensors writer drops views of one buffer ("Removed shared tensor"); the pre-save hook
+    ``own_storage`` gives each its own storage, so the checkpoint holds every weight."""
+    from accelerate.utils import save
+
+    from msvae_hf.training import own_storage
+
+    gru, _ = flat_gru(0)
+    save(gru.state_dict(), tmp_path / "dropped.safetensors", safe_serialization=True)
+    assert set(load_file(tmp_path / "dropped.safetensors")) < set(gru.state_dict())  # what goes wrong without it
+    weights = [gru.state_dict()]
+    own_storage([gru], weights, str(tmp_path))
+    save(weights[0], tmp_path / "model.safetensors", safe_serialization=True)
+    saved = load_file(tmp_path / "model.safetensors")
+    assert saved.keys() == gru.state_dict().keys()
+    assert all(torch.equal(saved[k], v) for k, v in gru.state_dict().items())
+
+
+def test_checkpoint_weights_load_into_flat_rnn_buffers(tmp_path):
+    """On a GPU, cuDNN keeps a GRU's weights as views into one flat buffer, which safetensors' ``load_model``
+    (accelerate's default) refuses; the pre-load hook ``load_model_weights`` loads them exactly."""
+    import safetensors.torch
+
+    from msvae_hf.training import load_model_weights
+
+    torch.manual_seed(0)
+    source = torch.nn.GRU(3, 4)
+    save_file(source.state_dict(), tmp_path / "model.safetensors")
+    target, flat = flat_gru(1)
+    with pytest.raises(RuntimeError, match="covering the entire storage"):
+        safetensors.torch.load_model(target, tmp_path / "model.safetensors")
+    models = [target]
+    load_model_weights(models, str(tmp_path))
+    assert models == []  # accelerate will not load it a second time
+    assert all(torch.equal(a, b) for a, b in zip(source.state_dict().values(), target.state_dict().values()))
+    assert target.weight_ih_l0.data_ptr() == flat.data_ptr()  # loaded in place, still one buffer
+
+
 def test_kill_and_resume_is_bit_identical(tiny_demos, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
     full, broken = tmp_path / "full", tmp_path / "broken"
@@ -310,6 +361,22 @@ def test_unknown_config_keys(tmp_path, capsys):
         assert exc.value.code != 0
         assert name in str(exc.value.code) + capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_command_line_values_keep_their_type(tmp_path):
+    """`--mixed-precision no` is the string "no" (YAML alone reads it as False), also in a YAML file."""
+    script = load_train_script()
+    path, overrides = script.parse_args(["--mixed-precision", "no", "--output-dir", "007", "--max-updates", "12",
+                                         "--model.gamma", "1e-2"])
+    assert overrides == {"mixed_precision": "no", "output_dir": "007", "max_updates": 12, "model.gamma": 0.01}
+    cfg = load_config(path, overrides)
+    assert (cfg.mixed_precision, cfg.output_dir, cfg.max_updates, cfg.model) == ("no", "007", 12, {"gamma": 0.01})
+    config = tmp_path / "run.yaml"
+    config.write_text("mixed_precision: no\nlearning_rate: 3e-4\nmodel:\n  gamma: 1E+2\n  beta: .1\n")
+    cfg = load_config(str(config))
+    assert (cfg.mixed_precision, cfg.learning_rate, cfg.model) == ("no", 3e-4, {"gamma": 100.0, "beta": 0.1})
+    with pytest.raises(ValueError, match="mixed_precision must be no, bf16 or fp16, got 'fp8'"):
+        load_config(None, {"mixed_precision": "fp8"})
 
 
 def test_resume_with_another_model_type(baseline_runs, tiny_demos, tmp_path):
