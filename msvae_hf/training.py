@@ -72,6 +72,9 @@ class TrainConfig:
     """MS-VAE only: a trained baseline follower to initialise from (App. D)"""
     init_speaker: str | None = None
     """MS-VAE only: a trained baseline speaker to initialise from"""
+    init_from: str | None = None
+    """a saved model of the same model_type (``save_pretrained`` folder, e.g. another run's best/) to start
+    from; ``model`` overrides change its config, e.g. {gamma: 0, alpha: 0} to go on with paired data only"""
     pseudo_labels: str | None = None
     """follower only: a pseudo-paired dataset from scripts/label_unpaired.py, added to the paired data"""
     num_paired: int | None = None
@@ -121,6 +124,8 @@ class TrainConfig:
             raise ValueError("pseudo_labels trains a follower: set model_type: follower")
         if (self.init_follower or self.init_speaker) and self.model_type != "msvae":
             raise ValueError("init_follower / init_speaker initialise MS-VAE: set model_type: msvae")
+        if self.init_from and (self.init_follower or self.init_speaker):
+            raise ValueError("init_from starts from a whole saved model: leave init_follower / init_speaker unset")
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -165,10 +170,23 @@ def load_config(path: str | None = None, overrides: dict[str, Any] | None = None
 
 # ---------------------------------------------------------------------------------------------- model
 def build_model(cfg: TrainConfig, tokenizer: MSVAETokenizer) -> torch.nn.Module:
-    """A fresh model of ``cfg.model_type`` sized to the tokenizer, or MS-VAE from trained baselines."""
+    """A fresh model of ``cfg.model_type`` sized to the tokenizer, a saved one (``init_from``), or MS-VAE from
+    trained baselines."""
     overrides = {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
                  "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id, **cfg.model}
-    if cfg.model_type == "msvae" and (cfg.init_follower or cfg.init_speaker):
+    if cfg.init_from:
+        model_cls, config_cls = MODEL_TYPES[cfg.model_type]
+        if not (Path(cfg.init_from) / "config.json").is_file():
+            raise FileNotFoundError(f"init_from: no saved model (config.json) in {cfg.init_from}")
+        saved_type = json.loads((Path(cfg.init_from) / "config.json").read_text()).get("model_type")
+        if saved_type != config_cls.model_type:
+            raise ValueError(f"init_from {cfg.init_from} holds a {saved_type!r} model, not {config_cls.model_type!r} "
+                             f"(model_type: {cfg.model_type})")
+        model = model_cls.from_pretrained(cfg.init_from, **cfg.model)
+        if model.config.vocab_size != len(tokenizer):
+            raise ValueError(f"init_from {cfg.init_from} has a vocabulary of {model.config.vocab_size} words, "
+                             f"the tokenizer {len(tokenizer)}")
+    elif cfg.model_type == "msvae" and (cfg.init_follower or cfg.init_speaker):
         follower = FollowerModel.from_pretrained(cfg.init_follower) if cfg.init_follower else None
         speaker = SpeakerModel.from_pretrained(cfg.init_speaker) if cfg.init_speaker else None
         model = MSVAEModel.from_baselines(follower, speaker, **cfg.model)

@@ -122,6 +122,34 @@ def test_msvae_init_copies_baseline_weights(baseline_runs, tiny_demos):
             assert torch.equal(getattr(model, name).state_dict()[key], value), f"{name}.{key}"
 
 
+def test_init_from_a_saved_model(baseline_runs, tiny_demos, tmp_path):
+    """init_from starts from another run's saved weights, with `model` overrides on its config; a saved
+    model of another type, a folder without one, or init_from next to init_follower are errors."""
+    from msvae_hf.tokenization_msvae import MSVAETokenizer
+    from msvae_hf.training import build_model
+
+    tokenizer = MSVAETokenizer.from_grammar()
+    follower = baseline_runs["follower"] / "best"
+    cfg = load_config(None, {"model_type": "msvae", "demos": str(tiny_demos), "init_follower": str(follower),
+                             **{f"model.{k}": v for k, v in TINY_MODEL.items()}})
+    source = build_model(cfg, tokenizer)
+    source.save_pretrained(tmp_path / "saved")
+    cfg = load_config(None, {"model_type": "msvae", "demos": str(tiny_demos), "init_from": str(tmp_path / "saved"),
+                             "model.gamma": 0.0, "model.alpha": 0.0})
+    model = build_model(cfg, tokenizer)
+    assert (model.config.gamma, model.config.alpha) == (0.0, 0.0) and source.config.gamma == 100.0
+    assert model.config.hidden_size == TINY_MODEL["hidden_size"]  # the saved config, not the defaults
+    saved = source.state_dict()
+    assert all(torch.equal(v, saved[k]) for k, v in model.state_dict().items())
+
+    with pytest.raises(ValueError, match="holds a 'msvae_follower' model, not 'msvae'"):
+        build_model(load_config(None, {"model_type": "msvae", "init_from": str(follower)}), tokenizer)
+    with pytest.raises(FileNotFoundError, match="no saved model"):
+        build_model(load_config(None, {"model_type": "msvae", "init_from": str(tmp_path / "nope")}), tokenizer)
+    with pytest.raises(ValueError, match="leave init_follower"):
+        load_config(None, {"model_type": "msvae", "init_from": str(follower), "init_follower": str(follower)})
+
+
 # ---------------------------------------------------------------------------------------------- 2 processes
 def _two_process_worker(demos: str, run_dir: str) -> None:
     """One rank of a 2-process run: train, then save this rank's final parameters to rank{r}.safetensors."""
