@@ -34,6 +34,7 @@ setup(
         "pillow>=10.0",
         "matplotlib>=3.8",
         "psutil>=5.9",
+        "scipy>=1.11",  # scripts/collect_results.py: App. D's t-tests over seeds
     ],
-    extras_require={"dev": ["pytest>=8.0", "pytest-timeout>=2.3", "ruff>=0.6", "scipy>=1.11"]},
+    extras_require={"dev": ["pytest>=8.0", "pytest-timeout>=2.3", "ruff>=0.6"]},
 )

@@ -32,12 +32,59 @@ RUNS = {
     "msvae_gamma1_seed1": ("MS-VAE full, gamma = 1, seed 1", True, True),
     "msvae_alpha1000": ("MS-VAE full, D' weight alpha = 1000", True, True),
     "msvae_k16": ("MS-VAE full, K = 16 tokens", True, True),
+    "msvae_paired_finit": ("MS-VAE paired only, follower-only init (App. D)", False, False),
+    "msvae_finit": ("MS-VAE full, follower-only init (App. D)", True, True),
+    "msvae_paired_then_paired": ("MS-VAE paired only, then 400 paired-only updates", False, False),
+    "msvae_then_paired": ("MS-VAE full, then 400 paired-only updates", True, True),
+    "msvae_trajbeta1": ("MS-VAE full, trajectory beta = 1", True, True),
     "msvae_trajbeta": ("MS-VAE full, trajectory beta = 0.01 (stopped at 400)", True, True),
     "msvae_gamma10": ("MS-VAE full, gamma = 10 (stopped at 400)", True, True),
     "speaker_follower": ("speaker-follower (baseline speaker labels D_u)", True, False),
     "msvae_paired_speaker_follower": ("speaker-follower, labels by MS-VAE paired only", True, False),
     "msvae_speaker_follower": ("MS-VAE-speaker-follower (MS-VAE labels D_u)", True, True),
 }
+
+#: method -> its runs on seeds 0, 1, 2; App. D's statistics: mean over three seeds and one-sided t-tests
+#: ("there is no difference in the means") against MS-VAE trained on paired data only
+SEED_GROUPS = {
+    "MS-VAE paired only": ["msvae_paired", "msvae_paired_seed1", "msvae_paired_seed2"],
+    "MS-VAE full (App. D, gamma = 100)": ["msvae", "msvae_seed1", "msvae_seed2"],
+    "MS-VAE full, gamma = 1": ["msvae_gamma1", "msvae_gamma1_seed1", "msvae_gamma1_seed2"],
+}
+SEED_METRICS = {
+    "test SR": lambda row: (row["test"] or {}).get("success_rate"),
+    # BLEU of best/ (best by validation SR): every MS-VAE run has it, also those made before best_speaker/
+    "test BLEU of best/": lambda row: row["test_bleu_of_best"] if row["best_speaker"] else row["test_bleu"],
+    "test BLEU of best_speaker/": lambda row: row["test_bleu"] if row["best_speaker"] else None,
+}
+
+
+def seed_statistics(rows: dict[str, dict]) -> dict[str, dict]:
+    """Mean, sample sd and n over seeds of each SEED_GROUPS method, and Student's one-sided t-test of
+    "greater than MS-VAE paired only" (p_greater) with its two-sided p, as App. D reports them."""
+    from scipy.stats import ttest_ind
+
+    values = {
+        method: {metric: [v for name in names if name in rows and (v := get(rows[name])) is not None]
+                 for metric, get in SEED_METRICS.items()}
+        for method, names in SEED_GROUPS.items()
+    }
+    reference = next(iter(SEED_GROUPS))
+    stats: dict[str, dict] = {}
+    for method, by_metric in values.items():
+        stats[method] = {}
+        for metric, xs in by_metric.items():
+            entry: dict = {"values": xs, "n": len(xs)}
+            if xs:
+                entry["mean"] = sum(xs) / len(xs)
+                spread = sum((x - entry["mean"]) ** 2 for x in xs)
+                entry["sd"] = (spread / (len(xs) - 1)) ** 0.5 if len(xs) > 1 else None
+            ref = values[reference][metric]
+            if method != reference and len(xs) > 1 and len(ref) > 1:
+                entry["p_greater_than_paired_only"] = float(ttest_ind(xs, ref, alternative="greater").pvalue)
+                entry["p_two_sided"] = float(ttest_ind(xs, ref).pvalue)
+            stats[method][metric] = entry
+    return stats
 
 
 def random_floor(level: str, episodes: int) -> dict[str, dict[str, float]]:
@@ -88,7 +135,9 @@ def main() -> None:
         raise SystemExit(f"no results.json under {args.runs}")
     floor = random_floor(level, args.floor_episodes)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{args.out}.json").write_text(json.dumps({"level": level, "runs": rows, "floor": floor}, indent=2))
+    seeds = seed_statistics(rows)
+    Path(f"{args.out}.json").write_text(json.dumps({"level": level, "runs": rows, "floor": floor, "seeds": seeds},
+                                                   indent=2))
     lines = [
         "| method | test SR | mean steps | mean reward | valid SR, App. D protocol | test BLEU-4 | BLEU checkpoint "
         "| updates |",
@@ -107,6 +156,21 @@ def main() -> None:
             f"| floor: {name.replace('_', ' ')} | {summary['success_rate']:.3f} | {summary['mean_steps']:.1f} | "
             f"{summary['mean_reward']:.3f} | - | - | - | - |"
         )
+    lines += ["", "Over seeds (mean +- sd, n; p: one-sided t-test of 'greater than MS-VAE paired only', two-sided in "
+              "brackets):", "", "| method | " + " | ".join(SEED_METRICS) + " |",
+              "| --- |" + " --- |" * len(SEED_METRICS)]
+    for method, by_metric in seeds.items():
+        cells = []
+        for entry in by_metric.values():
+            if not entry["n"]:
+                cells.append("-")
+                continue
+            cell = f"{entry['mean']:.3g}" + (f" +- {entry['sd']:.2g}" if entry["sd"] is not None else "")
+            cell += f" (n = {entry['n']})"
+            if "p_greater_than_paired_only" in entry:
+                cell += f", p = {entry['p_greater_than_paired_only']:.3f} [{entry['p_two_sided']:.3f}]"
+            cells.append(cell)
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
     Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -35,6 +35,15 @@ python scripts/train.py --config configs/msvae_speaker_follower_bosslocal.yaml $
 python scripts/label_unpaired.py --speaker runs/bosslocal/msvae_paired/best --demos data/bosslocal_100k \
   --out data/pseudo_msvae_paired
 python scripts/train.py --config configs/msvae_paired_speaker_follower_bosslocal.yaml $T
+# Session 3. App. D's BabyAI initialisation (only the follower's encoder and action decoder; the speaker
+# side from scratch), with and without the unpaired data.
+python scripts/train.py --config configs/msvae_paired_finit_bosslocal.yaml $T
+python scripts/train.py --config configs/msvae_finit_bosslocal.yaml $T
+# Two stages: 400 paired-only updates from each 2000-update run's best/ (the same second stage for both).
+python scripts/train.py --config configs/msvae_paired_then_paired_bosslocal.yaml $T
+python scripts/train.py --config configs/msvae_then_paired_bosslocal.yaml $T
+# A heavier KL on the trajectory posterior.
+python scripts/train.py --config configs/msvae_trajbeta1_bosslocal.yaml $T
 # Tables and curves.
 python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal
 python scripts/plot_curves.py runs/bosslocal/follower runs/bosslocal/speaker runs/bosslocal/msvae_paired \
