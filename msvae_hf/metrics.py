@@ -6,6 +6,8 @@
 - `load_bleu_metric`: the same BLEU as an `evaluate` metric, loaded from this package (no network).
 - `compare_bleu`: several speakers on the same references, with sacrebleu's paired bootstrap resampling
   (95% confidence intervals and p-values against the first system).
+- `instruction_parts_match`: what BLEU mixes up, apart: how often a speaker gets the instruction's
+  sequence of actions (go to / pick up / put next to / open) and its sequence of objects right.
 """
 
 from __future__ import annotations
@@ -77,6 +79,34 @@ class Episode(Protocol):
     success: bool
     steps: int
     reward: float
+
+
+ACTION_WORDS = ("go", "pick", "put", "open")  # the first word of each BabyAI action phrase
+
+
+def instruction_parts(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(action words, color/type words) of a BabyAI instruction, in order."""
+    from minigrid.core.constants import COLOR_NAMES
+    from minigrid.envs.babyai.core.verifier import OBJ_TYPES
+
+    words = text.replace(",", " , ").split()
+    objects = set(COLOR_NAMES) | set(OBJ_TYPES) | {"object"}
+    return tuple(w for w in words if w in ACTION_WORDS), tuple(w for w in words if w in objects)
+
+
+def instruction_parts_match(predictions: Sequence[str], references: Sequence[str]) -> dict[str, float]:
+    """Fractions of predictions whose action sequence (``actions``), object sequence (``objects``) and both
+    (``both``) equal the reference's, e.g. "pick up a red ball, then go to the box" has actions
+    (pick, go) and objects (red, ball, box)."""
+    if len(predictions) != len(references) or not references:
+        raise ValueError(f"need as many predictions as references (>0), got {len(predictions)} and {len(references)}")
+    parts = [(instruction_parts(p), instruction_parts(r)) for p, r in zip(predictions, references, strict=True)]
+    n = len(parts)
+    return {
+        "actions": sum(p[0] == r[0] for p, r in parts) / n,
+        "objects": sum(p[1] == r[1] for p, r in parts) / n,
+        "both": sum(p == r for p, r in parts) / n,
+    }
 
 
 def summarize_episodes(results: Iterable[Episode]) -> dict[str, float]:

@@ -9,8 +9,9 @@
 Each ``--speaker NAME=DIR`` is a saved speaker or MS-VAE (``AutoModel``); the first is the baseline. All
 describe the first ``--examples`` trajectories of ``--split`` greedily (as training's final evaluation does),
 then sacrebleu's paired bootstrap resampling (1000 resamples, fixed seed) gives each system's corpus BLEU,
-its 95% interval and the p-value of its difference to the baseline. Writes a JSON with the scores and the
-first five predictions of each system; prints a markdown table.
+its 95% interval and the p-value of its difference to the baseline; next to BLEU, how often each gets the
+instruction's sequence of actions and of objects exactly right (`instruction_parts_match`). Writes a JSON
+with the scores and the first five predictions of each system; prints a markdown table.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from transformers import AutoModel
 import msvae_hf  # noqa: F401  (registers the models with AutoModel)
 from msvae_hf.data.demos import load_demos
 from msvae_hf.evaluation import describe_dataset
-from msvae_hf.metrics import compare_bleu
+from msvae_hf.metrics import compare_bleu, instruction_parts_match
 
 
 def parse_speaker(text: str) -> tuple[str, str]:
@@ -63,19 +64,22 @@ def main(argv: list[str] | None = None) -> dict:
     scores = compare_bleu(predictions, references, num_samples=args.samples)
     result = {
         "demos": args.demos, "split": args.split, "examples": len(pairs), "bootstrap_samples": args.samples,
-        "speakers": {name: {"path": path, **scores[name], "examples": predictions[name][:5]}
+        "speakers": {name: {"path": path, **scores[name],
+                            "parts_match": instruction_parts_match(predictions[name], references),
+                            "examples": predictions[name][:5]}
                      for name, path in args.speaker},
         "references": references[:5],
     }
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=2))
-    print(f"| speaker | BLEU-4 ({len(pairs)} {args.split} pairs) | 95% CI | p vs {names[0]} |")
-    print("| --- | --- | --- | --- |")
+    print(f"| speaker | BLEU-4 ({len(pairs)} {args.split} pairs) | 95% CI | p vs {names[0]} "
+          "| action sequence right | object sequence right |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for name in names:
-        s = scores[name]
+        s, parts = scores[name], result["speakers"][name]["parts_match"]
         p = "-" if s["p_value"] is None else f"{s['p_value']:.3f}"
-        print(f"| {name} | {s['bleu']:.2f} | +-{s['ci']:.2f} | {p} |")
+        print(f"| {name} | {s['bleu']:.2f} | +-{s['ci']:.2f} | {p} | {parts['actions']:.3f} | {parts['objects']:.3f} |")
     return result
 
 

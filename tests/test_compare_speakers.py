@@ -10,6 +10,7 @@ from transformers import AutoModel
 
 from msvae_hf.data.demos import load_demos
 from msvae_hf.evaluation import evaluate_speaker
+from msvae_hf.metrics import instruction_parts_match
 
 
 def test_compare_speakers_scores_match_evaluate_speaker(baseline_runs, tiny_demos, tmp_path):
@@ -26,6 +27,7 @@ def test_compare_speakers_scores_match_evaluate_speaker(baseline_runs, tiny_demo
     assert result["speakers"]["a"]["bleu"] == pytest.approx(expected)
     assert result["speakers"]["b"]["bleu"] == pytest.approx(expected)
     assert result["speakers"]["a"]["p_value"] is None and result["speakers"]["a"]["examples"] == predictions[:5]
+    assert result["speakers"]["a"]["parts_match"] == instruction_parts_match(predictions, list(test["instruction"]))
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -12,7 +12,15 @@ from types import SimpleNamespace
 import pytest
 import sacrebleu
 
-from msvae_hf.metrics import BLEU_METRIC_SCRIPT, bleu, compare_bleu, smoothed_max, summarize_episodes
+from msvae_hf.metrics import (
+    BLEU_METRIC_SCRIPT,
+    bleu,
+    compare_bleu,
+    instruction_parts,
+    instruction_parts_match,
+    smoothed_max,
+    summarize_episodes,
+)
 
 PREDICTIONS = [
     "go to the red ball, then pick up a key",
@@ -88,6 +96,21 @@ def test_local_evaluate_metric_loads_offline_and_agrees():
         bleu(PREDICTIONS, REFERENCES)
     )
     assert BLEU_METRIC_SCRIPT.is_file()
+
+
+def test_instruction_parts_hand_cases():
+    """Actions and objects are read in order; everything else (articles, locations, connectives) is ignored."""
+    assert instruction_parts("pick up a red ball, then go to the box on your left") == (
+        ("pick", "go"), ("red", "ball", "box"))
+    assert instruction_parts("put the object next to a grey key after you open the door") == (
+        ("put", "open"), ("object", "grey", "key", "door"))
+    refs = ["go to the red ball", "pick up a box and open the blue door", "go to a key"]
+    preds = ["go to a red ball in front of you",  # both right (article and location ignored)
+             "pick up a box and open the red door",  # actions right, objects wrong
+             "pick up a key"]  # objects right, actions wrong
+    assert instruction_parts_match(preds, refs) == pytest.approx({"actions": 2 / 3, "objects": 2 / 3, "both": 1 / 3})
+    with pytest.raises(ValueError, match="as many predictions as references"):
+        instruction_parts_match(preds[:2], refs)
 
 
 def test_summarize_episodes():
