@@ -1,9 +1,11 @@
 """Episodes/s of evaluation: batched rollout vs one episode at a time vs the bare environment.
 
     python benchmarks/rollout.py [--level BabyAI-GoToSeqLocal-v0] [--episodes 256] [--batch-size 256]
-                                 [--model DIR] [--device cpu] [--out results/rollout_benchmark.json]
+                                 [--model DIR] [--device cpu] [--workers N]
+                                 [--out results/rollout_benchmark.json]
 
-(a) batched: `rollout` over `batch_size` envs, one policy call per step for all live envs;
+(a) batched: `rollout` over `batch_size` envs, one policy call per step for all live envs (with
+    `--workers N` also (a') the same with the envs stepped in N processes, `EnvPool`);
 (b) one at a time: the same policy and seeds, a single env, episodes in sequence;
 (c) bare env: a plain `env.step` loop with uniform random actions over all 7 (no policy, no rollout).
 Episode lengths differ between a policy and random actions, so steps/s is reported next to episodes/s,
@@ -30,7 +32,7 @@ from torch import nn
 
 import msvae_hf  # noqa: F401  (registers the Local levels and the Auto classes)
 from msvae_hf.evaluation import resolve_device
-from msvae_hf.rollout import EpisodeResult, evaluation_seeds, resolve_level, rollout
+from msvae_hf.rollout import EnvPool, EpisodeResult, evaluation_seeds, resolve_level, rollout
 
 
 class StandInFollower(nn.Module):
@@ -118,6 +120,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--model", default=None, help="a saved model directory (default: the stand-in policy)")
     parser.add_argument("--seed-start", type=int, default=10**9)
+    parser.add_argument("--workers", type=int, default=0,
+                        help="also time the batched rollout with the envs in this many processes (EnvPool)")
     parser.add_argument("--device", default="cpu", help="where --model runs: cpu, cuda, auto (cuda if visible)")
     parser.add_argument("--out", default="results/rollout_benchmark.json")
     args = parser.parse_args()
@@ -145,6 +149,15 @@ def main() -> None:
 
     seconds, batched = timed(lambda: rollout(policy, envs, seeds))
     record("batched", seconds, sum(r.steps for r in batched), batched)
+    pool_start = None
+    if args.workers:
+        pool_start, pool = timed(lambda: EnvPool(level, len(envs), args.workers))
+        with pool:
+            rollout(policy, pool, seeds[:8])  # warm-up, as for the envs above
+            seconds, pooled = timed(lambda: rollout(policy, pool, seeds))
+        record("batched_env_pool", seconds, sum(r.steps for r in pooled), pooled)
+        if args.model and [r.actions for r in pooled] != [r.actions for r in batched]:  # greedy: must agree
+            raise RuntimeError("the env pool's episodes differ from the in-process batched episodes")
     seconds, single = timed(lambda: rollout(policy, envs[:1], seeds))
     record("one_at_a_time", seconds, sum(r.steps for r in single), single)
     seconds, steps = timed(lambda: bare_env(envs[0], seeds))
@@ -153,7 +166,8 @@ def main() -> None:
     record("bare_env_replay", seconds, steps)
 
     ratios = {
-        f"batched_over_{other}_{unit}": rows["batched"][unit] / rows[other][unit]
+        f"{batched}_over_{other}_{unit}": rows[batched][unit] / rows[other][unit]
+        for batched in ("batched", "batched_env_pool") if batched in rows
         for other in ("bare_env_random", "bare_env_replay", "one_at_a_time")
         for unit in ("episodes_per_s", "steps_per_s")
     }
@@ -164,6 +178,8 @@ def main() -> None:
         "episodes": len(seeds),
         "batch_size": len(envs),
         "policy": policy_name,
+        "env_pool_workers": args.workers,
+        "env_pool_start_s": pool_start,
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch_threads": torch.get_num_threads(),

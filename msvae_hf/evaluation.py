@@ -14,7 +14,7 @@ import torch
 
 from .data.collator import DemoCollator, for_loader, read_rows
 from .metrics import bleu, summarize_episodes
-from .rollout import EpisodeResult, evaluation_seeds, rollout
+from .rollout import EpisodeResult, evaluate_policy
 
 TEST_SEED_START = 10**9
 VALID_SEED_START = 1_500_000_000
@@ -41,16 +41,15 @@ def evaluate_follower(
     batch_size: int = 256,
     tokenizer: Any = None,
     progress: bool = False,
+    num_workers: int = 0,
 ) -> tuple[dict[str, float], list[EpisodeResult]]:
     """Success rate, mean steps and reward of ``model.policy()`` (greedy) on fixed seeds; the model is
-    called once per step for all live envs of a batch."""
+    called once per step for all live envs of a batch (stepped in ``num_workers`` processes if > 0)."""
     was_training = model.training
     model.eval()
     try:
-        results = rollout(
-            model.policy(tokenizer), level, evaluation_seeds(episodes, seed_start),
-            batch_size=batch_size, progress=progress,
-        )
+        results = evaluate_policy(model.policy(tokenizer), level, episodes, seed_start, batch_size, progress,
+                                  num_workers)
     finally:
         model.train(was_training)
     return summarize_episodes(results), results

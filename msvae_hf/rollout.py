@@ -21,6 +21,10 @@ A `VectorEnv` is stepped as a whole (its API has no partial step): finished slot
 autoreset, and their outputs are ignored; a last wave with fewer seeds than slots pads the extra slots.
 A list of envs (or a level id) steps only the live envs, so it wastes nothing and is the faster input.
 
+An `EnvPool` steps the envs of a wave in worker processes, each owning a shard of them (slot k lives in
+worker k mod W), so that a many-core machine runs the envs in parallel while the policy, called once per
+step in this process, may sit on a GPU. Results are the same as with a list of envs.
+
 Policies that need the environments themselves (the BabyAI bot) define `bind_envs(envs)`; the rollout
 calls it after resetting a wave and before `policy.reset`, with the unwrapped-able gymnasium envs of the
 wave in batch order.
@@ -162,13 +166,132 @@ class _EnvBatch:
         return [self.envs[i].unwrapped.get_frame() for i in ids]
 
 
+def _pool_worker(conn: Any, level: str, num_envs: int) -> None:
+    """An `EnvPool` worker: owns `num_envs` envs of `level` and answers reset / step / frames / close."""
+    from . import envs as _registers_levels  # noqa: F401  (the Local levels, in a spawned process)
+
+    envs = [gym.make(level) for _ in range(num_envs)]
+    while True:
+        command, arg = conn.recv()
+        if command == "reset":  # arg: [(local slot, seed)]
+            outs = [envs[i].reset(seed=seed)[0] for i, seed in arg]
+            conn.send((*_stack(outs), [o["mission"] for o in outs]) if outs else None)
+        elif command == "step":  # arg: [(local slot, action)]
+            outs = [envs[i].step(int(a)) for i, a in arg]
+            image, direction = _stack([o[0] for o in outs])
+            conn.send((image, direction, np.array([o[1] for o in outs]), np.array([o[2] or o[3] for o in outs])))
+        elif command == "frames":  # arg: [local slot]
+            conn.send(([envs[i].unwrapped.get_frame() for i in arg],))
+        else:
+            conn.close()
+            return
+
+
+class EnvPool:
+    """`num_envs` envs of `level` in `num_workers` processes, stepped in parallel; a `rollout` input.
+
+    Slot k lives in worker k mod `num_workers`, so the live envs of a wave stay spread over the workers.
+    Use it as a context manager (or call `close`). `start_method` is multiprocessing's: "fork" (the default
+    where there is one) starts fast and needs no `if __name__ == "__main__"` guard; the workers use only
+    gymnasium and numpy, never torch or CUDA. "spawn"/"forkserver" work where the caller has that guard.
+    """
+
+    def __init__(self, level: str, num_envs: int, num_workers: int, start_method: str | None = None) -> None:
+        import multiprocessing as mp
+
+        if num_envs < 1 or num_workers < 1:
+            raise ValueError(f"EnvPool needs num_envs >= 1 and num_workers >= 1, got {num_envs} and {num_workers}")
+        self.level, self.size = resolve_level(level), num_envs
+        self.num_workers = min(num_workers, num_envs)
+        self.envs = None  # not in this process: policies that need the envs (the bot) cannot run on a pool
+        if start_method is None:
+            start_method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+        context = mp.get_context(start_method)
+        self._conns, self._procs = [], []
+        for w in range(self.num_workers):
+            parent, child = context.Pipe()
+            shard = len(range(w, num_envs, self.num_workers))
+            proc = context.Process(target=_pool_worker, args=(child, self.level, shard), daemon=True)
+            proc.start()
+            child.close()
+            self._conns.append(parent)
+            self._procs.append(proc)
+
+    def _scatter(self, command: str, slots: Sequence[int], values: Sequence[Any] | None = None) -> list[list[int]]:
+        """Send `command` to every worker that owns some of `slots`; returns the positions each one got."""
+        positions: list[list[int]] = [[] for _ in self._conns]
+        for j, k in enumerate(slots):
+            positions[k % self.num_workers].append(j)
+        for w, conn in enumerate(self._conns):
+            if positions[w]:
+                local = [int(slots[j]) // self.num_workers for j in positions[w]]
+                try:
+                    conn.send((command, local if values is None else
+                               list(zip(local, (values[j] for j in positions[w])))))
+                except OSError as err:  # BrokenPipeError, ConnectionResetError
+                    raise self._died(w) from err
+        return positions
+
+    def _receive(self, w: int) -> Any:
+        try:
+            return self._conns[w].recv()
+        except (EOFError, OSError) as err:
+            raise self._died(w) from err
+
+    def _died(self, w: int) -> RuntimeError:
+        self._procs[w].join(timeout=1)
+        return RuntimeError(f"EnvPool worker {w} ({self.level}) died, exit code {self._procs[w].exitcode}")
+
+    def _gather(self, positions: list[list[int]], n: int, parts: int) -> list[list[Any]]:
+        """Each worker's answer (a tuple of `parts` arrays/lists) put back in slot order."""
+        out: list[list[Any]] = [[None] * n for _ in range(parts)]
+        for w in range(len(self._conns)):
+            if positions[w]:
+                answer = self._receive(w)
+                for part in range(parts):
+                    for j, value in zip(positions[w], answer[part], strict=True):
+                        out[part][j] = value
+        return out
+
+    def reset(self, seeds: list[int]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        slots = list(range(len(seeds)))
+        image, direction, missions = self._gather(self._scatter("reset", slots, seeds), len(seeds), 3)
+        return np.stack(image), np.array(direction), missions
+
+    def step(self, actions: np.ndarray, live: np.ndarray):
+        """Step the live slots with `actions`; returns obs image, direction, reward, done for them."""
+        image, direction, reward, done = self._gather(self._scatter("step", live, actions), len(live), 4)
+        return np.stack(image), np.array(direction), np.array(reward), np.array(done)
+
+    def frames(self, ids: np.ndarray) -> list[np.ndarray]:
+        return self._gather(self._scatter("frames", ids), len(ids), 1)[0]
+
+    def close(self) -> None:
+        for conn, proc in zip(self._conns, self._procs, strict=True):
+            if proc.is_alive():
+                try:
+                    conn.send(("close", None))
+                except (BrokenPipeError, OSError):
+                    pass
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+        self._conns, self._procs = [], []
+
+    def __enter__(self) -> EnvPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def _stack(obs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     return np.stack([o["image"] for o in obs]), np.array([o["direction"] for o in obs])
 
 
 def rollout(
     policy: RolloutPolicy,
-    envs_or_level: str | Sequence[gym.Env] | gym.vector.VectorEnv,
+    envs_or_level: str | Sequence[gym.Env] | gym.vector.VectorEnv | EnvPool,
     seeds: Sequence[int],
     max_steps: int | None = None,
     record_frames: bool = False,
@@ -181,7 +304,7 @@ def rollout(
     Args:
         policy: a `RolloutPolicy`; `policy.act` is called once per step for all live envs of a wave.
         envs_or_level: a gymnasium id or BabyAI short name (then `min(batch_size, len(seeds))` envs are
-            made, one per seed when `batch_size` is None), a list of envs, or a `VectorEnv`.
+            made, one per seed when `batch_size` is None), a list of envs, a `VectorEnv`, or an `EnvPool`.
         seeds: one env seed per episode.
         max_steps: stop an episode after this many steps (reward 0) even if the env would go on;
             None keeps the env's own limit.
@@ -197,7 +320,7 @@ def rollout(
         level = resolve_level(envs_or_level)
         n_envs = min(batch_size or len(seeds), len(seeds))
         envs_or_level = [gym.make(level) for _ in range(n_envs)]
-    batch = _EnvBatch(envs_or_level)
+    batch = envs_or_level if isinstance(envs_or_level, EnvPool) else _EnvBatch(envs_or_level)
     if batch.size == 0:
         raise ValueError("rollout needs at least one env")
     bar = None
@@ -280,6 +403,12 @@ def evaluate_policy(
     seed_start: int = EVAL_SEED_START,
     batch_size: int = 256,
     progress: bool = False,
+    num_workers: int = 0,
 ) -> list[EpisodeResult]:
-    """Roll `policy` out on `episodes` evaluation seeds of `level`, `batch_size` envs at a time."""
-    return rollout(policy, level, evaluation_seeds(episodes, seed_start), batch_size=batch_size, progress=progress)
+    """Roll `policy` out on `episodes` evaluation seeds of `level`, `batch_size` envs at a time; with
+    `num_workers` > 0 the envs step in that many processes (`EnvPool`), with the same results."""
+    seeds = evaluation_seeds(episodes, seed_start)
+    if num_workers > 0 and seeds:
+        with EnvPool(level, min(batch_size, len(seeds)), num_workers) as pool:
+            return rollout(policy, pool, seeds, progress=progress)
+    return rollout(policy, level, seeds, batch_size=batch_size, progress=progress)

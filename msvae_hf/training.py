@@ -95,6 +95,8 @@ class TrainConfig:
     eval_every: int = 250
     eval_episodes: int = 200
     eval_batch_size: int = 256
+    eval_workers: int = 0
+    """processes that step the evaluation envs (rollout.EnvPool); 0: in the training process"""
     bleu_examples: int = 500
     test_episodes: int = 1000
     log_every: int = 10
@@ -116,6 +118,8 @@ class TrainConfig:
                      "checkpoint_every", "keep_checkpoints"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if self.eval_workers < 0:
+            raise ValueError(f"eval_workers must be >= 0, got {self.eval_workers!r}")
         known = {f.name for f in dataclasses.fields(MSVAEConfig)}
         unknown = sorted(set(self.model) - known)
         if unknown:
@@ -317,7 +321,8 @@ def validate(model: Any, cfg: TrainConfig, level: str, valid: Any) -> dict[str, 
     metrics: dict[str, float] = {}
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         if cfg.model_type in ("follower", "msvae"):
-            summary, _ = evaluate_follower(model, level, cfg.eval_episodes, VALID_SEED_START, cfg.eval_batch_size)
+            summary, _ = evaluate_follower(model, level, cfg.eval_episodes, VALID_SEED_START, cfg.eval_batch_size,
+                                           num_workers=cfg.eval_workers)
             metrics.update({f"valid/{k}": v for k, v in summary.items() if k != "episodes"})
         if cfg.model_type in ("speaker", "msvae") and valid is not None and len(valid):
             metrics["valid/bleu"], _ = evaluate_speaker(model, valid, max_examples=cfg.bleu_examples)
@@ -475,7 +480,8 @@ def final_evaluation(
     srs = [h["valid/success_rate"] for h in state["history"] if "valid/success_rate" in h]
     if srs:
         results["paper_protocol_valid_sr"] = smoothed_max(srs, window=5)
-        summary, _ = evaluate_follower(model, level, cfg.test_episodes, TEST_SEED_START, cfg.eval_batch_size)
+        summary, _ = evaluate_follower(model, level, cfg.test_episodes, TEST_SEED_START, cfg.eval_batch_size,
+                                       num_workers=cfg.eval_workers)
         results["test"] = summary
     if cfg.model_type in ("speaker", "msvae") and test is not None and len(test):
         results["test_bleu"], predictions = evaluate_speaker(model, test, max_examples=cfg.bleu_examples)

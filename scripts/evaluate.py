@@ -33,6 +33,8 @@ def main() -> None:
     parser.add_argument("--render", type=int, default=0, metavar="N", help="write GIFs of the first N episodes")
     parser.add_argument("--out", default="results/gifs", help="folder for the GIFs")
     parser.add_argument("--json", default=None, help="write the summary and per-episode records here")
+    parser.add_argument("--num-workers", type=int, default=0,
+                        help="processes that step the envs (0: this one); the results do not change")
     parser.add_argument("--device", default="auto", help="auto (cuda if visible, else cpu), cpu, cuda, cuda:1, ...")
     args = parser.parse_args()
 
@@ -40,7 +42,8 @@ def main() -> None:
     model = AutoModel.from_pretrained(args.model).eval().to(resolve_device(args.device))
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     results = evaluate_policy(
-        model.policy(tokenizer), level, args.episodes, args.seed_start, args.batch_size, progress=True
+        model.policy(tokenizer), level, args.episodes, args.seed_start, args.batch_size, progress=True,
+        num_workers=args.num_workers,
     )
     summary = summarize(results)
     print(

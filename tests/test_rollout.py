@@ -14,6 +14,7 @@ from msvae_hf.metrics import summarize_episodes as summarize
 from msvae_hf.render import render_rollouts, save_episode_gif
 from msvae_hf.rollout import (
     BotPolicy,
+    EnvPool,
     RandomPolicy,
     RolloutPolicy,
     evaluate_policy,
@@ -102,6 +103,35 @@ def test_vector_env_and_env_list_give_the_same_episodes() -> None:
         from_list = rollout(make_policy(), env_list, seeds)
         assert [r.to_dict() for r in from_vector] == [r.to_dict() for r in from_list]
     vector.close()
+
+
+def test_env_pool_gives_the_same_episodes() -> None:
+    """Envs stepped in worker processes: the same actions, rewards, observations and frames as in-process
+    envs, in waves of 3, 3, 1 (3 slots over 2 workers); evaluate_policy's num_workers changes nothing."""
+    seeds = evaluation_seeds(7)
+    in_process = rollout(ObservationHashPolicy(), [gym.make(LEVEL) for _ in range(3)], seeds,
+                         record_observations=True, record_frames=True)
+    with EnvPool(LEVEL, 3, 2) as pool:
+        pooled = rollout(ObservationHashPolicy(), pool, seeds, record_observations=True, record_frames=True)
+        with pytest.raises(ValueError, match="BotPolicy needs the envs"):
+            rollout(BotPolicy(), pool, seeds)
+    for a, b in zip(in_process, pooled, strict=True):
+        assert a.to_dict() == b.to_dict()
+        assert np.array_equal(a.observations, b.observations) and np.array_equal(a.directions, b.directions)
+        assert all(np.array_equal(x, y) for x, y in zip(a.frames, b.frames, strict=True))
+    plain = evaluate_policy(RandomPolicy(7, seed=3), LEVEL, episodes=5, batch_size=4)
+    pooled = evaluate_policy(RandomPolicy(7, seed=3), LEVEL, episodes=5, batch_size=4, num_workers=2)
+    assert [r.to_dict() for r in plain] == [r.to_dict() for r in pooled]
+
+
+def test_env_pool_worker_death_is_an_error_naming_it() -> None:
+    with EnvPool(LEVEL, 2, 2) as pool:
+        pool._procs[1].kill()
+        pool._procs[1].join()
+        with pytest.raises(RuntimeError, match="EnvPool worker 1 .* died"):
+            rollout(RandomPolicy(3), pool, evaluation_seeds(2))
+    with pytest.raises(ValueError, match="num_workers >= 1"):
+        EnvPool(LEVEL, 2, 0)
 
 
 def test_max_steps_cuts_episodes() -> None:
