@@ -42,8 +42,12 @@ python scripts/train.py --config configs/msvae_finit_bosslocal.yaml $T
 # Two stages: 400 paired-only updates from each 2000-update run's best/ (the same second stage for both).
 python scripts/train.py --config configs/msvae_paired_then_paired_bosslocal.yaml $T
 python scripts/train.py --config configs/msvae_then_paired_bosslocal.yaml $T
-# A heavier KL on the trajectory posterior.
-python scripts/train.py --config configs/msvae_trajbeta1_bosslocal.yaml $T
+# A heavier KL on the trajectory posterior: stopped at 1000 updates (validation BLEU collapsed to 5 twice).
+python scripts/train.py --config configs/msvae_trajbeta1_bosslocal.yaml $T --max-updates 1000
+# A third seed for the App. D statistics (collect_results' t-tests over seeds).
+python scripts/train.py --config configs/msvae_paired_bosslocal.yaml $T --seed 2 --output-dir runs/bosslocal/msvae_paired_seed2
+python scripts/train.py --config configs/msvae_bosslocal.yaml $T --seed 2 --output-dir runs/bosslocal/msvae_seed2
+python scripts/train.py --config configs/msvae_gamma1_bosslocal.yaml $T --seed 2 --output-dir runs/bosslocal/msvae_gamma1_seed2
 # Tables and curves.
 python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal
 python scripts/plot_curves.py runs/bosslocal/follower runs/bosslocal/speaker runs/bosslocal/msvae_paired \
