@@ -63,4 +63,12 @@ python scripts/compare_speakers.py --demos data/bosslocal_100k \
   --speaker "MS-VAE gamma = 1=runs/bosslocal/msvae_gamma1/best_speaker" \
   --speaker "MS-VAE gamma = 1, seed 1=runs/bosslocal/msvae_gamma1_seed1/best_speaker" \
   --speaker "MS-VAE alpha = 1000=runs/bosslocal/msvae_alpha1000/best" \
+  --speaker "MS-VAE paired only, seed 2=runs/bosslocal/msvae_paired_seed2/best_speaker" \
+  --speaker "MS-VAE full, seed 2=runs/bosslocal/msvae_seed2/best_speaker" \
+  --speaker "MS-VAE gamma = 1, seed 2=runs/bosslocal/msvae_gamma1_seed2/best_speaker" \
+  --speaker "MS-VAE paired only, follower-only init=runs/bosslocal/msvae_paired_finit/best_speaker" \
+  --speaker "MS-VAE full, follower-only init=runs/bosslocal/msvae_finit/best_speaker" \
+  --speaker "MS-VAE paired only, then paired=runs/bosslocal/msvae_paired_then_paired/best_speaker" \
+  --speaker "MS-VAE full, then paired=runs/bosslocal/msvae_then_paired/best_speaker" \
+  --speaker "MS-VAE trajectory beta = 1=runs/bosslocal/msvae_trajbeta1/best_speaker" \
   --out results/bosslocal_speakers.json
