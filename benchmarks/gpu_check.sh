@@ -64,7 +64,7 @@ if [[ $STAGES == *resume* ]]; then
    python3 scripts/train.py "${common[@]}" --output-dir "$RUNS/resumed" --resume >> "$RUNS/resumed.log" 2>&1) &
   wait
   for run in full_a full_b bf16 resumed; do
-    [ -f "$RUNS/$run/checkpoints/step-0000030/model.safetensors" ] || { echo "FAILED: $run"; tail -n 40 "$RUNS/$run.log"; }
+    [ -f "$RUNS/$run/checkpoints/step-0000030/model.safetensors" ] || { status=1; echo "FAILED: $run"; tail -n 40 "$RUNS/$run.log"; }
   done
   python3 - "$RUNS" "$OUT/resume.json" <<'EOF' || status=1
 import json, sys
@@ -75,6 +75,7 @@ def weights(name):
     return load_file(runs / name / "checkpoints" / "step-0000030" / "model.safetensors")
 a, b, h, r = weights("full_a"), weights("full_b"), weights("bf16"), weights("resumed")
 def compare(x, y):
+    assert x.keys() == y.keys(), sorted(set(x) ^ set(y))
     diff = max(float((x[k].float() - y[k].float()).abs().max()) for k in x)
     return {"bit_identical": all(x[k].equal(y[k]) for k in x), "max_abs_diff": diff}
 report = {"uninterrupted_vs_uninterrupted": compare(a, b), "uninterrupted_vs_resumed": compare(a, r),

@@ -31,7 +31,7 @@ from report import write_report
 from torch import nn
 
 import msvae_hf  # noqa: F401  (registers the Local levels and the Auto classes)
-from msvae_hf.evaluation import resolve_device
+from msvae_hf.evaluation import device_name, resolve_device
 from msvae_hf.rollout import EnvPool, EpisodeResult, evaluation_seeds, resolve_level, rollout
 
 
@@ -181,7 +181,7 @@ def main() -> None:
         "env_pool_workers": args.workers,
         "env_pool_start_s": pool_start,
         "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "device_name": device_name(device),
         "torch_threads": torch.get_num_threads(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "cpu_count": os.cpu_count(),

@@ -10,10 +10,11 @@ loss), from `--demos` (a `make_demos` folder: splits paired / unpaired) or gener
 `msvae_hf.data.demos.generate_split`. Every model sees the same paired batch. Models use the default
 (App. D) config unless `--tiny`. FLOPs of one forward + backward are counted with
 torch.utils.flop_counter.FlopCounterMode (matmul, conv and attention FLOPs, the GRU/LSTM gate matmuls
-included; elementwise ops are not counted); the GEMM peak is a large fp32 torch.matmul timed in the same
-run, on the same thread count (reported as torch_threads) and device. On a GPU (`--device cuda`) each
-timed update ends with `torch.cuda.synchronize()`; `--mixed-precision bf16` runs forward and loss under
-`torch.autocast(dtype=torch.bfloat16)`, as `accelerate` does for `--mixed_precision bf16`.
+included; elementwise ops are not counted); the GEMM peak is a large torch.matmul (fp32, or bf16 with
+`--mixed-precision bf16`) timed in the same run, on the same thread count (reported as torch_threads)
+and device. On a GPU (`--device cuda`) each timed update ends with `torch.cuda.synchronize()`;
+`--mixed-precision bf16` runs forward and loss under `torch.autocast(dtype=torch.bfloat16)`, as
+`accelerate` does for `--mixed_precision bf16`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
 from msvae_hf.data.collator import DemoCollator, for_loader
-from msvae_hf.evaluation import resolve_device
+from msvae_hf.evaluation import device_name, resolve_device
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 TINY = dict(hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32,
@@ -144,7 +145,7 @@ def main() -> None:
     peak = gemm_peak(args.gemm_size, 5, device, torch.bfloat16 if args.mixed_precision == "bf16" else torch.float32)
     results: dict[str, Any] = {
         "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "device": str(device), "device_name": device_name(device),
         "mixed_precision": args.mixed_precision, "torch": torch.__version__, "tiny": args.tiny, "level": args.level,
         "batch_paired": int(paired["actions"].shape[0]), "batch_unpaired": int(unpaired["unpaired_actions"].shape[0]),
         "mean_steps": float(paired["trajectory_mask"].sum(1).float().mean()),

@@ -28,9 +28,17 @@ def resolve_device(name: str = "auto") -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} asked for, but torch sees no CUDA GPU (torch {torch.__version__})")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {name!r} asked for, but torch sees no CUDA GPU (torch {torch.__version__})")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"device {name!r} asked for, but torch sees {torch.cuda.device_count()} GPU(s)")
     return device
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name (e.g. "NVIDIA H100 80GB HBM3") or "cpu", for benchmark reports."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
 def evaluate_follower(

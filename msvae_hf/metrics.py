@@ -95,9 +95,10 @@ def instruction_parts(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def instruction_parts_match(predictions: Sequence[str], references: Sequence[str]) -> dict[str, float]:
-    """Fractions of predictions whose action sequence (``actions``), object sequence (``objects``) and both
-    (``both``) equal the reference's, e.g. "pick up a red ball, then go to the box" has actions
-    (pick, go) and objects (red, ball, box)."""
+    """Fractions of predictions whose action words (``actions``), object words (``objects``) and both
+    (``both``) equal the reference's, in the order the words appear in the text (not the order of
+    execution: "put ... after you open ..." and "open ..., then put ..." differ), e.g. "pick up a red ball,
+    then go to the box" has actions (pick, go) and objects (red, ball, box)."""
     if len(predictions) != len(references) or not references:
         raise ValueError(f"need as many predictions as references (>0), got {len(predictions)} and {len(references)}")
     parts = [(instruction_parts(p), instruction_parts(r)) for p, r in zip(predictions, references, strict=True)]

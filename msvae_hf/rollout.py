@@ -147,7 +147,7 @@ class _EnvBatch:
         outs = [env.reset(seed=s)[0] for env, s in zip(self.envs, seeds, strict=False)]
         return _stack(outs) + ([o["mission"] for o in outs],)
 
-    def step(self, actions: np.ndarray, live: np.ndarray):
+    def step(self, actions: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step the live slots with `actions`; returns obs image, direction, reward, done for them."""
         if self.vector is not None:
             full = np.zeros(self.size, dtype=np.int64)
@@ -167,33 +167,36 @@ class _EnvBatch:
 
 
 def _pool_worker(conn: Any, level: str, num_envs: int) -> None:
-    """An `EnvPool` worker: owns `num_envs` envs of `level` and answers reset / step / frames / close."""
+    """An `EnvPool` worker: an `_EnvBatch` of `num_envs` envs of `level`, driven over `conn`.
+
+    Each request is (method, args) of `_EnvBatch`; the answer is ("ok", result), or ("error", traceback)
+    when the env raised, so the caller sees the worker's own error.
+    """
+    import traceback
+
     from . import envs as _registers_levels  # noqa: F401  (the Local levels, in a spawned process)
 
-    envs = [gym.make(level) for _ in range(num_envs)]
+    batch = _EnvBatch([gym.make(level) for _ in range(num_envs)])
     while True:
-        command, arg = conn.recv()
-        if command == "reset":  # arg: [(local slot, seed)]
-            outs = [envs[i].reset(seed=seed)[0] for i, seed in arg]
-            conn.send((*_stack(outs), [o["mission"] for o in outs]) if outs else None)
-        elif command == "step":  # arg: [(local slot, action)]
-            outs = [envs[i].step(int(a)) for i, a in arg]
-            image, direction = _stack([o[0] for o in outs])
-            conn.send((image, direction, np.array([o[1] for o in outs]), np.array([o[2] or o[3] for o in outs])))
-        elif command == "frames":  # arg: [local slot]
-            conn.send(([envs[i].unwrapped.get_frame() for i in arg],))
-        else:
+        command, args = conn.recv()
+        if command == "close":
             conn.close()
             return
+        try:
+            conn.send(("ok", getattr(batch, command)(*args)))
+        except Exception:
+            conn.send(("error", traceback.format_exc()))
 
 
 class EnvPool:
     """`num_envs` envs of `level` in `num_workers` processes, stepped in parallel; a `rollout` input.
 
-    Slot k lives in worker k mod `num_workers`, so the live envs of a wave stay spread over the workers.
-    Use it as a context manager (or call `close`). `start_method` is multiprocessing's: "fork" (the default
-    where there is one) starts fast and needs no `if __name__ == "__main__"` guard; the workers use only
-    gymnasium and numpy, never torch or CUDA. "spawn"/"forkserver" work where the caller has that guard.
+    Slot k lives in worker k mod `num_workers` (as its local slot k // `num_workers`), so the live envs of a
+    wave stay spread over the workers. Use it as a context manager (or call `close`). `start_method` is
+    multiprocessing's: "fork" (the default where there is one) starts fast and needs no
+    `if __name__ == "__main__"` guard; the workers use only gymnasium and numpy, never torch or CUDA.
+    "spawn"/"forkserver" work where the caller has that guard. After an error (a worker died or its env
+    raised) the pool refuses further calls: close it and make a new one.
     """
 
     def __init__(self, level: str, num_envs: int, num_workers: int, start_method: str | None = None) -> None:
@@ -204,6 +207,7 @@ class EnvPool:
         self.level, self.size = resolve_level(level), num_envs
         self.num_workers = min(num_workers, num_envs)
         self.envs = None  # not in this process: policies that need the envs (the bot) cannot run on a pool
+        self._broken = False
         if start_method is None:
             start_method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
         context = mp.get_context(start_method)
@@ -217,54 +221,63 @@ class EnvPool:
             self._conns.append(parent)
             self._procs.append(proc)
 
-    def _scatter(self, command: str, slots: Sequence[int], values: Sequence[Any] | None = None) -> list[list[int]]:
-        """Send `command` to every worker that owns some of `slots`; returns the positions each one got."""
+    def _call(self, command: str, slots: Sequence[int], make_args: Any, parts: int) -> list[list[Any]]:
+        """`_EnvBatch.<command>` on the workers that own `slots`; `make_args(local slots, positions)` gives
+        a worker's arguments. Returns the `parts` parts of the answers, each in the order of `slots`."""
+        if self._broken:
+            raise RuntimeError("this EnvPool stopped after an earlier error: close it and make a new one")
         positions: list[list[int]] = [[] for _ in self._conns]
         for j, k in enumerate(slots):
-            positions[k % self.num_workers].append(j)
-        for w, conn in enumerate(self._conns):
-            if positions[w]:
-                local = [int(slots[j]) // self.num_workers for j in positions[w]]
-                try:
-                    conn.send((command, local if values is None else
-                               list(zip(local, (values[j] for j in positions[w])))))
-                except OSError as err:  # BrokenPipeError, ConnectionResetError
-                    raise self._died(w) from err
-        return positions
+            positions[int(k) % self.num_workers].append(j)
+        try:
+            for w, conn in enumerate(self._conns):
+                if positions[w]:
+                    local = [int(slots[j]) // self.num_workers for j in positions[w]]
+                    try:
+                        conn.send((command, make_args(local, positions[w])))
+                    except OSError as err:  # BrokenPipeError, ConnectionResetError
+                        raise self._died(w) from err
+            out: list[list[Any]] = [[None] * len(slots) for _ in range(parts)]
+            for w in range(len(self._conns)):
+                if positions[w]:
+                    answer = self._receive(w)
+                    for part, values in enumerate((answer,) if parts == 1 else answer):
+                        for j, value in zip(positions[w], values, strict=True):
+                            out[part][j] = value
+            return out
+        except BaseException:
+            self._broken = True  # answers may be left unread in the pipes: never reuse them
+            raise
 
     def _receive(self, w: int) -> Any:
         try:
-            return self._conns[w].recv()
+            status, payload = self._conns[w].recv()
         except (EOFError, OSError) as err:
             raise self._died(w) from err
+        if status == "error":
+            raise RuntimeError(f"EnvPool worker {w} ({self.level}) failed:\n{payload}")
+        return payload
 
     def _died(self, w: int) -> RuntimeError:
         self._procs[w].join(timeout=1)
         return RuntimeError(f"EnvPool worker {w} ({self.level}) died, exit code {self._procs[w].exitcode}")
 
-    def _gather(self, positions: list[list[int]], n: int, parts: int) -> list[list[Any]]:
-        """Each worker's answer (a tuple of `parts` arrays/lists) put back in slot order."""
-        out: list[list[Any]] = [[None] * n for _ in range(parts)]
-        for w in range(len(self._conns)):
-            if positions[w]:
-                answer = self._receive(w)
-                for part in range(parts):
-                    for j, value in zip(positions[w], answer[part], strict=True):
-                        out[part][j] = value
-        return out
-
     def reset(self, seeds: list[int]) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        slots = list(range(len(seeds)))
-        image, direction, missions = self._gather(self._scatter("reset", slots, seeds), len(seeds), 3)
+        # a worker's slots of a wave are its local slots 0, 1, ... in order, as _EnvBatch.reset wants them
+        image, direction, missions = self._call(
+            "reset", range(len(seeds)), lambda local, pos: ([seeds[j] for j in pos],), parts=3
+        )
         return np.stack(image), np.array(direction), missions
 
-    def step(self, actions: np.ndarray, live: np.ndarray):
+    def step(self, actions: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step the live slots with `actions`; returns obs image, direction, reward, done for them."""
-        image, direction, reward, done = self._gather(self._scatter("step", live, actions), len(live), 4)
+        image, direction, reward, done = self._call(
+            "step", live, lambda local, pos: (np.asarray(actions)[pos], np.array(local)), parts=4
+        )
         return np.stack(image), np.array(direction), np.array(reward), np.array(done)
 
     def frames(self, ids: np.ndarray) -> list[np.ndarray]:
-        return self._gather(self._scatter("frames", ids), len(ids), 1)[0]
+        return self._call("frames", ids, lambda local, pos: (np.array(local),), parts=1)[0]
 
     def close(self) -> None:
         for conn, proc in zip(self._conns, self._procs, strict=True):
@@ -342,7 +355,7 @@ def rollout(
 
 def _run_wave(
     policy: RolloutPolicy,
-    batch: _EnvBatch,
+    batch: _EnvBatch | EnvPool,
     seeds: list[int],
     max_steps: int | None,
     record_frames: bool,
@@ -407,6 +420,8 @@ def evaluate_policy(
 ) -> list[EpisodeResult]:
     """Roll `policy` out on `episodes` evaluation seeds of `level`, `batch_size` envs at a time; with
     `num_workers` > 0 the envs step in that many processes (`EnvPool`), with the same results."""
+    if num_workers < 0:
+        raise ValueError(f"num_workers must be >= 0 (0: step the envs in this process), got {num_workers}")
     seeds = evaluation_seeds(episodes, seed_start)
     if num_workers > 0 and seeds:
         with EnvPool(level, min(batch_size, len(seeds)), num_workers) as pool:

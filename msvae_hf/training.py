@@ -31,7 +31,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import torch
@@ -138,12 +138,12 @@ class _ConfigLoader(yaml.SafeLoader):
 
 _ConfigLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$"),  # a digit before the e
     list("-+0123456789."),
 )
 
 
-def parse_yaml(text: Any) -> Any:
+def parse_yaml(text: str | IO[str]) -> Any:
     """A config file's or a command-line value's YAML (a string or an open file), numbers like 1e-3 as floats."""
     return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 (a SafeLoader subclass)
 
@@ -299,6 +299,13 @@ def load_model_weights(models: list[torch.nn.Module], input_dir: str) -> None:
     model.load_state_dict(load_file(path, device=str(device)))
 
 
+def register_checkpoint_hooks(accelerator: Accelerator) -> None:
+    """`own_storage` before `save_state`, `load_model_weights` before `load_state`: GPU RNN weights share
+    one cuDNN buffer, which accelerate's safetensors path would drop on saving and refuse on loading."""
+    accelerator.register_save_state_pre_hook(own_storage)
+    accelerator.register_load_state_pre_hook(load_model_weights)
+
+
 def save_best(model: Any, output_dir: str, name: str = "best") -> None:
     """``save_pretrained`` (tokenizer included) into ``output_dir/name``, atomically."""
     final, tmp = Path(output_dir) / name, Path(output_dir) / f".{name}.tmp"
@@ -370,14 +377,13 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     model = build_model(cfg, tokenizer)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
     model, optimizer = accelerator.prepare(model, optimizer)
-    accelerator.register_save_state_pre_hook(own_storage)  # GPU RNN weights share one cuDNN buffer
-    accelerator.register_load_state_pre_hook(load_model_weights)
+    register_checkpoint_hooks(accelerator)
     raw_model = accelerator.unwrap_model(model)
     world, rank = accelerator.num_processes, accelerator.process_index
     micro = cfg.gradient_accumulation_steps
     paired_sampler = StepSampler(paired, cfg.batch_size, world, cfg.seed, stream=0)
     unpaired_sampler = None
-    if cfg.model_type == "msvae" and unpaired is not None and len(unpaired) and cfg.model.get("gamma", 1) != 0:
+    if cfg.model_type == "msvae" and unpaired is not None and len(unpaired) and raw_model.config.gamma != 0:
         unpaired_sampler = StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, world, cfg.seed, stream=1)
 
     state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 import msvae_hf  # noqa: F401  (registers the levels)
@@ -84,8 +85,9 @@ def seed_statistics(rows: dict[str, dict]) -> dict[str, dict]:
                 entry["sd"] = (spread / (len(xs) - 1)) ** 0.5 if len(xs) > 1 else None
             ref = values[reference][metric]
             if method != reference and len(xs) > 1 and len(ref) > 1:
-                entry["p_greater_than_paired_only"] = float(ttest_ind(xs, ref, alternative="greater").pvalue)
-                entry["p_two_sided"] = float(ttest_ind(xs, ref).pvalue)
+                for key, test in (("p_greater_than_paired_only", ttest_ind(xs, ref, alternative="greater")),
+                                  ("p_two_sided", ttest_ind(xs, ref))):
+                    entry[key] = None if math.isnan(test.pvalue) else float(test.pvalue)  # NaN: no spread at all
             stats[method][metric] = entry
     return stats
 
@@ -170,7 +172,7 @@ def main() -> None:
                 continue
             cell = f"{entry['mean']:.3g}" + (f" +- {entry['sd']:.2g}" if entry["sd"] is not None else "")
             cell += f" (n = {entry['n']})"
-            if "p_greater_than_paired_only" in entry:
+            if entry.get("p_greater_than_paired_only") is not None:
                 cell += f", p = {entry['p_greater_than_paired_only']:.3f} [{entry['p_two_sided']:.3f}]"
             cells.append(cell)
         lines.append(f"| {method} | " + " | ".join(cells) + " |")

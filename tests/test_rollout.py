@@ -124,7 +124,19 @@ def test_env_pool_gives_the_same_episodes() -> None:
     assert [r.to_dict() for r in plain] == [r.to_dict() for r in pooled]
 
 
-def test_env_pool_worker_death_is_an_error_naming_it() -> None:
+class InvalidActionPolicy(ObservationHashPolicy):
+    def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        return np.full(len(env_ids), 99)
+
+
+def test_env_pool_errors_name_the_worker_and_the_cause() -> None:
+    """An env's own error comes back with the worker's traceback; a dead worker is named; after either the
+    pool refuses to go on (answers could be out of step); bad sizes are errors."""
+    with EnvPool(LEVEL, 2, 2) as pool:
+        with pytest.raises(RuntimeError, match="(?s)EnvPool worker 0 .* failed.*99"):
+            rollout(InvalidActionPolicy(), pool, evaluation_seeds(2))
+        with pytest.raises(RuntimeError, match="stopped after an earlier error"):
+            rollout(RandomPolicy(3), pool, evaluation_seeds(2))
     with EnvPool(LEVEL, 2, 2) as pool:
         pool._procs[1].kill()
         pool._procs[1].join()
@@ -132,6 +144,8 @@ def test_env_pool_worker_death_is_an_error_naming_it() -> None:
             rollout(RandomPolicy(3), pool, evaluation_seeds(2))
     with pytest.raises(ValueError, match="num_workers >= 1"):
         EnvPool(LEVEL, 2, 0)
+    with pytest.raises(ValueError, match="num_workers must be >= 0"):
+        evaluate_policy(RandomPolicy(3), LEVEL, episodes=2, num_workers=-1)
 
 
 def test_max_steps_cuts_episodes() -> None:

@@ -256,6 +256,27 @@ def test_checkpoint_keeps_flat_rnn_weights(tmp_path):
     assert all(torch.equal(saved[k], v) for k, v in gru.state_dict().items())
 
 
+def test_accelerate_checkpoint_round_trip_with_flat_rnn_weights(tmp_path):
+    """accelerate's own save_state / load_state with the hooks train() registers: a GRU whose weights are
+    views of one buffer (as on a GPU) is saved whole and loaded back exactly, in place."""
+    from accelerate import Accelerator
+
+    from msvae_hf.training import register_checkpoint_hooks
+
+    gru, _ = flat_gru(0)
+    accelerator = Accelerator(cpu=True)
+    model = accelerator.prepare(gru)
+    register_checkpoint_hooks(accelerator)
+    expected = {k: v.clone() for k, v in model.state_dict().items()}
+    accelerator.save_state(str(tmp_path / "ckpt"))
+    assert load_file(tmp_path / "ckpt" / "model.safetensors").keys() == expected.keys()  # nothing dropped
+    with torch.no_grad():
+        for param in model.parameters():
+            param.zero_()
+    accelerator.load_state(str(tmp_path / "ckpt"))
+    assert all(torch.equal(v, expected[k]) for k, v in model.state_dict().items())
+
+
 def test_checkpoint_weights_load_into_flat_rnn_buffers(tmp_path):
     """On a GPU, cuDNN keeps a GRU's weights as views into one flat buffer, which safetensors' ``load_model``
     (accelerate's default) refuses; the pre-load hook ``load_model_weights`` loads them exactly."""
@@ -403,6 +424,10 @@ def test_command_line_values_keep_their_type(tmp_path):
     config.write_text("mixed_precision: no\nlearning_rate: 3e-4\nmodel:\n  gamma: 1E+2\n  beta: .1\n")
     cfg = load_config(str(config))
     assert (cfg.mixed_precision, cfg.learning_rate, cfg.model) == ("no", 3e-4, {"gamma": 100.0, "beta": 0.1})
+    from msvae_hf.training import parse_yaml
+
+    assert [parse_yaml(t) for t in ("1e-3", ".5e1", "-2E+2", "1_0e1", "-e5", ".e5", "1e", "e3")] == [
+        1e-3, 5.0, -200.0, 100.0, "-e5", ".e5", "1e", "e3"]  # no digit before the e: a string, not a crash
     with pytest.raises(ValueError, match="mixed_precision must be no, bf16 or fp16, got 'fp8'"):
         load_config(None, {"mixed_precision": "fp8"})
 
