@@ -173,7 +173,7 @@ def main() -> None:
             cell = f"{entry['mean']:.3g}" + (f" +- {entry['sd']:.2g}" if entry["sd"] is not None else "")
             cell += f" (n = {entry['n']})"
             if entry.get("p_greater_than_paired_only") is not None:
-                cell += f", p = {entry['p_greater_than_paired_only']:.3f} [{entry['p_two_sided']:.3f}]"
+                cell += f", p = {entry['p_greater_than_paired_only']:.2g} [{entry['p_two_sided']:.2g}]"
             cells.append(cell)
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")
