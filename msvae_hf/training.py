@@ -165,10 +165,14 @@ def load_config(path: str | None = None, overrides: dict[str, Any] | None = None
             values["model"][key[len("model."):]] = value
         else:
             values[key] = value
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
-    unknown = sorted(set(values) - known)
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ValueError(f"unknown config key(s): {unknown}; known keys: {sorted(known)}")
+        raise ValueError(f"unknown config key(s): {unknown}; known keys: {sorted(fields)}")
+    for name, value in values.items():  # `output_dir: 2024` in YAML is an int: a path field takes it as text
+        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if is_number and fields[name].type in ("str", "str | None"):
+            values[name] = str(value)
     return TrainConfig(**values)
 
 

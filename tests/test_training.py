@@ -421,9 +421,10 @@ def test_command_line_values_keep_their_type(tmp_path):
     cfg = load_config(path, overrides)
     assert (cfg.mixed_precision, cfg.output_dir, cfg.max_updates, cfg.model) == ("no", "007", 12, {"gamma": 0.01})
     config = tmp_path / "run.yaml"
-    config.write_text("mixed_precision: no\nlearning_rate: 3e-4\nmodel:\n  gamma: 1E+2\n  beta: .1\n")
+    config.write_text("mixed_precision: no\nlearning_rate: 3e-4\noutput_dir: 2024\nmodel:\n  gamma: 1E+2\n  beta: .1\n")
     cfg = load_config(str(config))
     assert (cfg.mixed_precision, cfg.learning_rate, cfg.model) == ("no", 3e-4, {"gamma": 100.0, "beta": 0.1})
+    assert cfg.output_dir == "2024"  # a number where a path belongs is taken as text
     from msvae_hf.training import parse_yaml
 
     assert [parse_yaml(t) for t in ("1e-3", ".5e1", "-2E+2", "1_0e1", "-e5", ".e5", "1e", "e3")] == [
