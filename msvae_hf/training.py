@@ -148,6 +148,12 @@ def parse_yaml(text: str | IO[str]) -> Any:
     return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 (a SafeLoader subclass)
 
 
+def is_text_field(f: dataclasses.Field) -> bool:
+    """A TrainConfig field that holds text (a path, a name, a mode): scripts/train.py keeps its command-line
+    value a string, and load_config turns a number that YAML read for it back into text."""
+    return f.type in ("str", "str | None", str)
+
+
 def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
     """A TrainConfig from a YAML/JSON file plus overrides (``model.gamma`` style keys reach ``model``)."""
     values: dict[str, Any] = {}
@@ -171,7 +177,7 @@ def load_config(path: str | None = None, overrides: dict[str, Any] | None = None
         raise ValueError(f"unknown config key(s): {unknown}; known keys: {sorted(fields)}")
     for name, value in values.items():  # `output_dir: 2024` in YAML is an int: a path field takes it as text
         is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if is_number and fields[name].type in ("str", "str | None"):
+        if is_number and is_text_field(fields[name]):
             values[name] = str(value)
     return TrainConfig(**values)
 

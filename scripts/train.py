@@ -18,7 +18,7 @@ import sys
 
 import yaml
 
-from msvae_hf.training import TrainConfig, load_config, parse_yaml, train
+from msvae_hf.training import TrainConfig, is_text_field, load_config, parse_yaml, train
 
 
 def parse_args(argv: list[str]) -> tuple[str | None, dict]:
@@ -30,7 +30,7 @@ def parse_args(argv: list[str]) -> tuple[str | None, dict]:
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
             parser.add_argument(flag, dest=f.name, action="store_true", default=None)
-        elif f.type in ("str", "str | None", str):  # as typed: YAML would read `--mixed-precision no` as False
+        elif is_text_field(f):  # as typed: YAML would read `--mixed-precision no` as False
             parser.add_argument(flag, dest=f.name, type=str, default=None)
         else:
             parser.add_argument(flag, dest=f.name, type=parse_yaml, default=None)
