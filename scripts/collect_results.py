@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 from pathlib import Path
 
 import msvae_hf  # noqa: F401  (registers the levels)
@@ -80,9 +81,8 @@ def seed_statistics(rows: dict[str, dict]) -> dict[str, dict]:
         for metric, xs in by_metric.items():
             entry: dict = {"values": xs, "n": len(xs)}
             if xs:
-                entry["mean"] = sum(xs) / len(xs)
-                spread = sum((x - entry["mean"]) ** 2 for x in xs)
-                entry["sd"] = (spread / (len(xs) - 1)) ** 0.5 if len(xs) > 1 else None
+                entry["mean"] = statistics.fmean(xs)
+                entry["sd"] = statistics.stdev(xs) if len(xs) > 1 else None  # sample sd
             ref = values[reference][metric]
             if method != reference and len(xs) > 1 and len(ref) > 1:
                 for key, test in (("p_greater_than_paired_only", ttest_ind(xs, ref, alternative="greater")),
