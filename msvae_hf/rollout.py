@@ -284,7 +284,7 @@ class EnvPool:
             if proc.is_alive():
                 try:
                     conn.send(("close", None))
-                except (BrokenPipeError, OSError):
+                except OSError:  # a pipe already broken: the worker is gone
                     pass
             proc.join(timeout=5)
             if proc.is_alive():
