@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -84,13 +85,18 @@ class Episode(Protocol):
 ACTION_WORDS = ("go", "pick", "put", "open")  # the first word of each BabyAI action phrase
 
 
-def instruction_parts(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(action words, color/type words) of a BabyAI instruction, in order."""
+@functools.cache
+def _object_words() -> frozenset[str]:
+    """Colours, object types and "object" (an unspecified type), read from minigrid once."""
     from minigrid.core.constants import COLOR_NAMES
     from minigrid.envs.babyai.core.verifier import OBJ_TYPES
 
-    words = text.replace(",", " , ").split()
-    objects = set(COLOR_NAMES) | set(OBJ_TYPES) | {"object"}
+    return frozenset(COLOR_NAMES) | frozenset(OBJ_TYPES) | {"object"}
+
+
+def instruction_parts(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(action words, color/type words) of a BabyAI instruction, in order."""
+    words, objects = text.replace(",", " , ").split(), _object_words()
     return tuple(w for w in words if w in ACTION_WORDS), tuple(w for w in words if w in objects)
 
 
