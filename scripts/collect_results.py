@@ -2,6 +2,10 @@
 """Collect the BossLocal experiment (Tables 2 and 3 of the paper) into one JSON and a markdown table.
 
     python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal
+    python scripts/collect_results.py --grid --runs results/gpu_grid/runs --out results/gpu_grid/summary
+
+With ``--grid`` the runs are those of scripts/gpu_seed_grid.sh, ``<config>_seed<k>/``, grouped by config
+(``msvae_paired`` is the reference of the t-tests) instead of the named runs below.
 
 Reads ``<runs>/<name>/results.json`` of each run named in ``RUNS`` that exists, adds the random-policy
 floor on the same test seeds (design.md: SR alone can hide wandering), and writes ``<out>.json`` and
@@ -64,17 +68,17 @@ SEED_METRICS = {
 }
 
 
-def seed_statistics(rows: dict[str, dict]) -> dict[str, dict]:
-    """Mean, sample sd and n over seeds of each SEED_GROUPS method, and Student's one-sided t-test of
-    "greater than MS-VAE paired only" (p_greater) with its two-sided p, as App. D reports them."""
+def seed_statistics(rows: dict[str, dict], groups: dict[str, list[str]] = SEED_GROUPS) -> dict[str, dict]:
+    """Mean, sample sd and n over seeds of each method in ``groups``, and Student's one-sided t-test of
+    "greater than" the first method (MS-VAE paired only; p_greater) with its two-sided p, as App. D reports."""
     from scipy.stats import ttest_ind
 
     values = {
         method: {metric: [v for name in names if name in rows and (v := get(rows[name])) is not None]
                  for metric, get in SEED_METRICS.items()}
-        for method, names in SEED_GROUPS.items()
+        for method, names in groups.items()
     }
-    reference = next(iter(SEED_GROUPS))
+    reference = next(iter(groups))
     stats: dict[str, dict] = {}
     for method, by_metric in values.items():
         stats[method] = {}
@@ -101,6 +105,23 @@ def random_floor(level: str, episodes: int) -> dict[str, dict[str, float]]:
     }
 
 
+def grid_runs(runs: Path, reference: str = "msvae_paired") -> tuple[dict[str, tuple], dict[str, list[str]]]:
+    """Runs named ``<config>_seed<k>`` (scripts/gpu_seed_grid.sh) -> (RUNS-like labels, seed groups by config),
+    ``reference`` first. A folder without results.json (a run stopped early) is left out."""
+    found = sorted(p.parent.name for p in runs.glob("*_seed*/results.json"))
+    groups: dict[str, list[str]] = {}
+    for name in found:
+        config, _, seed = name.rpartition("_seed")
+        if seed.isdigit():
+            groups.setdefault(config, []).append(name)
+    if reference not in groups:
+        raise SystemExit(f"no {reference}_seed<k>/results.json under {runs}: the t-tests need it as reference")
+    groups = {reference: groups.pop(reference), **groups}
+    labels = {name: (name.replace("_seed", ", seed "), config != reference, config != reference)
+              for config, names in groups.items() for name in names}
+    return labels, groups
+
+
 def bleu_checkpoint(row: dict) -> str:
     """Which checkpoint the BLEU column scored: best by validation BLEU (speakers, MS-VAE's best_speaker/)
     or, for MS-VAE runs made before best_speaker/ existed, the best by validation SR."""
@@ -118,9 +139,11 @@ def main() -> None:
     parser.add_argument("--runs", default="runs/bosslocal")
     parser.add_argument("--out", default="results/bosslocal")
     parser.add_argument("--floor-episodes", type=int, default=1000)
+    parser.add_argument("--grid", action="store_true", help="runs named <config>_seed<k>, grouped by config")
     args = parser.parse_args()
+    runs, groups = (grid_runs(Path(args.runs)) if args.grid else (RUNS, SEED_GROUPS))
     rows, level = {}, None
-    for name, (label, follower_du, speaker_du) in RUNS.items():
+    for name, (label, follower_du, speaker_du) in runs.items():
         path = Path(args.runs) / name / "results.json"
         if not path.exists():
             continue
@@ -140,7 +163,7 @@ def main() -> None:
         raise SystemExit(f"no results.json under {args.runs}")
     floor = random_floor(level, args.floor_episodes)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    seeds = seed_statistics(rows)
+    seeds = seed_statistics(rows, groups)
     Path(f"{args.out}.json").write_text(json.dumps({"level": level, "runs": rows, "floor": floor, "seeds": seeds},
                                                    indent=2))
     lines = [
@@ -161,8 +184,8 @@ def main() -> None:
             f"| floor: {name.replace('_', ' ')} | {summary['success_rate']:.3f} | {summary['mean_steps']:.1f} | "
             f"{summary['mean_reward']:.3f} | - | - | - | - |"
         )
-    lines += ["", "Over seeds (mean +- sd, n; p: one-sided t-test of 'greater than MS-VAE paired only', two-sided in "
-              "brackets):", "", "| method | " + " | ".join(SEED_METRICS) + " |",
+    lines += ["", f"Over seeds (mean +- sd, n; p: one-sided t-test of 'greater than {next(iter(groups))}', two-sided "
+              "in brackets):", "", "| method | " + " | ".join(SEED_METRICS) + " |",
               "| --- |" + " --- |" * len(SEED_METRICS)]
     for method, by_metric in seeds.items():
         cells = []

@@ -50,3 +50,29 @@ def test_seed_statistics_match_closed_form():
     assert stats[method_full]["test BLEU of best_speaker/"]["values"] == [21.0, 20.0]
     assert "p_greater_than_paired_only" not in stats[method_paired]["test SR"]  # the reference itself
     assert stats[method_gamma1]["test SR"]["n"] == 0  # no runs: reported as missing, not as zeros
+
+
+def test_grid_runs_group_by_config_with_reference_first(tmp_path):
+    module = load_script("collect_results")
+    for name in ("msvae_gamma1_seed0", "msvae_paired_seed1", "msvae_paired_seed0", "msvae_gamma1_seed1"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text("{}")
+    (tmp_path / "msvae_gamma1_seed2").mkdir()  # stopped early: no results.json, left out
+    labels, groups = module.grid_runs(tmp_path)
+    assert list(groups) == ["msvae_paired", "msvae_gamma1"]
+    assert groups == {"msvae_paired": ["msvae_paired_seed0", "msvae_paired_seed1"],
+                      "msvae_gamma1": ["msvae_gamma1_seed0", "msvae_gamma1_seed1"]}
+    assert labels["msvae_gamma1_seed1"] == ("msvae_gamma1, seed 1", True, True)
+    assert labels["msvae_paired_seed0"][1:] == (False, False)
+    rows = {name: run_row(0.5 + 0.1 * ("gamma1" in name), 20.0, 21.0 + int(name[-1])) for name in labels}
+    stats = module.seed_statistics(rows, groups)
+    assert stats["msvae_gamma1"]["test SR"]["mean"] == pytest.approx(0.6)
+    assert "p_greater_than_paired_only" in stats["msvae_gamma1"]["test BLEU of best_speaker/"]
+
+
+def test_grid_runs_without_reference_is_an_error(tmp_path):
+    module = load_script("collect_results")
+    (tmp_path / "msvae_gamma1_seed0").mkdir()
+    (tmp_path / "msvae_gamma1_seed0" / "results.json").write_text("{}")
+    with pytest.raises(SystemExit, match="msvae_paired"):
+        module.grid_runs(tmp_path)

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Many seeds of the BossLocal experiments at once on one GPU machine (one process per run, all sharing
+# the GPU), plus the rollout benchmark with the envs in worker processes. Each run is the same command
+# as in scripts/reproduce_bosslocal.sh, with its own seed and output folder.
+#
+#   GRID="msvae_paired:0 msvae_paired:1 msvae_gamma1:0 msvae_gamma1:1" OUT=results/gpu_grid \
+#     bash scripts/gpu_seed_grid.sh
+#
+# GRID: "config:seed" pairs (configs/<config>_bosslocal.yaml). STAGES (default "demos rollout train") picks
+# the parts; TRAIN_LIMIT (seconds, default 420) stops runs still going, so their curves and best/ come back.
+# Needs the baselines the configs start from (runs/bosslocal/{follower,speaker}/best) and, for the rollout
+# stage, MODEL (default runs/bosslocal/msvae/best). The demo set is generated where it is missing, with the
+# README's command (the data do not depend on --num-proc); its fingerprint lands in $OUT/demos_fingerprint.json.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+GRID=${GRID:-"msvae_paired:0 msvae_paired:1 msvae_paired:2 msvae_gamma1:0 msvae_gamma1:1 msvae_gamma1:2"}
+OUT=${OUT:-results/gpu_grid}
+STAGES=${STAGES:-demos rollout train}
+TRAIN_LIMIT=${TRAIN_LIMIT:-420}
+MODEL=${MODEL:-runs/bosslocal/msvae/best}
+DEMOS=${DEMOS:-data/bosslocal_100k}
+THREADS=${THREADS:-2}
+EXTRA=${EXTRA:-}
+mkdir -p "$OUT/runs"
+status=0
+stamp() { echo "[$(date +%T), ${SECONDS}s] $*"; }
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU visible"
+echo "cpus $(nproc)"
+
+if [[ $STAGES == *demos* ]]; then
+  if [ ! -f "$DEMOS/stats.json" ]; then
+    stamp "making $DEMOS"
+    python3 scripts/make_demos.py --level BossLocal --paired 1000 --unpaired 100000 --valid 500 --test 500 \
+      --seed 0 --num-proc "$(nproc)" --out "$DEMOS" > "$OUT/make_demos.log" 2>&1 || { status=1; tail -n 20 "$OUT/make_demos.log"; }
+  fi
+  python3 - "$DEMOS" "$OUT/demos_fingerprint.json" <<'EOF' || status=1
+import hashlib, json, sys
+from pathlib import Path
+from msvae_hf.data.demos import load_demos
+demos = load_demos(sys.argv[1])
+report = {}
+for split, ds in demos.items():
+    h = hashlib.sha256()
+    for column in ("seed", "actions", "instruction"):
+        if column in ds.column_names:
+            h.update(json.dumps(ds.data.column(column).to_pylist()).encode())
+    report[split] = {"rows": len(ds), "sha256_seed_actions_instruction": h.hexdigest()}
+print(json.dumps(report))
+Path(sys.argv[2]).write_text(json.dumps(report, indent=1) + "\n")
+EOF
+  stamp "demos ready"
+fi
+
+if [[ $STAGES == *rollout* ]]; then
+  # batched (in process and with the envs in $(nproc)/2 worker processes), one at a time, bare env: one run.
+  python3 benchmarks/rollout.py --level BossLocal --episodes 256 --batch-size 256 --model "$MODEL" --device cuda \
+    --workers $(( $(nproc) / 2 )) --out "$OUT/rollout_gpu_pool.json" > "$OUT/rollout.log" 2>&1 || status=1
+  tail -n 8 "$OUT/rollout.log"
+  stamp "rollout benchmark done"
+fi
+
+if [[ $STAGES == *train* ]]; then
+  for spec in $GRID; do
+    name=${spec%%:*}; seed=${spec##*:}
+    # shellcheck disable=SC2086
+    timeout "$TRAIN_LIMIT" python3 scripts/train.py --config "configs/${name}_bosslocal.yaml" --seed "$seed" \
+      --threads "$THREADS" --demos "$DEMOS" --output-dir "$OUT/runs/${name}_seed$seed" $EXTRA > "$OUT/${name}_seed$seed.log" 2>&1 &
+  done
+  wait
+  stamp "training done"
+  for spec in $GRID; do
+    name=${spec%%:*}; seed=${spec##*:}
+    run="$OUT/runs/${name}_seed$seed"
+    rm -rf "$run/checkpoints"  # resumable state stays on the device machine; best/ and best_speaker/ come back
+    if [ -f "$run/results.json" ]; then
+      python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], 'updates', r['updates'],
+'test SR', r.get('test', {}).get('success_rate'), 'test BLEU', r.get('test_bleu'))" "$run/results.json" "${name}_seed$seed"
+    else
+      status=1; echo "UNFINISHED: ${name}_seed$seed"; tr '\r' '\n' < "$OUT/${name}_seed$seed.log" | tail -n 3
+    fi
+  done
+fi
+exit $status
