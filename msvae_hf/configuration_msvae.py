@@ -52,6 +52,10 @@ class MSVAEConfig(PreTrainedConfig):
     num_latent_tokens: int = 4
     latent_dim: int = 128
     follower_attention: str = "bottleneck"
+    # MS-VAE only. True: one observation encoder serves q(z|a,o) and p(a|z,o) (one conv pass per frame).
+    # False: q(z|a,o) has its own, as the speaker baseline it comes from (App. D: "the existing encoder ...
+    # of the speaker"), so V and the action terms do not reshape the features the speaker reads.
+    share_observation_encoder: bool = True
 
     # Prior (App. D): "autoregressive" (GRU, as Hafner et al. 2019) or "normal" (N(0, I)).
     prior: str = "autoregressive"
@@ -100,6 +104,10 @@ class MSVAEConfig(PreTrainedConfig):
         for name in ("beta", "gamma", "alpha", "trajectory_beta", "instruction_beta"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"MSVAEConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        if not isinstance(self.share_observation_encoder, bool):
+            raise ValueError(
+                f"MSVAEConfig.share_observation_encoder must be true or false, got {self.share_observation_encoder!r}"
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"MSVAEConfig.dropout must be in [0, 1), got {self.dropout!r}")
         if self.follower_attention not in ATTENTION_KINDS:

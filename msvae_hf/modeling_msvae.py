@@ -4,6 +4,7 @@
 
                  input_ids --InstructionEncoder--> h_y --BottleneckAttention--> q(z|y)   = N(mu_y,   s_y^2)   [B,K,D]
    (o, a) --ObservationEncoder/TrajectoryEncoder--> h_tau --BottleneckAttention--> q(z|a,o) = N(mu_tau, s_tau^2)
+   (share_observation_encoder=False: q(z|a,o) reads its own ObservationEncoder, the speaker's, App. D)
    q(z|y,a,o) = 1/2 q(z|y) + 1/2 q(z|a,o)                                      (Eq. 1, mixture of experts)
    z --ActionDecoder (attention over z)--> p(a|z,o);   z --InstructionDecoder (cross-attention)--> p(y|z)
    loss = -(E_p[J-bar] + gamma E_u[V]) + alpha D'                              (Eq. 9, 3, App. B, Eq. 10)
@@ -38,6 +39,7 @@ from .modules import (
     LatentPrior,
     ObservationEncoder,
     TrajectoryEncoder,
+    masked_scatter_frames,
 )
 
 
@@ -80,6 +82,7 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         self.instruction_encoder = InstructionEncoder(config)
         self.instruction_posterior = BottleneckAttention(config, config.hidden_size)
         self.trajectory_encoder = TrajectoryEncoder(config)
+        self.trajectory_obs_encoder = None if config.share_observation_encoder else ObservationEncoder(config)
         self.trajectory_posterior = BottleneckAttention(config, config.hidden_size)
         self.prior = LatentPrior(config)
         self.action_decoder = ActionDecoder(config, config.latent_dim)
@@ -94,6 +97,14 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         states, _ = self.instruction_encoder(input_ids, mask)
         return self.instruction_posterior(states, mask)
 
+    def trajectory_frame_features(self, observations, directions, trajectory_mask, shared=None) -> torch.Tensor:
+        """The frame features q(z|a,o) reads [B, T, H]: ``shared`` (the action decoder's, or computed here)
+        with one observation encoder, else those of the trajectory side's own encoder."""
+        if self.trajectory_obs_encoder is None:
+            return shared if shared is not None else self.frame_features(observations, directions, trajectory_mask)
+        mask = trajectory_mask.bool()
+        return masked_scatter_frames(self.trajectory_obs_encoder(observations[mask], directions[mask]), mask)
+
     def trajectory_posterior_params(self, frame_features, actions, trajectory_mask):
         """q(z|a,o): bottleneck attention over the trajectory encoder states -> (mean, logvar) [B, K, D]."""
         mask = trajectory_mask.bool()
@@ -107,7 +118,7 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
     def trajectory_memory(self, observations, directions, actions, trajectory_mask):
         """Speaker: z = mean of q(z|a,o) (Eq. 6)."""
         self.check_trajectory(observations, actions, trajectory_mask)
-        features = self.frame_features(observations, directions, trajectory_mask)
+        features = self.trajectory_frame_features(observations, directions, trajectory_mask)
         mean, _ = self.trajectory_posterior_params(features, actions, trajectory_mask)
         return mean, torch.ones(mean.shape[:2], dtype=torch.bool, device=mean.device)
 
@@ -160,9 +171,10 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
                 (unpaired_observations, unpaired_directions, unpaired_actions, unpaired_trajectory_mask),
             )
         actions = actions.long()
-        # One observation-encoder pass over every real frame, paired and unpaired together.
+        # One observation-encoder pass (per encoder) over every real frame, paired and unpaired together.
         features = self.frame_features(observations, directions, trajectory_mask)
-        mean_tau, logvar_tau = self.trajectory_posterior_params(features, actions, trajectory_mask)
+        speaker_features = self.trajectory_frame_features(observations, directions, trajectory_mask, shared=features)
+        mean_tau, logvar_tau = self.trajectory_posterior_params(speaker_features, actions, trajectory_mask)
         mean_y, logvar_y = self.instruction_posterior_params(input_ids, attention_mask)
         z_tau, z_y = reparameterize(mean_tau, logvar_tau), reparameterize(mean_y, logvar_y)
         # h'_t does not depend on z: one LSTM pass serves A_1, C_2 and the unpaired A_1.
@@ -205,7 +217,8 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
 
         From the follower: observation encoder, instruction encoder f_enc, action decoder (f_dec, f_att,
         f_act) and, for a bottleneck follower, its bottleneck attention as q(z|y). From the speaker: the
-        trajectory encoder and the instruction decoder. Shapes must agree, or a ValueError names the module.
+        trajectory encoder and the instruction decoder, and its observation encoder as q(z|a,o)'s own with
+        ``share_observation_encoder=False``. Shapes must agree, or a ValueError names the module.
         """
         source = follower if follower is not None else speaker
         if source is None:
@@ -222,9 +235,12 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
             sources += [("trajectory_encoder", speaker), ("instruction_decoder", speaker)]
             if follower is None:
                 sources.append(("obs_encoder", speaker))
+            if model.trajectory_obs_encoder is not None:
+                sources.append(("trajectory_obs_encoder", speaker))
         for name, baseline in sources:
+            source_name = "obs_encoder" if name == "trajectory_obs_encoder" else name
             try:
-                getattr(model, name).load_state_dict(getattr(baseline, name).state_dict())
+                getattr(model, name).load_state_dict(getattr(baseline, source_name).state_dict())
             except RuntimeError as err:
                 raise ValueError(f"cannot initialise MS-VAE's {name} from the baseline: {err}") from err
         model.tokenizer = source.tokenizer

@@ -7,7 +7,9 @@
 #     bash scripts/gpu_seed_grid.sh
 #
 # GRID: "config:seed" pairs (configs/<config>_bosslocal.yaml). STAGES (default "demos rollout train") picks
-# the parts; TRAIN_LIMIT (seconds, default 420) stops runs still going, so their curves and best/ come back.
+# the parts. A finished run brings back results.json, tb/ and best_speaker/ (an unfinished one best/ too, to
+# be evaluated elsewhere). Runs still going DEADLINE seconds after the script started (default 540) are stopped, so that
+# their curves and best/ still come back within one device call.
 # Needs the baselines the configs start from (runs/bosslocal/{follower,speaker}/best) and, for the rollout
 # stage, MODEL (default runs/bosslocal/msvae/best). The demo set is generated where it is missing, with the
 # README's command (the data do not depend on --num-proc); its fingerprint lands in $OUT/demos_fingerprint.json.
@@ -16,7 +18,7 @@ export PYTHONUNBUFFERED=1
 GRID=${GRID:-"msvae_paired:0 msvae_paired:1 msvae_paired:2 msvae_gamma1:0 msvae_gamma1:1 msvae_gamma1:2"}
 OUT=${OUT:-results/gpu_grid}
 STAGES=${STAGES:-demos rollout train}
-TRAIN_LIMIT=${TRAIN_LIMIT:-420}
+DEADLINE=${DEADLINE:-540}
 MODEL=${MODEL:-runs/bosslocal/msvae/best}
 DEMOS=${DEMOS:-data/bosslocal_100k}
 THREADS=${THREADS:-2}
@@ -60,10 +62,12 @@ if [[ $STAGES == *rollout* ]]; then
 fi
 
 if [[ $STAGES == *train* ]]; then
+  limit=$(( DEADLINE - SECONDS )); (( limit > 60 )) || limit=60
+  stamp "training $GRID, stopped after ${limit}s"
   for spec in $GRID; do
     name=${spec%%:*}; seed=${spec##*:}
     # shellcheck disable=SC2086
-    timeout "$TRAIN_LIMIT" python3 scripts/train.py --config "configs/${name}_bosslocal.yaml" --seed "$seed" \
+    timeout "$limit" python3 scripts/train.py --config "configs/${name}_bosslocal.yaml" --seed "$seed" \
       --threads "$THREADS" --demos "$DEMOS" --output-dir "$OUT/runs/${name}_seed$seed" $EXTRA > "$OUT/${name}_seed$seed.log" 2>&1 &
   done
   wait
@@ -71,8 +75,9 @@ if [[ $STAGES == *train* ]]; then
   for spec in $GRID; do
     name=${spec%%:*}; seed=${spec##*:}
     run="$OUT/runs/${name}_seed$seed"
-    rm -rf "$run/checkpoints"  # resumable state stays on the device machine; best/ and best_speaker/ come back
+    rm -rf "$run/checkpoints"  # resumable state stays on the device machine
     if [ -f "$run/results.json" ]; then
+      rm -rf "$run/best"  # evaluated there (results.json); best_speaker/ comes back for speaker comparisons
       python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], 'updates', r['updates'],
 'test SR', r.get('test', {}).get('success_rate'), 'test BLEU', r.get('test_bleu'))" "$run/results.json" "${name}_seed$seed"
     else

@@ -370,3 +370,54 @@ def test_from_baselines_shape_mismatch_raises(tok: MSVAETokenizer) -> None:
     with pytest.raises(ValueError, match="needs"):
         MSVAEModel.from_baselines()
 
+
+
+def test_own_trajectory_observation_encoder(tok: MSVAETokenizer, tmp_path: Path) -> None:
+    """share_observation_encoder=False: q(z|a,o) reads its own observation encoder, copied from the speaker
+    baseline (App. D), the follower path the follower's; each path depends on its own encoder only."""
+    follower, speaker = build("follower-bottleneck", tok, seed=1), build("speaker", tok, seed=2)
+    follower.tokenizer = tok
+    model = MSVAEModel.from_baselines(follower, speaker, share_observation_encoder=False).eval()
+    pairs = ((model.trajectory_obs_encoder, speaker.obs_encoder), (model.obs_encoder, follower.obs_encoder))
+    for ours, source in pairs:
+        for key, value in source.state_dict().items():
+            torch.testing.assert_close(ours.state_dict()[key], value, rtol=0, atol=0, msg=key)
+    assert MSVAEModel(MSVAEConfig(**tiny_kwargs(tok))).trajectory_obs_encoder is None  # the default shares one
+
+    batch = real_batch(tok)
+    trajectory = (batch["observations"], batch["directions"], batch["actions"], batch["trajectory_mask"])
+
+    def paths():
+        with torch.no_grad():
+            speaker_memory = model.trajectory_memory(*trajectory)[0]
+            states = model.action_decoder.states(
+                model.frame_features(*trajectory[:2], batch["trajectory_mask"]), batch["actions"])
+            follower_memory = model.instruction_memory(batch["input_ids"], batch["attention_mask"])[0]
+            every_token = torch.ones(follower_memory.shape[:2], dtype=torch.bool)
+            logits = model.action_decoder.logits(states, follower_memory, every_token)
+        return speaker_memory, logits
+
+    speaker_before, follower_before = paths()
+    with torch.no_grad():
+        model.trajectory_obs_encoder.proj.weight.add_(0.5)
+    speaker_after, follower_after = paths()
+    assert not torch.allclose(speaker_after, speaker_before)
+    torch.testing.assert_close(follower_after, follower_before, rtol=0, atol=0)
+    with torch.no_grad():
+        model.obs_encoder.proj.weight.add_(0.5)
+    speaker_last, follower_last = paths()
+    torch.testing.assert_close(speaker_last, speaker_after, rtol=0, atol=0)
+    assert not torch.allclose(follower_last, follower_after)
+
+    out = model(**batch)  # the full objective trains both encoders
+    out.loss.backward()
+    assert model.trajectory_obs_encoder.proj.weight.grad.abs().sum() > 0
+    assert model.obs_encoder.proj.weight.grad.abs().sum() > 0
+    model.tokenizer = tok
+    model.save_pretrained(tmp_path)
+    loaded = AutoModel.from_pretrained(tmp_path)
+    assert loaded.config.share_observation_encoder is False
+    torch.testing.assert_close(loaded.trajectory_obs_encoder.proj.weight, model.trajectory_obs_encoder.proj.weight,
+                               rtol=0, atol=0)
+    with pytest.raises(ValueError, match="share_observation_encoder"):
+        MSVAEConfig(**tiny_kwargs(tok), share_observation_encoder="no")
