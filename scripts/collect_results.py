@@ -39,6 +39,10 @@ RUNS = {
     "msvae_gamma1": ("MS-VAE full, gamma = 1", True, True),
     "msvae_gamma1_seed1": ("MS-VAE full, gamma = 1, seed 1", True, True),
     "msvae_gamma1_seed2": ("MS-VAE full, gamma = 1, seed 2", True, True),
+    "msvae_gamma1_alpha10": ("MS-VAE full, gamma = 1, alpha = 10", True, True),
+    "msvae_gamma1_alpha10_seed1": ("MS-VAE full, gamma = 1, alpha = 10, seed 1", True, True),
+    "msvae_gamma1_alpha10_seed2": ("MS-VAE full, gamma = 1, alpha = 10, seed 2", True, True),
+    "msvae_gamma1_alpha100": ("MS-VAE full, gamma = 1, alpha = 100", True, True),
     "msvae_alpha1000": ("MS-VAE full, D' weight alpha = 1000", True, True),
     "msvae_k16": ("MS-VAE full, K = 16 tokens", True, True),
     "msvae_paired_finit": ("MS-VAE paired only, follower-only init (App. D)", False, False),
@@ -59,6 +63,8 @@ SEED_GROUPS = {
     "MS-VAE paired only": ["msvae_paired", "msvae_paired_seed1", "msvae_paired_seed2"],
     "MS-VAE full (App. D, gamma = 100)": ["msvae", "msvae_seed1", "msvae_seed2"],
     "MS-VAE full, gamma = 1": ["msvae_gamma1", "msvae_gamma1_seed1", "msvae_gamma1_seed2"],
+    "MS-VAE full, gamma = 1, alpha = 10": ["msvae_gamma1_alpha10", "msvae_gamma1_alpha10_seed1",
+                                           "msvae_gamma1_alpha10_seed2"],
 }
 SEED_METRICS = {
     "test SR": lambda row: (row["test"] or {}).get("success_rate"),

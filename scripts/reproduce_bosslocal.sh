@@ -48,6 +48,23 @@ python scripts/train.py --config configs/msvae_trajbeta1_bosslocal.yaml $T --max
 python scripts/train.py --config configs/msvae_paired_bosslocal.yaml $T --seed 2 --output-dir runs/bosslocal/msvae_paired_seed2
 python scripts/train.py --config configs/msvae_bosslocal.yaml $T --seed 2 --output-dir runs/bosslocal/msvae_seed2
 python scripts/train.py --config configs/msvae_gamma1_bosslocal.yaml $T --seed 2 --output-dir runs/bosslocal/msvae_gamma1_seed2
+# Session 4. gamma = 1 with the domain regulariser D' weighted so that it is not negligible next to our
+# per-sequence sums (alpha 10 and 100 instead of 1/20), alpha 10 over three seeds.
+python scripts/train.py --config configs/msvae_gamma1_alpha10_bosslocal.yaml $T
+python scripts/train.py --config configs/msvae_gamma1_alpha100_bosslocal.yaml $T
+python scripts/train.py --config configs/msvae_gamma1_alpha10_bosslocal.yaml $T --seed 1 --output-dir runs/bosslocal/msvae_gamma1_alpha10_seed1
+python scripts/train.py --config configs/msvae_gamma1_alpha10_bosslocal.yaml $T --seed 2 --output-dir runs/bosslocal/msvae_gamma1_alpha10_seed2
+# On a GPU machine (results/gpu_grid/): q(z|a,o) with its own observation encoder, nine runs side by side,
+# and the rollout benchmark with the envs in worker processes.
+#   GRID="msvae_paired_ownobs:0 msvae_paired_ownobs:1 msvae_paired_ownobs:2 msvae_gamma1_ownobs:0 \
+#     msvae_gamma1_ownobs:1 msvae_gamma1_ownobs:2 msvae_ownobs:0 msvae_ownobs:1 msvae_ownobs:2" THREADS=1 \
+#     OUT=results/gpu_grid bash scripts/gpu_seed_grid.sh
+# What the speakers' representations hold about the object faced at the end (linear probes).
+python scripts/probe_speaker.py --demos data/bosslocal_100k --model "speaker (baseline)=runs/bosslocal/speaker/best" \
+  --model "MS-VAE paired only=runs/bosslocal/msvae_paired/best_speaker" \
+  --model "MS-VAE full (gamma 100)=runs/bosslocal/msvae/best" \
+  --model "MS-VAE gamma 1=runs/bosslocal/msvae_gamma1/best_speaker" \
+  --model "MS-VAE gamma 1, alpha 10=runs/bosslocal/msvae_gamma1_alpha10/best_speaker" --out results/speaker_probe.json
 # Tables and curves.
 python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal
 python scripts/plot_curves.py runs/bosslocal/follower runs/bosslocal/speaker runs/bosslocal/msvae_paired \
@@ -71,4 +88,8 @@ python scripts/compare_speakers.py --demos data/bosslocal_100k \
   --speaker "MS-VAE paired only, then paired=runs/bosslocal/msvae_paired_then_paired/best_speaker" \
   --speaker "MS-VAE full, then paired=runs/bosslocal/msvae_then_paired/best_speaker" \
   --speaker "MS-VAE trajectory beta = 1=runs/bosslocal/msvae_trajbeta1/best_speaker" \
+  --speaker "MS-VAE gamma = 1, alpha = 10=runs/bosslocal/msvae_gamma1_alpha10/best_speaker" \
+  --speaker "MS-VAE gamma = 1, alpha = 10, seed 1=runs/bosslocal/msvae_gamma1_alpha10_seed1/best_speaker" \
+  --speaker "MS-VAE gamma = 1, alpha = 10, seed 2=runs/bosslocal/msvae_gamma1_alpha10_seed2/best_speaker" \
+  --speaker "MS-VAE gamma = 1, alpha = 100=runs/bosslocal/msvae_gamma1_alpha100/best_speaker" \
   --out results/bosslocal_speakers.json
