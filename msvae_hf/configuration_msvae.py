@@ -67,6 +67,10 @@ class MSVAEConfig(PreTrainedConfig):
     instruction_beta: float | None = None
     gamma: float = 100.0
     alpha: float = 0.05
+    # True (Eq. 3): V trains every module it touches. False: V's action likelihood reaches only q(z|a,o) (and
+    # the prior through its KL): the action decoder, trained on paired data, is held fixed for it, so the
+    # trajectory encoder must produce codes the follower can act on instead of a private code of its own.
+    unpaired_trains_action_decoder: bool = True
     swd_projections: int = 50
     swd_p: int = 2
 
@@ -104,10 +108,9 @@ class MSVAEConfig(PreTrainedConfig):
         for name in ("beta", "gamma", "alpha", "trajectory_beta", "instruction_beta"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"MSVAEConfig.{name} must be >= 0, got {getattr(self, name)!r}")
-        if not isinstance(self.share_observation_encoder, bool):
-            raise ValueError(
-                f"MSVAEConfig.share_observation_encoder must be true or false, got {self.share_observation_encoder!r}"
-            )
+        for name in ("share_observation_encoder", "unpaired_trains_action_decoder"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"MSVAEConfig.{name} must be true or false, got {getattr(self, name)!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"MSVAEConfig.dropout must be in [0, 1), got {self.dropout!r}")
         if self.follower_attention not in ATTENTION_KINDS:

@@ -123,10 +123,18 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         return mean, torch.ones(mean.shape[:2], dtype=torch.bool, device=mean.device)
 
     # ------------------------------------------------------------- likelihood terms
-    def _action_log_likelihood(self, states, z, actions, mask) -> torch.Tensor:
-        """log p(a | z, o) = sum_t log p(a_t | z, o_1:t, a_1:t-1) (Eq. 5), attention over the K tokens of z."""
+    def _action_log_likelihood(self, states, z, actions, mask, frozen_decoder: bool = False) -> torch.Tensor:
+        """log p(a | z, o) = sum_t log p(a_t | z, o_1:t, a_1:t-1) (Eq. 5), attention over the K tokens of z.
+
+        ``frozen_decoder``: the decoder's weights are detached, so the gradient reaches z (and the encoder
+        behind it) only (``unpaired_trains_action_decoder=False``)."""
         memory_mask = torch.ones(z.shape[:2], dtype=torch.bool, device=z.device)
-        return sequence_log_likelihood(self.action_decoder.logits(states, z, memory_mask), actions, mask)
+        if frozen_decoder:
+            weights = {name: w.detach() for name, w in self.action_decoder.named_parameters()}
+            logits = torch.func.functional_call(self.action_decoder, weights, (states, z, memory_mask))
+        else:
+            logits = self.action_decoder.logits(states, z, memory_mask)
+        return sequence_log_likelihood(logits, actions, mask)
 
     def _instruction_log_likelihood(self, z, input_ids, attention_mask) -> torch.Tensor:
         """log p(y | z) = sum_l log p(y_l | z, y_<l) (Sec. 3.1), teacher forced."""
@@ -180,9 +188,17 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         # h'_t does not depend on z: one LSTM pass serves A_1, C_2 and the unpaired A_1.
         states = self.action_decoder.states(features, actions)
 
-        a_1_all = self._action_log_likelihood(states, z_tau, actions, trajectory_mask)
-        b_1_all = -kl_to_prior(mean_tau, logvar_tau, self.prior, z_tau)
         p = slice(0, num_paired)
+        if unpaired_actions is not None and not self.config.unpaired_trains_action_decoder:
+            u = slice(num_paired, None)
+            a_1_all = torch.cat([
+                self._action_log_likelihood(states[p], z_tau[p], actions[p], trajectory_mask[p]),
+                self._action_log_likelihood(states[u].detach(), z_tau[u], actions[u], trajectory_mask[u],
+                                            frozen_decoder=True),
+            ])
+        else:
+            a_1_all = self._action_log_likelihood(states, z_tau, actions, trajectory_mask)
+        b_1_all = -kl_to_prior(mean_tau, logvar_tau, self.prior, z_tau)
         a_1, b_1 = a_1_all[p], b_1_all[p]
         c_2 = self._action_log_likelihood(states[p], z_y, actions[p], trajectory_mask[p])
         a_2 = self._instruction_log_likelihood(z_y, input_ids, attention_mask)

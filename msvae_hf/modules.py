@@ -217,6 +217,8 @@ class ActionDecoder(nn.Module):
         context = self.attention(states, memory, memory_mask)
         return self.head(torch.cat([context, states], dim=-1))
 
+    forward = logits  # so that torch.func.functional_call can run it with other (e.g. detached) weights
+
     def step(
         self,
         frame_features: torch.Tensor,

@@ -421,3 +421,31 @@ def test_own_trajectory_observation_encoder(tok: MSVAETokenizer, tmp_path: Path)
                                rtol=0, atol=0)
     with pytest.raises(ValueError, match="share_observation_encoder"):
         MSVAEConfig(**tiny_kwargs(tok), share_observation_encoder="no")
+
+
+def test_unpaired_term_can_hold_the_action_decoder_fixed(tok: MSVAETokenizer, mean_z: None) -> None:
+    """unpaired_trains_action_decoder=False: the same objective values, V's gradient reaches q(z|a,o) exactly
+    as before but no action-decoder weight; the paired terms still train the decoder."""
+    batch = real_batch(tok)
+    other = real_batch(tok, seed=1)
+    inputs = {**batch, **unpaired(other)}
+    models = {flag: build("msvae", tok, seed=5, unpaired_trains_action_decoder=flag) for flag in (True, False)}
+    models[False].load_state_dict(models[True].state_dict())
+    grads, values = {}, {}
+    for flag, model in models.items():
+        model.zero_grad()
+        out = model(**inputs)
+        values[flag] = (out.loss.detach(), out.v.detach(), out.a_1.detach())
+        out.v.backward(retain_graph=True)
+        grads[flag] = {name: None if w.grad is None else w.grad.clone() for name, w in model.named_parameters()}
+        model.zero_grad()
+        out.j_bar.backward()
+        assert any(w.grad is not None and w.grad.abs().sum() > 0 for w in model.action_decoder.parameters())
+    for a, b in zip(values[True], values[False], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    decoder = [n for n in grads[False] if n.startswith("action_decoder.")]
+    assert all(grads[False][n] is None or grads[False][n].abs().sum() == 0 for n in decoder)
+    assert any(grads[True][n] is not None and grads[True][n].abs().sum() > 0 for n in decoder)
+    for name in (n for n in grads[True] if n.startswith(("trajectory_encoder.", "trajectory_posterior."))):
+        assert grads[False][name] is not None and grads[False][name].abs().sum() > 0, name
+        torch.testing.assert_close(grads[False][name], grads[True][name], rtol=1e-4, atol=1e-6, msg=name)
