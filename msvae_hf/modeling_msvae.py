@@ -8,6 +8,7 @@
    q(z|y,a,o) = 1/2 q(z|y) + 1/2 q(z|a,o)                                      (Eq. 1, mixture of experts)
    z --ActionDecoder (attention over z)--> p(a|z,o);   z --InstructionDecoder (cross-attention)--> p(y|z)
    loss = -(E_p[J-bar] + gamma E_u[V]) + alpha D'                              (Eq. 9, 3, App. B, Eq. 10)
+   (unpaired_trains_action_decoder=False: V's log p(a|z,o) reaches q(z|a,o) only, the decoder held fixed)
 
 As a follower z = mean of q(z|y); as a speaker z = mean of q(z|a,o) (Sec. 3.1).
 """

@@ -54,6 +54,9 @@ python scripts/train.py --config configs/msvae_gamma1_alpha10_bosslocal.yaml $T
 python scripts/train.py --config configs/msvae_gamma1_alpha100_bosslocal.yaml $T
 python scripts/train.py --config configs/msvae_gamma1_alpha10_bosslocal.yaml $T --seed 1 --output-dir runs/bosslocal/msvae_gamma1_alpha10_seed1
 python scripts/train.py --config configs/msvae_gamma1_alpha10_bosslocal.yaml $T --seed 2 --output-dir runs/bosslocal/msvae_gamma1_alpha10_seed2
+# V's action likelihood reaching only q(z|a,o) (the action decoder held fixed for the unpaired term).
+python scripts/train.py --config configs/msvae_gamma1_fixeddec_bosslocal.yaml $T
+python scripts/train.py --config configs/msvae_fixeddec_bosslocal.yaml $T
 # On a GPU machine (results/gpu_grid/): q(z|a,o) with its own observation encoder, nine runs side by side,
 # and the rollout benchmark with the envs in worker processes.
 #   GRID="msvae_paired_ownobs:0 msvae_paired_ownobs:1 msvae_paired_ownobs:2 msvae_gamma1_ownobs:0 \
@@ -92,4 +95,6 @@ python scripts/compare_speakers.py --demos data/bosslocal_100k \
   --speaker "MS-VAE gamma = 1, alpha = 10, seed 1=runs/bosslocal/msvae_gamma1_alpha10_seed1/best_speaker" \
   --speaker "MS-VAE gamma = 1, alpha = 10, seed 2=runs/bosslocal/msvae_gamma1_alpha10_seed2/best_speaker" \
   --speaker "MS-VAE gamma = 1, alpha = 100=runs/bosslocal/msvae_gamma1_alpha100/best_speaker" \
+  --speaker "MS-VAE full, V trains q(z|a,o) only=runs/bosslocal/msvae_fixeddec/best_speaker" \
+  --speaker "MS-VAE gamma = 1, V trains q(z|a,o) only=runs/bosslocal/msvae_gamma1_fixeddec/best_speaker" \
   --out results/bosslocal_speakers.json
