@@ -43,7 +43,7 @@ RUNS = {
     "msvae_gamma1_alpha10_seed1": ("MS-VAE full, gamma = 1, alpha = 10, seed 1", True, True),
     "msvae_gamma1_alpha10_seed2": ("MS-VAE full, gamma = 1, alpha = 10, seed 2", True, True),
     "msvae_gamma1_alpha100": ("MS-VAE full, gamma = 1, alpha = 100", True, True),
-    "msvae_fixeddec": ("MS-VAE full, V trains q(z|a,o) only (action decoder fixed for V)", True, True),
+    "msvae_fixeddec": ("MS-VAE full, V trains q(z|a,o) only (stopped at 1000)", True, True),
     "msvae_gamma1_fixeddec": ("MS-VAE full, gamma = 1, V trains q(z|a,o) only", True, True),
     "msvae_alpha1000": ("MS-VAE full, D' weight alpha = 1000", True, True),
     "msvae_k16": ("MS-VAE full, K = 16 tokens", True, True),

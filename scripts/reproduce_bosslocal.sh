@@ -54,9 +54,10 @@ python scripts/train.py --config configs/msvae_gamma1_alpha10_bosslocal.yaml $T
 python scripts/train.py --config configs/msvae_gamma1_alpha100_bosslocal.yaml $T
 python scripts/train.py --config configs/msvae_gamma1_alpha10_bosslocal.yaml $T --seed 1 --output-dir runs/bosslocal/msvae_gamma1_alpha10_seed1
 python scripts/train.py --config configs/msvae_gamma1_alpha10_bosslocal.yaml $T --seed 2 --output-dir runs/bosslocal/msvae_gamma1_alpha10_seed2
-# V's action likelihood reaching only q(z|a,o) (the action decoder held fixed for the unpaired term).
+# V's action likelihood reaching only q(z|a,o) (the action decoder held fixed for the unpaired term); the
+# gamma = 100 run was stopped at 1000 updates (validation BLEU had collapsed to 5-6 from update 600).
 python scripts/train.py --config configs/msvae_gamma1_fixeddec_bosslocal.yaml $T
-python scripts/train.py --config configs/msvae_fixeddec_bosslocal.yaml $T
+python scripts/train.py --config configs/msvae_fixeddec_bosslocal.yaml $T --max-updates 1000
 # On a GPU machine (results/gpu_grid/): q(z|a,o) with its own observation encoder, nine runs side by side,
 # and the rollout benchmark with the envs in worker processes.
 #   GRID="msvae_paired_ownobs:0 msvae_paired_ownobs:1 msvae_paired_ownobs:2 msvae_gamma1_ownobs:0 \
