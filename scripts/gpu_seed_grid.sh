@@ -6,17 +6,19 @@
 #   GRID="msvae_paired:0 msvae_paired:1 msvae_gamma1:0 msvae_gamma1:1" OUT=results/gpu_grid \
 #     bash scripts/gpu_seed_grid.sh
 #
-# The device tool brings back only a few files from shallow folders, so everything ends up in one archive,
-# $OUT/grid.tar.gz (unpack with tar xzf), and each run's validation lines in $OUT/valid_lines.txt.
+# Each run's validation lines are collected in $OUT/valid_lines.txt. The device tool brings back only a few
+# files from shallow folders: there, work in a scratch folder and set ARCHIVE to a .tar.gz in the folder that
+# comes back (`ARCHIVE=$OUT/grid.tar.gz OUT=/tmp/grid bash ...`, ARCHIVE first, while $OUT is still the
+# device's folder). The archive holds OUT without checkpoints/ and without the best/ of finished runs
+# (evaluated there); valid_lines.txt and the rollout JSON are copied beside it. Nothing is deleted.
 #
 # Measured on one H100 machine (16 cores, session 4): the demo set took 125 s, the rollout stage 86 s, and
 # nine runs side by side made 4.5-7 updates/s each (1100-1400 of 2000 updates in 324 s): budget ~8 min for
 # nine 2000-update runs, or fewer runs.
 #
 # GRID: "config:seed" pairs (configs/<config>_bosslocal.yaml). STAGES (default "demos rollout train") picks
-# the parts. A finished run brings back results.json, tb/ and best_speaker/ (an unfinished one best/ too, to
-# be evaluated elsewhere). Runs still going DEADLINE seconds after the script started (default 540) are stopped, so that
-# their curves and best/ still come back within one device call.
+# the parts. Runs still going DEADLINE seconds after the script started (default 540) are
+# stopped, so that their curves and best/ still come back within one device call.
 # Needs the baselines the configs start from (runs/bosslocal/{follower,speaker}/best) and, for the rollout
 # stage, MODEL (default runs/bosslocal/msvae/best). The demo set is generated where it is missing, with the
 # README's command (the data do not depend on --num-proc); its fingerprint lands in $OUT/demos_fingerprint.json.
@@ -68,6 +70,7 @@ if [[ $STAGES == *rollout* ]]; then
   stamp "rollout benchmark done"
 fi
 
+slim=(--exclude="./runs/*/checkpoints")
 if [[ $STAGES == *train* ]]; then
   limit=$(( DEADLINE - SECONDS )); (( limit > 60 )) || limit=60
   stamp "training $GRID, stopped after ${limit}s"
@@ -82,9 +85,8 @@ if [[ $STAGES == *train* ]]; then
   for spec in $GRID; do
     name=${spec%%:*}; seed=${spec##*:}
     run="$OUT/runs/${name}_seed$seed"
-    rm -rf "$run/checkpoints"  # resumable state stays on the device machine
     if [ -f "$run/results.json" ]; then
-      rm -rf "$run/best"  # evaluated there (results.json); best_speaker/ comes back for speaker comparisons
+      slim+=(--exclude="./runs/${name}_seed$seed/best")  # evaluated (results.json); best_speaker/ is kept
       python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], 'updates', r['updates'],
 'test SR', r.get('test', {}).get('success_rate'), 'test BLEU', r.get('test_bleu'))" "$run/results.json" "${name}_seed$seed"
     else
@@ -92,12 +94,13 @@ if [[ $STAGES == *train* ]]; then
     fi
   done
 fi
-# one archive and one summary file: what a device call can bring back
 for log in "$OUT"/*_seed*.log; do
   [ -f "$log" ] || continue
   tr '\r' '\n' < "$log" | grep '^step' | sed "s|^|$(basename "$log" .log) |"
 done > "$OUT/valid_lines.txt"
-tar czf "$OUT/grid.tar.gz.part" -C "$OUT" --exclude=grid.tar.gz.part --exclude=grid.tar.gz . && mv "$OUT/grid.tar.gz.part" "$OUT/grid.tar.gz"
-find "$OUT" -mindepth 1 -maxdepth 1 ! -name grid.tar.gz ! -name valid_lines.txt ! -name rollout_gpu_pool.json -exec rm -rf {} +
-ls -la "$OUT"
+if [ -n "${ARCHIVE:-}" ]; then
+  tar czf "$ARCHIVE" "${slim[@]}" -C "$OUT" . || status=1
+  for f in valid_lines.txt rollout_gpu_pool.json; do [ -f "$OUT/$f" ] && cp "$OUT/$f" "$(dirname "$ARCHIVE")/"; done
+  ls -la "$(dirname "$ARCHIVE")"
+fi
 exit $status

@@ -62,7 +62,7 @@ python scripts/train.py --config configs/msvae_fixeddec_bosslocal.yaml $T --max-
 # and the rollout benchmark with the envs in worker processes.
 #   GRID="msvae_paired_ownobs:0 msvae_paired_ownobs:1 msvae_paired_ownobs:2 msvae_gamma1_ownobs:0 \
 #     msvae_gamma1_ownobs:1 msvae_gamma1_ownobs:2 msvae_ownobs:0 msvae_ownobs:1 msvae_ownobs:2" THREADS=1 \
-#     OUT=results/gpu_grid bash scripts/gpu_seed_grid.sh
+#     ARCHIVE=$OUT/grid.tar.gz OUT=/tmp/grid bash scripts/gpu_seed_grid.sh   # $OUT: the folder that comes back
 # What the speakers' representations hold about the object faced at the end (linear probes).
 python scripts/probe_speaker.py --demos data/bosslocal_100k --model "speaker (baseline)=runs/bosslocal/speaker/best" \
   --model "MS-VAE paired only=runs/bosslocal/msvae_paired/best_speaker" \
