@@ -48,7 +48,7 @@ def features(model, rows: list[dict], batch_size: int = 250) -> tuple[dict[str, 
             memory, _ = model.trajectory_memory(
                 batch["observations"], batch["directions"], batch["actions"], batch["trajectory_mask"]
             )
-        if memory.shape[1] == mask.shape[1]:  # a baseline speaker's memory is its encoder states
+        if not hasattr(model, "trajectory_posterior"):  # a baseline speaker: its memory is the encoder states
             memory = memory[index, last].unsqueeze(1)
         out["last frame"].append(frames[index, last])
         out["speaker latent"].append(memory.flatten(1))
