@@ -3,16 +3,20 @@
 
     python scripts/validation_table.py --upto 1000 results/gpu_grid/valid_logs/*.txt runs/bosslocal/msvae_paired
 
-Each source is a run folder (its TensorBoard ``tb/``) or a text file of the training log's validation lines
-(``step N: valid/success_rate=..., valid/bleu=...``, as scripts/gpu_seed_grid.sh keeps them). Prints, per
-run, validation BLEU and SR at each evaluation up to ``--upto`` and their maxima.
+Each source is a run folder (read as scripts/plot_curves.py reads it) or a text file of the training log's
+validation lines (``step N: valid/success_rate=..., valid/bleu=...``, as scripts/gpu_seed_grid.sh keeps
+them). Prints, per run, validation BLEU and SR at each evaluation up to ``--upto`` and their maxima.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from plot_curves import read_run  # noqa: E402  (a run folder's TensorBoard scalars, else its results.json)
 
 LINE = re.compile(r"step (\d+): (.*)")
 METRICS = ("valid/bleu", "valid/success_rate")
@@ -32,20 +36,6 @@ def read_text(path: Path) -> dict[str, dict[int, float]]:
     return curves
 
 
-def read_tensorboard(run: Path) -> dict[str, dict[int, float]]:
-    """A run folder's TensorBoard scalars -> {metric: {step: value}}."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    curves: dict[str, dict[int, float]] = {m: {} for m in METRICS}
-    for events in sorted((run / "tb").rglob("events.out.tfevents.*")):
-        accumulator = EventAccumulator(str(events), size_guidance={"scalars": 0})
-        accumulator.Reload()
-        for metric in METRICS:
-            if metric in accumulator.Tags()["scalars"]:
-                curves[metric].update({e.step: e.value for e in accumulator.Scalars(metric)})
-    return curves
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sources", nargs="+")
@@ -55,11 +45,11 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- |")
     for source in args.sources:
         path = Path(source)
-        curves = read_text(path) if path.is_file() else read_tensorboard(path)
+        curves = read_text(path) if path.is_file() else read_run(path)
         name = path.stem if path.is_file() else path.name
         cells = []
         for metric, spec in zip(METRICS, (".1f", ".3f"), strict=True):
-            points = {s: v for s, v in sorted(curves[metric].items()) if args.upto is None or s <= args.upto}
+            points = {s: v for s, v in sorted(curves.get(metric, {}).items()) if args.upto is None or s <= args.upto}
             if not points:
                 raise SystemExit(f"{source}: no {metric} values" + (f" up to update {args.upto}" if args.upto else ""))
             cells += [" ".join(format(v, spec) for v in points.values()), format(max(points.values()), spec)]
