@@ -115,11 +115,16 @@ class MSVAEPreTrainedModel(PreTrainedModel):
             raise ValueError(f"actions must be in [0, num_actions={self.config.num_actions})")
 
     def frame_features(
-        self, observations: torch.Tensor, directions: torch.Tensor, trajectory_mask: torch.Tensor
+        self,
+        observations: torch.Tensor,
+        directions: torch.Tensor,
+        trajectory_mask: torch.Tensor,
+        encoder: torch.nn.Module | None = None,
     ) -> torch.Tensor:
-        """Encode real frames only, once: [B, T, 7, 7, 3] -> [B, T, H] (zeros on padding)."""
+        """Encode real frames only, once: [B, T, 7, 7, 3] -> [B, T, H] (zeros on padding), with ``encoder``
+        (default: the model's ``obs_encoder``)."""
         mask = trajectory_mask.bool()
-        features = self.obs_encoder(observations[mask], directions[mask])
+        features = (self.obs_encoder if encoder is None else encoder)(observations[mask], directions[mask])
         return masked_scatter_frames(features, mask)
 
     # ----------------------------------------------------------------- tokenizer travels with the model

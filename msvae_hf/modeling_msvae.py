@@ -40,7 +40,6 @@ from .modules import (
     LatentPrior,
     ObservationEncoder,
     TrajectoryEncoder,
-    masked_scatter_frames,
 )
 
 
@@ -101,10 +100,9 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
     def trajectory_frame_features(self, observations, directions, trajectory_mask, shared=None) -> torch.Tensor:
         """The frame features q(z|a,o) reads [B, T, H]: ``shared`` (the action decoder's, or computed here)
         with one observation encoder, else those of the trajectory side's own encoder."""
-        if self.trajectory_obs_encoder is None:
-            return shared if shared is not None else self.frame_features(observations, directions, trajectory_mask)
-        mask = trajectory_mask.bool()
-        return masked_scatter_frames(self.trajectory_obs_encoder(observations[mask], directions[mask]), mask)
+        if self.trajectory_obs_encoder is None and shared is not None:
+            return shared
+        return self.frame_features(observations, directions, trajectory_mask, encoder=self.trajectory_obs_encoder)
 
     def trajectory_posterior_params(self, frame_features, actions, trajectory_mask):
         """q(z|a,o): bottleneck attention over the trajectory encoder states -> (mean, logvar) [B, K, D]."""
