@@ -76,7 +76,8 @@ class TrainConfig:
     """a saved model of the same model_type (``save_pretrained`` folder, e.g. another run's best/) to start
     from; ``model`` overrides change its config, e.g. {gamma: 0, alpha: 0} to go on with paired data only"""
     pseudo_labels: str | None = None
-    """follower only: a pseudo-paired dataset from scripts/label_unpaired.py, added to the paired data"""
+    """follower or speaker: a pseudo-paired dataset from scripts/label_unpaired.py, added to the paired data
+    (the speaker-follower's follower, Sec. 2.3; for a speaker, self-training on the unpaired trajectories)"""
     num_paired: int | None = None
     """use only the first M paired examples (None: all)"""
     num_unpaired: int | None = None
@@ -124,8 +125,8 @@ class TrainConfig:
         unknown = sorted(set(self.model) - known)
         if unknown:
             raise ValueError(f"unknown model config key(s): {unknown}")
-        if self.pseudo_labels and self.model_type != "follower":
-            raise ValueError("pseudo_labels trains a follower: set model_type: follower")
+        if self.pseudo_labels and self.model_type not in ("follower", "speaker"):
+            raise ValueError("pseudo_labels trains a follower or a speaker: set model_type: follower or speaker")
         if (self.init_follower or self.init_speaker) and self.model_type != "msvae":
             raise ValueError("init_follower / init_speaker initialise MS-VAE: set model_type: msvae")
         if self.init_from and (self.init_follower or self.init_speaker):

@@ -57,6 +57,15 @@ RUNS = {
     "speaker_follower": ("speaker-follower (baseline speaker labels D_u)", True, False),
     "msvae_paired_speaker_follower": ("speaker-follower, labels by MS-VAE paired only", True, False),
     "msvae_speaker_follower": ("MS-VAE-speaker-follower (MS-VAE labels D_u)", True, True),
+    "speaker_paired": ("speaker (paired only), 1200 updates", False, False),
+    "speaker_paired_seed1": ("speaker (paired only), 1200 updates, seed 1", False, False),
+    "speaker_paired_seed2": ("speaker (paired only), 1200 updates, seed 2", False, False),
+    "speaker_selftrain": ("speaker self-trained (its own labels of D_u)", False, True),
+    "speaker_selftrain_seed1": ("speaker self-trained, seed 1", False, True),
+    "speaker_selftrain_seed2": ("speaker self-trained, seed 2", False, True),
+    "speaker_msvae_labels": ("speaker on MS-VAE labels of D_u (gamma = 1, alpha = 10)", False, True),
+    "speaker_msvae_labels_seed1": ("speaker on MS-VAE labels of D_u, seed 1", False, True),
+    "speaker_msvae_labels_seed2": ("speaker on MS-VAE labels of D_u, seed 2", False, True),
 }
 
 #: method -> its runs on seeds 0, 1, 2; App. D's statistics: mean over three seeds and one-sided t-tests
@@ -67,6 +76,14 @@ SEED_GROUPS = {
     "MS-VAE full, gamma = 1": ["msvae_gamma1", "msvae_gamma1_seed1", "msvae_gamma1_seed2"],
     "MS-VAE full, gamma = 1, alpha = 10": ["msvae_gamma1_alpha10", "msvae_gamma1_alpha10_seed1",
                                            "msvae_gamma1_alpha10_seed2"],
+}
+#: the baseline speaker's seeds: paired only (the reference), and with D_u labelled for it (pseudo_labels)
+SPEAKER_SEED_GROUPS = {
+    "speaker, paired only": ["speaker_paired", "speaker_paired_seed1", "speaker_paired_seed2"],
+    "speaker self-trained (labels: the baseline speaker)": ["speaker_selftrain", "speaker_selftrain_seed1",
+                                                             "speaker_selftrain_seed2"],
+    "speaker on MS-VAE labels (gamma = 1, alpha = 10)": ["speaker_msvae_labels", "speaker_msvae_labels_seed1",
+                                                         "speaker_msvae_labels_seed2"],
 }
 SEED_METRICS = {
     "test SR": lambda row: (row["test"] or {}).get("success_rate"),
@@ -142,6 +159,29 @@ def bleu_checkpoint(row: dict) -> str:
     return f"best valid BLEU (update {row['best']['step']})"
 
 
+def seed_lines(seeds: dict[str, dict], reference: str) -> list[str]:
+    """A markdown table of :func:`seed_statistics`, with only the metrics some method has values for."""
+    metrics = [m for m in SEED_METRICS if any(by_metric[m]["n"] for by_metric in seeds.values())]
+    if not metrics:
+        return []
+    lines = ["", f"Over seeds (mean +- sd, n; p: one-sided t-test of 'greater than {reference}', two-sided "
+             "in brackets):", "", "| method | " + " | ".join(metrics) + " |", "| --- |" + " --- |" * len(metrics)]
+    for method, by_metric in seeds.items():
+        cells = []
+        for metric in metrics:
+            entry = by_metric[metric]
+            if not entry["n"]:
+                cells.append("-")
+                continue
+            cell = f"{entry['mean']:.3g}" + (f" +- {entry['sd']:.2g}" if entry["sd"] is not None else "")
+            cell += f" (n = {entry['n']})"
+            if entry.get("p_greater_than_paired_only") is not None:
+                cell += f", p = {entry['p_greater_than_paired_only']:.2g} [{entry['p_two_sided']:.2g}]"
+            cells.append(cell)
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", default="runs/bosslocal")
@@ -172,8 +212,9 @@ def main() -> None:
     floor = random_floor(level, args.floor_episodes)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     seeds = seed_statistics(rows, groups)
-    Path(f"{args.out}.json").write_text(json.dumps({"level": level, "runs": rows, "floor": floor, "seeds": seeds},
-                                                   indent=2))
+    speaker_seeds = {} if args.grid else seed_statistics(rows, SPEAKER_SEED_GROUPS)
+    Path(f"{args.out}.json").write_text(json.dumps(
+        {"level": level, "runs": rows, "floor": floor, "seeds": seeds, "speaker_seeds": speaker_seeds}, indent=2))
     lines = [
         "| method | test SR | mean steps | mean reward | valid SR, App. D protocol | test BLEU-4 | BLEU checkpoint "
         "| updates |",
@@ -192,21 +233,9 @@ def main() -> None:
             f"| floor: {name.replace('_', ' ')} | {summary['success_rate']:.3f} | {summary['mean_steps']:.1f} | "
             f"{summary['mean_reward']:.3f} | - | - | - | - |"
         )
-    lines += ["", f"Over seeds (mean +- sd, n; p: one-sided t-test of 'greater than {next(iter(groups))}', two-sided "
-              "in brackets):", "", "| method | " + " | ".join(SEED_METRICS) + " |",
-              "| --- |" + " --- |" * len(SEED_METRICS)]
-    for method, by_metric in seeds.items():
-        cells = []
-        for entry in by_metric.values():
-            if not entry["n"]:
-                cells.append("-")
-                continue
-            cell = f"{entry['mean']:.3g}" + (f" +- {entry['sd']:.2g}" if entry["sd"] is not None else "")
-            cell += f" (n = {entry['n']})"
-            if entry.get("p_greater_than_paired_only") is not None:
-                cell += f", p = {entry['p_greater_than_paired_only']:.2g} [{entry['p_two_sided']:.2g}]"
-            cells.append(cell)
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    lines += seed_lines(seeds, next(iter(groups)))
+    if not args.grid:
+        lines += seed_lines(speaker_seeds, next(iter(SPEAKER_SEED_GROUPS)))
     Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

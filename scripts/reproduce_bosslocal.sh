@@ -69,6 +69,22 @@ python scripts/probe_speaker.py --demos data/bosslocal_100k --model "speaker (ba
   --model "MS-VAE full (gamma 100)=runs/bosslocal/msvae/best" \
   --model "MS-VAE gamma 1=runs/bosslocal/msvae_gamma1/best_speaker" \
   --model "MS-VAE gamma 1, alpha 10=runs/bosslocal/msvae_gamma1_alpha10/best_speaker" --out results/speaker_probe.json
+# Session 5. Follower-rescored speaking (msvae_hf.pragmatics): 8 beam candidates, lam chosen on valid.
+bash scripts/pragmatic_bosslocal.sh results/pragmatic_k8.json
+# Self-training the speaker on the unpaired trajectories: the baseline speaker's own labels (data/pseudo_speaker,
+# above) or the gamma = 1, alpha = 10 MS-VAE's; three seeds each, against the paired-only speaker with the
+# same 1200-update budget.
+python scripts/label_unpaired.py --speaker runs/bosslocal/msvae_gamma1_alpha10/best_speaker \
+  --demos data/bosslocal_100k --out data/pseudo_msvae_gamma1_alpha10
+for k in 0 1 2; do
+  S="--seed $k"; sfx=$([ "$k" = 0 ] && echo "" || echo "_seed$k")
+  python scripts/train.py --config configs/speaker_bosslocal.yaml $T $S --demos data/bosslocal_100k \
+    --max-updates 1200 --output-dir runs/bosslocal/speaker_paired$sfx
+  python scripts/train.py --config configs/speaker_selftrain_bosslocal.yaml $T $S \
+    --output-dir runs/bosslocal/speaker_selftrain$sfx
+  python scripts/train.py --config configs/speaker_msvae_labels_bosslocal.yaml $T $S \
+    --output-dir runs/bosslocal/speaker_msvae_labels$sfx
+done
 # Tables and curves.
 python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal
 python scripts/plot_curves.py runs/bosslocal/follower runs/bosslocal/speaker runs/bosslocal/msvae_paired \

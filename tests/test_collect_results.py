@@ -76,3 +76,19 @@ def test_grid_runs_without_reference_is_an_error(tmp_path):
     (tmp_path / "msvae_gamma1_seed0" / "results.json").write_text("{}")
     with pytest.raises(SystemExit, match="msvae_paired"):
         module.grid_runs(tmp_path)
+
+
+def test_speaker_seed_table_has_only_the_bleu_column():
+    """Speaker runs have no SR and no best_speaker/: their table shows BLEU of best/ (best by valid BLEU)."""
+    module = load_script("collect_results")
+    speaker_row = lambda bleu: {"test": None, "test_bleu": bleu, "test_bleu_of_best": None, "best_speaker": None}
+    names = list(module.SPEAKER_SEED_GROUPS.values())
+    rows = {name: speaker_row(24.0 + i + 2.0 * g) for g, group in enumerate(names) for i, name in enumerate(group)}
+    stats = module.seed_statistics(rows, module.SPEAKER_SEED_GROUPS)
+    lines = module.seed_lines(stats, "speaker, paired only")
+    assert lines[3] == "| method | test BLEU of best/ |"
+    reference, second = list(module.SPEAKER_SEED_GROUPS)[:2]
+    assert lines[5].startswith(f"| {reference} | 25 +- 1 (n = 3) |")
+    p = student_p_greater([26.0, 27.0, 28.0], [24.0, 25.0, 26.0])
+    assert f"| {second} | 27 +- 1 (n = 3), p = {p:.2g}" in lines[6]
+    assert module.seed_lines(module.seed_statistics({}, module.SPEAKER_SEED_GROUPS), "x") == []

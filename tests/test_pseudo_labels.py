@@ -86,5 +86,25 @@ def test_follower_trains_on_the_union(pseudo, tiny_demos, tmp_path, monkeypatch)
     assert len(paired) == 10 + len(labelled)
     assert list(paired["seed"])[10:] == list(unpaired["seed"])
     assert list(paired["instruction"])[10:] == list(labelled["instruction"])
-    with pytest.raises(ValueError, match="model_type: follower"):
+    with pytest.raises(ValueError, match="model_type: follower or speaker"):
         training.load_config(None, {"model_type": "msvae", "pseudo_labels": str(pseudo)})
+
+
+def test_speaker_self_trains_on_the_union(pseudo, tiny_demos, tmp_path, monkeypatch):
+    """A speaker with pseudo_labels reads paired + pseudo-paired rows, and learns the pseudo-labels too."""
+    batches: list[list[str]] = []
+    init = training.StepSampler.__init__
+    sizes: list[int] = []
+
+    def recording_init(self, dataset, *args, **kwargs):
+        sizes.append(len(dataset))
+        batches.append(list(dataset["instruction"]))
+        init(self, dataset, *args, **kwargs)
+
+    monkeypatch.setattr(training.StepSampler, "__init__", recording_init)
+    run = tmp_path / "self_trained_speaker"
+    results = train_tiny("speaker", run, tiny_demos, pseudo_labels=str(pseudo), max_updates=2, eval_every=2,
+                         checkpoint_every=2)
+    assert sizes == [TINY_COUNTS["paired"] + TINY_COUNTS["unpaired"]]
+    assert batches[0][TINY_COUNTS["paired"]:] == list(load_from_disk(str(pseudo))["instruction"])
+    assert "test_bleu" in results and (run / "best" / "config.json").is_file()
