@@ -64,8 +64,15 @@ RUNS = {
     "speaker_selftrain_seed1": ("speaker self-trained, seed 1", False, True),
     "speaker_selftrain_seed2": ("speaker self-trained, seed 2", False, True),
     "speaker_msvae_labels": ("speaker on MS-VAE labels of D_u (gamma = 1, alpha = 10)", False, True),
-    "speaker_msvae_labels_seed1": ("speaker on MS-VAE labels of D_u, seed 1", False, True),
-    "speaker_msvae_labels_seed2": ("speaker on MS-VAE labels of D_u, seed 2", False, True),
+    "speaker_front_paired": ("speaker, front-cell pre-training on the paired trajectories", False, False),
+    "speaker_front_paired_seed1": ("speaker, front-cell pre-training on the paired trajectories, seed 1", False, False),
+    "speaker_front_paired_seed2": ("speaker, front-cell pre-training on the paired trajectories, seed 2", False, False),
+    "speaker_front_unpaired": ("speaker, front-cell pre-training on D_u", False, True),
+    "speaker_front_unpaired_seed1": ("speaker, front-cell pre-training on D_u, seed 1", False, True),
+    "speaker_front_unpaired_seed2": ("speaker, front-cell pre-training on D_u, seed 2", False, True),
+    "speaker_front_selftrain": ("speaker, front-cell pre-training on D_u, self-trained on its labels", False, True),
+    "speaker_front_selftrain_seed1": ("speaker, front-cell pre-training on D_u, self-trained, seed 1", False, True),
+    "speaker_front_selftrain_seed2": ("speaker, front-cell pre-training on D_u, self-trained, seed 2", False, True),
 }
 
 #: method -> its runs on seeds 0, 1, 2; App. D's statistics: mean over three seeds and one-sided t-tests
@@ -82,8 +89,24 @@ SPEAKER_SEED_GROUPS = {
     "speaker, paired only": ["speaker_paired", "speaker_paired_seed1", "speaker_paired_seed2"],
     "speaker self-trained (labels: the baseline speaker)": ["speaker_selftrain", "speaker_selftrain_seed1",
                                                              "speaker_selftrain_seed2"],
-    "speaker on MS-VAE labels (gamma = 1, alpha = 10)": ["speaker_msvae_labels", "speaker_msvae_labels_seed1",
-                                                         "speaker_msvae_labels_seed2"],
+    "speaker on MS-VAE labels (gamma = 1, alpha = 10)": ["speaker_msvae_labels"],
+    "speaker, front-cell pre-training on the paired trajectories": [
+        "speaker_front_paired", "speaker_front_paired_seed1", "speaker_front_paired_seed2"],
+    "speaker, front-cell pre-training on D_u": [
+        "speaker_front_unpaired", "speaker_front_unpaired_seed1", "speaker_front_unpaired_seed2"],
+}
+#: what the unpaired trajectories add to the front-cell pre-training: the same task on the paired ones first
+FRONT_SEED_GROUPS = {
+    "speaker, front-cell pre-training on the paired trajectories": SPEAKER_SEED_GROUPS[
+        "speaker, front-cell pre-training on the paired trajectories"],
+    "speaker, front-cell pre-training on D_u": SPEAKER_SEED_GROUPS["speaker, front-cell pre-training on D_u"],
+}
+#: self-training with a grounded teacher (the seed-0 front-cell speaker labels D_u) against the same
+#: pre-trained speakers trained on the pairs alone
+SELFTRAIN_SEED_GROUPS = {
+    "speaker, front-cell pre-training on D_u": SPEAKER_SEED_GROUPS["speaker, front-cell pre-training on D_u"],
+    "the same, self-trained on the seed-0 speaker's labels of D_u": [
+        "speaker_front_selftrain", "speaker_front_selftrain_seed1", "speaker_front_selftrain_seed2"],
 }
 SEED_METRICS = {
     "test SR": lambda row: (row["test"] or {}).get("success_rate"),
@@ -212,9 +235,11 @@ def main() -> None:
     floor = random_floor(level, args.floor_episodes)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     seeds = seed_statistics(rows, groups)
-    speaker_seeds = {} if args.grid else seed_statistics(rows, SPEAKER_SEED_GROUPS)
+    extra = {} if args.grid else {"speaker_seeds": SPEAKER_SEED_GROUPS, "front_seeds": FRONT_SEED_GROUPS,
+                                  "selftrain_seeds": SELFTRAIN_SEED_GROUPS}
+    extra = {key: seed_statistics(rows, table) for key, table in extra.items()}
     Path(f"{args.out}.json").write_text(json.dumps(
-        {"level": level, "runs": rows, "floor": floor, "seeds": seeds, "speaker_seeds": speaker_seeds}, indent=2))
+        {"level": level, "runs": rows, "floor": floor, "seeds": seeds, **extra}, indent=2))
     lines = [
         "| method | test SR | mean steps | mean reward | valid SR, App. D protocol | test BLEU-4 | BLEU checkpoint "
         "| updates |",
@@ -234,8 +259,8 @@ def main() -> None:
             f"{summary['mean_reward']:.3f} | - | - | - | - |"
         )
     lines += seed_lines(seeds, next(iter(groups)))
-    if not args.grid:
-        lines += seed_lines(speaker_seeds, next(iter(SPEAKER_SEED_GROUPS)))
+    for stats in extra.values():
+        lines += seed_lines(stats, next(iter(stats)))
     Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -72,19 +72,34 @@ python scripts/probe_speaker.py --demos data/bosslocal_100k --model "speaker (ba
 # Session 5. Follower-rescored speaking (msvae_hf.pragmatics): 8 beam candidates, lam chosen on valid.
 bash scripts/pragmatic_bosslocal.sh results/pragmatic_k8.json
 # Self-training the speaker on the unpaired trajectories: the baseline speaker's own labels (data/pseudo_speaker,
-# above) or the gamma = 1, alpha = 10 MS-VAE's; three seeds each, against the paired-only speaker with the
-# same 1200-update budget.
+# above), three seeds, or the gamma = 1, alpha = 10 MS-VAE's (one seed), against the paired-only speaker with
+# the same 1200-update budget. Then the self-supervised front-cell pre-training of the speaker's encoders on
+# the unpaired trajectories, or on the paired ones only (the control), three seeds each.
 python scripts/label_unpaired.py --speaker runs/bosslocal/msvae_gamma1_alpha10/best_speaker \
   --demos data/bosslocal_100k --out data/pseudo_msvae_gamma1_alpha10
+python scripts/train.py --config configs/speaker_msvae_labels_bosslocal.yaml $T
 for k in 0 1 2; do
   S="--seed $k"; sfx=$([ "$k" = 0 ] && echo "" || echo "_seed$k")
   python scripts/train.py --config configs/speaker_bosslocal.yaml $T $S --demos data/bosslocal_100k \
     --max-updates 1200 --output-dir runs/bosslocal/speaker_paired$sfx
   python scripts/train.py --config configs/speaker_selftrain_bosslocal.yaml $T $S \
     --output-dir runs/bosslocal/speaker_selftrain$sfx
-  python scripts/train.py --config configs/speaker_msvae_labels_bosslocal.yaml $T $S \
-    --output-dir runs/bosslocal/speaker_msvae_labels$sfx
+  for sp in unpaired paired; do
+    python scripts/pretrain_speaker.py --demos data/bosslocal_100k --split $sp --updates 600 $S $T \
+      --config configs/speaker_bosslocal.yaml --out runs/bosslocal/speaker_init_front_$sp$sfx
+    python scripts/train.py --config configs/speaker_front_${sp}_bosslocal.yaml $T $S \
+      --init-from runs/bosslocal/speaker_init_front_$sp$sfx --output-dir runs/bosslocal/speaker_front_$sp$sfx
+  done
 done
+# Session 6. Self-training with a grounded teacher: the front-cell pre-trained speaker (seed 0) labels the
+# first 40k unpaired trajectories; students start from the seed-0 and seed-1 pre-trained encoders.
+python scripts/label_unpaired.py --speaker runs/bosslocal/speaker_front_unpaired/best --demos data/bosslocal_100k \
+  --num-unpaired 40000 --out data/pseudo_speaker_front
+python scripts/train.py --config configs/speaker_front_selftrain_bosslocal.yaml $T --seed 0
+python scripts/train.py --config configs/speaker_front_selftrain_bosslocal.yaml $T --seed 1 \
+  --init-from runs/bosslocal/speaker_init_front_unpaired_seed1 --output-dir runs/bosslocal/speaker_front_selftrain_seed1
+python scripts/train.py --config configs/speaker_front_selftrain_bosslocal.yaml $T --seed 2 \
+  --init-from runs/bosslocal/speaker_init_front_unpaired_seed2 --output-dir runs/bosslocal/speaker_front_selftrain_seed2
 # Tables and curves.
 python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal
 python scripts/plot_curves.py runs/bosslocal/follower runs/bosslocal/speaker runs/bosslocal/msvae_paired \
