@@ -73,6 +73,8 @@ RUNS = {
     "speaker_front_selftrain": ("speaker, front-cell pre-training on D_u, self-trained on its labels", False, True),
     "speaker_front_selftrain_seed1": ("speaker, front-cell pre-training on D_u, self-trained, seed 1", False, True),
     "speaker_front_selftrain_seed2": ("speaker, front-cell pre-training on D_u, self-trained, seed 2", False, True),
+    "speaker_front_selftrain2": ("speaker, front-cell pre-training on D_u, second round of self-training", False, True),
+    "speaker_front_selftrain2_seed1": ("speaker, front-cell pre-training on D_u, second round, seed 1", False, True),
 }
 
 #: method -> its runs on seeds 0, 1, 2; App. D's statistics: mean over three seeds and one-sided t-tests
@@ -107,6 +109,7 @@ SELFTRAIN_SEED_GROUPS = {
     "speaker, front-cell pre-training on D_u": SPEAKER_SEED_GROUPS["speaker, front-cell pre-training on D_u"],
     "the same, self-trained on the seed-0 speaker's labels of D_u": [
         "speaker_front_selftrain", "speaker_front_selftrain_seed1", "speaker_front_selftrain_seed2"],
+    "a second round (the seed-0 student labels D_u)": ["speaker_front_selftrain2", "speaker_front_selftrain2_seed1"],
 }
 SEED_METRICS = {
     "test SR": lambda row: (row["test"] or {}).get("success_rate"),

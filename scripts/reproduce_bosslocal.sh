@@ -100,6 +100,12 @@ python scripts/train.py --config configs/speaker_front_selftrain_bosslocal.yaml 
   --init-from runs/bosslocal/speaker_init_front_unpaired_seed1 --output-dir runs/bosslocal/speaker_front_selftrain_seed1
 python scripts/train.py --config configs/speaker_front_selftrain_bosslocal.yaml $T --seed 2 \
   --init-from runs/bosslocal/speaker_init_front_unpaired_seed2 --output-dir runs/bosslocal/speaker_front_selftrain_seed2
+# A second round: the first round's seed-0 student labels the same 40k; new students, seeds 0 and 1.
+python scripts/label_unpaired.py --speaker runs/bosslocal/speaker_front_selftrain/best --demos data/bosslocal_100k \
+  --num-unpaired 40000 --out data/pseudo_speaker_front2
+python scripts/train.py --config configs/speaker_front_selftrain2_bosslocal.yaml $T --seed 0
+python scripts/train.py --config configs/speaker_front_selftrain2_bosslocal.yaml $T --seed 1 \
+  --init-from runs/bosslocal/speaker_init_front_unpaired_seed1 --output-dir runs/bosslocal/speaker_front_selftrain2_seed1
 # Tables and curves.
 python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal
 python scripts/plot_curves.py runs/bosslocal/follower runs/bosslocal/speaker runs/bosslocal/msvae_paired \
