@@ -64,18 +64,20 @@ RUNS = {
     "speaker_selftrain_seed1": ("speaker self-trained, seed 1", False, True),
     "speaker_selftrain_seed2": ("speaker self-trained, seed 2", False, True),
     "speaker_msvae_labels": ("speaker on MS-VAE labels of D_u (gamma = 1, alpha = 10)", False, True),
-    "speaker_front_paired": ("speaker, front-cell pre-training on the paired trajectories", False, False),
-    "speaker_front_paired_seed1": ("speaker, front-cell pre-training on the paired trajectories, seed 1", False, False),
-    "speaker_front_paired_seed2": ("speaker, front-cell pre-training on the paired trajectories, seed 2", False, False),
-    "speaker_front_unpaired": ("speaker, front-cell pre-training on D_u", False, True),
-    "speaker_front_unpaired_seed1": ("speaker, front-cell pre-training on D_u, seed 1", False, True),
-    "speaker_front_unpaired_seed2": ("speaker, front-cell pre-training on D_u, seed 2", False, True),
-    "speaker_front_selftrain": ("speaker, front-cell pre-training on D_u, self-trained on its labels", False, True),
-    "speaker_front_selftrain_seed1": ("speaker, front-cell pre-training on D_u, self-trained, seed 1", False, True),
-    "speaker_front_selftrain_seed2": ("speaker, front-cell pre-training on D_u, self-trained, seed 2", False, True),
+    **{f"speaker_front_{split}{'' if k == 0 else f'_seed{k}'}": (
+        f"speaker, front-cell pre-training on {what}" + ("" if k == 0 else f", seed {k}"), False, split != "paired")
+       for split, what in (("paired", "the paired trajectories"), ("unpaired", "D_u"),
+                           ("selftrain", "D_u, self-trained on the seed-0 speaker's labels"))
+       for k in range(5)},
     "speaker_front_selftrain2": ("speaker, front-cell pre-training on D_u, second round of self-training", False, True),
     "speaker_front_selftrain2_seed1": ("speaker, front-cell pre-training on D_u, second round, seed 1", False, True),
 }
+
+
+def seed_runs(name: str, n: int) -> list[str]:
+    """``name`` on seeds 0..n-1: the run folders ``name``, ``name_seed1``, ..."""
+    return [name] + [f"{name}_seed{k}" for k in range(1, n)]
+
 
 #: method -> its runs on seeds 0, 1, 2; App. D's statistics: mean over three seeds and one-sided t-tests
 #: ("there is no difference in the means") against MS-VAE trained on paired data only
@@ -92,24 +94,21 @@ SPEAKER_SEED_GROUPS = {
     "speaker self-trained (labels: the baseline speaker)": ["speaker_selftrain", "speaker_selftrain_seed1",
                                                              "speaker_selftrain_seed2"],
     "speaker on MS-VAE labels (gamma = 1, alpha = 10)": ["speaker_msvae_labels"],
-    "speaker, front-cell pre-training on the paired trajectories": [
-        "speaker_front_paired", "speaker_front_paired_seed1", "speaker_front_paired_seed2"],
-    "speaker, front-cell pre-training on D_u": [
-        "speaker_front_unpaired", "speaker_front_unpaired_seed1", "speaker_front_unpaired_seed2"],
+    "speaker, front-cell pre-training on the paired trajectories": seed_runs("speaker_front_paired", 5),
+    "speaker, front-cell pre-training on D_u": seed_runs("speaker_front_unpaired", 5),
 }
-#: what the unpaired trajectories add to the front-cell pre-training: the same task on the paired ones first
+#: what the unpaired trajectories add to the best paired-only speaker (front-cell pre-training on the paired
+#: trajectories): the same task on D_u instead, then self-training on D_u labelled by the seed-0 D_u speaker
 FRONT_SEED_GROUPS = {
-    "speaker, front-cell pre-training on the paired trajectories": SPEAKER_SEED_GROUPS[
-        "speaker, front-cell pre-training on the paired trajectories"],
-    "speaker, front-cell pre-training on D_u": SPEAKER_SEED_GROUPS["speaker, front-cell pre-training on D_u"],
+    "speaker, front-cell pre-training on the paired trajectories": seed_runs("speaker_front_paired", 5),
+    "speaker, front-cell pre-training on D_u": seed_runs("speaker_front_unpaired", 5),
+    "front-cell on D_u, self-trained on the seed-0 speaker's labels of D_u": seed_runs("speaker_front_selftrain", 5),
 }
-#: self-training with a grounded teacher (the seed-0 front-cell speaker labels D_u) against the same
-#: pre-trained speakers trained on the pairs alone
+#: self-training with a grounded teacher against the same pre-trained speakers trained on the pairs alone
 SELFTRAIN_SEED_GROUPS = {
-    "speaker, front-cell pre-training on D_u": SPEAKER_SEED_GROUPS["speaker, front-cell pre-training on D_u"],
-    "the same, self-trained on the seed-0 speaker's labels of D_u": [
-        "speaker_front_selftrain", "speaker_front_selftrain_seed1", "speaker_front_selftrain_seed2"],
-    "a second round (the seed-0 student labels D_u)": ["speaker_front_selftrain2", "speaker_front_selftrain2_seed1"],
+    "speaker, front-cell pre-training on D_u": seed_runs("speaker_front_unpaired", 5),
+    "the same, self-trained on the seed-0 speaker's labels of D_u": seed_runs("speaker_front_selftrain", 5),
+    "a second round (the seed-0 student labels D_u)": seed_runs("speaker_front_selftrain2", 2),
 }
 SEED_METRICS = {
     "test SR": lambda row: (row["test"] or {}).get("success_rate"),

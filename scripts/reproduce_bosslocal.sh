@@ -100,6 +100,17 @@ python scripts/train.py --config configs/speaker_front_selftrain_bosslocal.yaml 
   --init-from runs/bosslocal/speaker_init_front_unpaired_seed1 --output-dir runs/bosslocal/speaker_front_selftrain_seed1
 python scripts/train.py --config configs/speaker_front_selftrain_bosslocal.yaml $T --seed 2 \
   --init-from runs/bosslocal/speaker_init_front_unpaired_seed2 --output-dir runs/bosslocal/speaker_front_selftrain_seed2
+# Seeds 3 and 4 of the front-cell speakers (paired trajectories, D_u) and of the self-trained one.
+for k in 3 4; do
+  for sp in unpaired paired; do
+    python scripts/pretrain_speaker.py --demos data/bosslocal_100k --split $sp --updates 600 --seed $k $T \
+      --config configs/speaker_bosslocal.yaml --out runs/bosslocal/speaker_init_front_${sp}_seed$k
+    python scripts/train.py --config configs/speaker_front_${sp}_bosslocal.yaml $T --seed $k \
+      --init-from runs/bosslocal/speaker_init_front_${sp}_seed$k --output-dir runs/bosslocal/speaker_front_${sp}_seed$k
+  done
+  python scripts/train.py --config configs/speaker_front_selftrain_bosslocal.yaml $T --seed $k \
+    --init-from runs/bosslocal/speaker_init_front_unpaired_seed$k --output-dir runs/bosslocal/speaker_front_selftrain_seed$k
+done
 # A second round: the first round's seed-0 student labels the same 40k; new students, seeds 0 and 1.
 python scripts/label_unpaired.py --speaker runs/bosslocal/speaker_front_selftrain/best --demos data/bosslocal_100k \
   --num-unpaired 40000 --out data/pseudo_speaker_front2
@@ -136,3 +147,33 @@ python scripts/compare_speakers.py --demos data/bosslocal_100k \
   --speaker "MS-VAE full, V trains q(z|a,o) only=runs/bosslocal/msvae_fixeddec/best_speaker" \
   --speaker "MS-VAE gamma = 1, V trains q(z|a,o) only=runs/bosslocal/msvae_gamma1_fixeddec/best_speaker" \
   --out results/bosslocal_speakers.json
+# Session 6 tables: the front-cell and self-training speakers alone (results/bosslocal_front.{json,md}; with
+# every run above on disk the same rows are also in results/bosslocal), their BLEU with the paired bootstrap
+# and the action / object sequences right on the test pairs, and on the training pairs (memorisation).
+python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal_front
+F=runs/bosslocal
+python scripts/compare_speakers.py --demos data/bosslocal_100k \
+  --speaker "speaker, paired only=$F/speaker_paired/best" --speaker "speaker, paired only, seed 1=$F/speaker_paired_seed1/best" \
+  --speaker "speaker, paired only, seed 2=$F/speaker_paired_seed2/best" \
+  --speaker "front-cell on paired trajectories=$F/speaker_front_paired/best" \
+  --speaker "front-cell on paired trajectories, seed 1=$F/speaker_front_paired_seed1/best" \
+  --speaker "front-cell on paired trajectories, seed 2=$F/speaker_front_paired_seed2/best" \
+  --speaker "front-cell on D_u=$F/speaker_front_unpaired/best" \
+  --speaker "front-cell on D_u, seed 1=$F/speaker_front_unpaired_seed1/best" \
+  --speaker "front-cell on D_u, seed 2=$F/speaker_front_unpaired_seed2/best" \
+  --speaker "front-cell on D_u, self-trained=$F/speaker_front_selftrain/best" \
+  --speaker "front-cell on D_u, self-trained, seed 1=$F/speaker_front_selftrain_seed1/best" \
+  --speaker "front-cell on D_u, self-trained, seed 2=$F/speaker_front_selftrain_seed2/best" \
+  --speaker "front-cell on paired trajectories, seed 3=$F/speaker_front_paired_seed3/best" \
+  --speaker "front-cell on paired trajectories, seed 4=$F/speaker_front_paired_seed4/best" \
+  --speaker "front-cell on D_u, seed 3=$F/speaker_front_unpaired_seed3/best" \
+  --speaker "front-cell on D_u, seed 4=$F/speaker_front_unpaired_seed4/best" \
+  --speaker "front-cell on D_u, self-trained, seed 3=$F/speaker_front_selftrain_seed3/best" \
+  --speaker "front-cell on D_u, self-trained, seed 4=$F/speaker_front_selftrain_seed4/best" \
+  --speaker "front-cell on D_u, second round=$F/speaker_front_selftrain2/best" \
+  --speaker "front-cell on D_u, second round, seed 1=$F/speaker_front_selftrain2_seed1/best" \
+  --out results/bosslocal_speakers_front.json
+python scripts/compare_speakers.py --demos data/bosslocal_100k --split paired \
+  --speaker "speaker, paired only=$F/speaker_paired/best" --speaker "front-cell on D_u=$F/speaker_front_unpaired/best" \
+  --speaker "front-cell on D_u, self-trained=$F/speaker_front_selftrain/best" \
+  --out results/bosslocal_speakers_front_train_pairs.json
