@@ -64,6 +64,9 @@ RUNS = {
     "speaker_selftrain_seed1": ("speaker self-trained, seed 1", False, True),
     "speaker_selftrain_seed2": ("speaker self-trained, seed 2", False, True),
     "speaker_msvae_labels": ("speaker on MS-VAE labels of D_u (gamma = 1, alpha = 10)", False, True),
+    **{f"speaker_paired_selftrain{'' if k == 0 else f'_seed{k}'}": (
+        "speaker self-trained on the 1200-update speaker's labels of 40k of D_u" + ("" if k == 0 else f", seed {k}"),
+        False, True) for k in range(3)},
     **{f"speaker_front_{split}{'' if k == 0 else f'_seed{k}'}": (
         f"speaker, front-cell pre-training on {what}" + ("" if k == 0 else f", seed {k}"), False, split != "paired")
        for split, what in (("paired", "the paired trajectories"), ("unpaired", "D_u"),
@@ -103,6 +106,11 @@ FRONT_SEED_GROUPS = {
     "speaker, front-cell pre-training on the paired trajectories": seed_runs("speaker_front_paired", 5),
     "speaker, front-cell pre-training on D_u": seed_runs("speaker_front_unpaired", 5),
     "front-cell on D_u, self-trained on the seed-0 speaker's labels of D_u": seed_runs("speaker_front_selftrain", 5),
+}
+#: self-training without pre-training: the seed-0 paired-only speaker labels 40k of D_u for fresh students
+PAIRED_SELFTRAIN_SEED_GROUPS = {
+    "speaker, paired only": seed_runs("speaker_paired", 3),
+    "the same, self-trained on the seed-0 speaker's labels of D_u": seed_runs("speaker_paired_selftrain", 3),
 }
 #: self-training with a grounded teacher against the same pre-trained speakers trained on the pairs alone
 SELFTRAIN_SEED_GROUPS = {
@@ -238,7 +246,8 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     seeds = seed_statistics(rows, groups)
     extra = {} if args.grid else {"speaker_seeds": SPEAKER_SEED_GROUPS, "front_seeds": FRONT_SEED_GROUPS,
-                                  "selftrain_seeds": SELFTRAIN_SEED_GROUPS}
+                                  "selftrain_seeds": SELFTRAIN_SEED_GROUPS,
+                                  "paired_selftrain_seeds": PAIRED_SELFTRAIN_SEED_GROUPS}
     extra = {key: seed_statistics(rows, table) for key, table in extra.items()}
     Path(f"{args.out}.json").write_text(json.dumps(
         {"level": level, "runs": rows, "floor": floor, "seeds": seeds, **extra}, indent=2))

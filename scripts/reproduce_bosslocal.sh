@@ -111,6 +111,14 @@ for k in 3 4; do
   python scripts/train.py --config configs/speaker_front_selftrain_bosslocal.yaml $T --seed $k \
     --init-from runs/bosslocal/speaker_init_front_unpaired_seed$k --output-dir runs/bosslocal/speaker_front_selftrain_seed$k
 done
+# The control without pre-training: the paired-only speaker (seed 0) labels the same 40k; fresh students.
+python scripts/label_unpaired.py --speaker runs/bosslocal/speaker_paired/best --demos data/bosslocal_100k \
+  --num-unpaired 40000 --out data/pseudo_speaker_paired
+for k in 0 1 2; do
+  sfx=$([ "$k" = 0 ] && echo "" || echo "_seed$k")
+  python scripts/train.py --config configs/speaker_paired_selftrain_bosslocal.yaml $T --seed $k \
+    --output-dir runs/bosslocal/speaker_paired_selftrain$sfx
+done
 # A second round: the first round's seed-0 student labels the same 40k; new students, seeds 0 and 1.
 python scripts/label_unpaired.py --speaker runs/bosslocal/speaker_front_selftrain/best --demos data/bosslocal_100k \
   --num-unpaired 40000 --out data/pseudo_speaker_front2
@@ -155,6 +163,9 @@ F=runs/bosslocal
 python scripts/compare_speakers.py --demos data/bosslocal_100k \
   --speaker "speaker, paired only=$F/speaker_paired/best" --speaker "speaker, paired only, seed 1=$F/speaker_paired_seed1/best" \
   --speaker "speaker, paired only, seed 2=$F/speaker_paired_seed2/best" \
+  --speaker "paired-only speaker, self-trained=$F/speaker_paired_selftrain/best" \
+  --speaker "paired-only speaker, self-trained, seed 1=$F/speaker_paired_selftrain_seed1/best" \
+  --speaker "paired-only speaker, self-trained, seed 2=$F/speaker_paired_selftrain_seed2/best" \
   --speaker "front-cell on paired trajectories=$F/speaker_front_paired/best" \
   --speaker "front-cell on paired trajectories, seed 1=$F/speaker_front_paired_seed1/best" \
   --speaker "front-cell on paired trajectories, seed 2=$F/speaker_front_paired_seed2/best" \
