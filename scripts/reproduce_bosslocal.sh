@@ -78,46 +78,36 @@ bash scripts/pragmatic_bosslocal.sh results/pragmatic_k8.json
 python scripts/label_unpaired.py --speaker runs/bosslocal/msvae_gamma1_alpha10/best_speaker \
   --demos data/bosslocal_100k --out data/pseudo_msvae_gamma1_alpha10
 python scripts/train.py --config configs/speaker_msvae_labels_bosslocal.yaml $T
+sfx() { [ "$1" = 0 ] || echo "_seed$1"; }  # run folder suffix of seed k
 for k in 0 1 2; do
-  S="--seed $k"; sfx=$([ "$k" = 0 ] && echo "" || echo "_seed$k")
-  python scripts/train.py --config configs/speaker_bosslocal.yaml $T $S --demos data/bosslocal_100k \
-    --max-updates 1200 --output-dir runs/bosslocal/speaker_paired$sfx
-  python scripts/train.py --config configs/speaker_selftrain_bosslocal.yaml $T $S \
-    --output-dir runs/bosslocal/speaker_selftrain$sfx
+  python scripts/train.py --config configs/speaker_bosslocal.yaml $T --seed $k --demos data/bosslocal_100k \
+    --max-updates 1200 --output-dir runs/bosslocal/speaker_paired$(sfx $k)
+  python scripts/train.py --config configs/speaker_selftrain_bosslocal.yaml $T --seed $k \
+    --output-dir runs/bosslocal/speaker_selftrain$(sfx $k)
+done
+# Front-cell pre-training on D_u or on the paired trajectories, then the pairs (seeds 0-2 in session 5, 3-4 in 6).
+for k in 0 1 2 3 4; do
   for sp in unpaired paired; do
-    python scripts/pretrain_speaker.py --demos data/bosslocal_100k --split $sp --updates 600 $S $T \
-      --config configs/speaker_bosslocal.yaml --out runs/bosslocal/speaker_init_front_$sp$sfx
-    python scripts/train.py --config configs/speaker_front_${sp}_bosslocal.yaml $T $S \
-      --init-from runs/bosslocal/speaker_init_front_$sp$sfx --output-dir runs/bosslocal/speaker_front_$sp$sfx
+    python scripts/pretrain_speaker.py --demos data/bosslocal_100k --split $sp --updates 600 --seed $k $T \
+      --config configs/speaker_bosslocal.yaml --out runs/bosslocal/speaker_init_front_$sp$(sfx $k)
+    python scripts/train.py --config configs/speaker_front_${sp}_bosslocal.yaml $T --seed $k \
+      --init-from runs/bosslocal/speaker_init_front_$sp$(sfx $k) --output-dir runs/bosslocal/speaker_front_$sp$(sfx $k)
   done
 done
 # Session 6. Self-training with a grounded teacher: the front-cell pre-trained speaker (seed 0) labels the
-# first 40k unpaired trajectories; students start from the seed-0 and seed-1 pre-trained encoders.
+# first 40k unpaired trajectories; each student starts from the pre-trained encoders of its seed.
 python scripts/label_unpaired.py --speaker runs/bosslocal/speaker_front_unpaired/best --demos data/bosslocal_100k \
   --num-unpaired 40000 --out data/pseudo_speaker_front
-python scripts/train.py --config configs/speaker_front_selftrain_bosslocal.yaml $T --seed 0
-python scripts/train.py --config configs/speaker_front_selftrain_bosslocal.yaml $T --seed 1 \
-  --init-from runs/bosslocal/speaker_init_front_unpaired_seed1 --output-dir runs/bosslocal/speaker_front_selftrain_seed1
-python scripts/train.py --config configs/speaker_front_selftrain_bosslocal.yaml $T --seed 2 \
-  --init-from runs/bosslocal/speaker_init_front_unpaired_seed2 --output-dir runs/bosslocal/speaker_front_selftrain_seed2
-# Seeds 3 and 4 of the front-cell speakers (paired trajectories, D_u) and of the self-trained one.
-for k in 3 4; do
-  for sp in unpaired paired; do
-    python scripts/pretrain_speaker.py --demos data/bosslocal_100k --split $sp --updates 600 --seed $k $T \
-      --config configs/speaker_bosslocal.yaml --out runs/bosslocal/speaker_init_front_${sp}_seed$k
-    python scripts/train.py --config configs/speaker_front_${sp}_bosslocal.yaml $T --seed $k \
-      --init-from runs/bosslocal/speaker_init_front_${sp}_seed$k --output-dir runs/bosslocal/speaker_front_${sp}_seed$k
-  done
+for k in 0 1 2 3 4; do
   python scripts/train.py --config configs/speaker_front_selftrain_bosslocal.yaml $T --seed $k \
-    --init-from runs/bosslocal/speaker_init_front_unpaired_seed$k --output-dir runs/bosslocal/speaker_front_selftrain_seed$k
+    --init-from runs/bosslocal/speaker_init_front_unpaired$(sfx $k) --output-dir runs/bosslocal/speaker_front_selftrain$(sfx $k)
 done
 # The control without pre-training: the paired-only speaker (seed 0) labels the same 40k; fresh students.
 python scripts/label_unpaired.py --speaker runs/bosslocal/speaker_paired/best --demos data/bosslocal_100k \
   --num-unpaired 40000 --out data/pseudo_speaker_paired
 for k in 0 1 2; do
-  sfx=$([ "$k" = 0 ] && echo "" || echo "_seed$k")
   python scripts/train.py --config configs/speaker_paired_selftrain_bosslocal.yaml $T --seed $k \
-    --output-dir runs/bosslocal/speaker_paired_selftrain$sfx
+    --output-dir runs/bosslocal/speaker_paired_selftrain$(sfx $k)
 done
 # A second round: the first round's seed-0 student labels the same 40k; new students, seeds 0 and 1.
 python scripts/label_unpaired.py --speaker runs/bosslocal/speaker_front_selftrain/best --demos data/bosslocal_100k \
@@ -160,30 +150,16 @@ python scripts/compare_speakers.py --demos data/bosslocal_100k \
 # and the action / object sequences right on the test pairs, and on the training pairs (memorisation).
 python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal_front
 F=runs/bosslocal
-python scripts/compare_speakers.py --demos data/bosslocal_100k \
-  --speaker "speaker, paired only=$F/speaker_paired/best" --speaker "speaker, paired only, seed 1=$F/speaker_paired_seed1/best" \
-  --speaker "speaker, paired only, seed 2=$F/speaker_paired_seed2/best" \
-  --speaker "paired-only speaker, self-trained=$F/speaker_paired_selftrain/best" \
-  --speaker "paired-only speaker, self-trained, seed 1=$F/speaker_paired_selftrain_seed1/best" \
-  --speaker "paired-only speaker, self-trained, seed 2=$F/speaker_paired_selftrain_seed2/best" \
-  --speaker "front-cell on paired trajectories=$F/speaker_front_paired/best" \
-  --speaker "front-cell on paired trajectories, seed 1=$F/speaker_front_paired_seed1/best" \
-  --speaker "front-cell on paired trajectories, seed 2=$F/speaker_front_paired_seed2/best" \
-  --speaker "front-cell on D_u=$F/speaker_front_unpaired/best" \
-  --speaker "front-cell on D_u, seed 1=$F/speaker_front_unpaired_seed1/best" \
-  --speaker "front-cell on D_u, seed 2=$F/speaker_front_unpaired_seed2/best" \
-  --speaker "front-cell on D_u, self-trained=$F/speaker_front_selftrain/best" \
-  --speaker "front-cell on D_u, self-trained, seed 1=$F/speaker_front_selftrain_seed1/best" \
-  --speaker "front-cell on D_u, self-trained, seed 2=$F/speaker_front_selftrain_seed2/best" \
-  --speaker "front-cell on paired trajectories, seed 3=$F/speaker_front_paired_seed3/best" \
-  --speaker "front-cell on paired trajectories, seed 4=$F/speaker_front_paired_seed4/best" \
-  --speaker "front-cell on D_u, seed 3=$F/speaker_front_unpaired_seed3/best" \
-  --speaker "front-cell on D_u, seed 4=$F/speaker_front_unpaired_seed4/best" \
-  --speaker "front-cell on D_u, self-trained, seed 3=$F/speaker_front_selftrain_seed3/best" \
-  --speaker "front-cell on D_u, self-trained, seed 4=$F/speaker_front_selftrain_seed4/best" \
-  --speaker "front-cell on D_u, second round=$F/speaker_front_selftrain2/best" \
-  --speaker "front-cell on D_u, second round, seed 1=$F/speaker_front_selftrain2_seed1/best" \
-  --out results/bosslocal_speakers_front.json
+speakers() {  # --speaker "LABEL[, seed k]=runs/bosslocal/RUN[_seed k]/best" for k = 0 .. N-1
+  for k in $(seq 0 $(($3 - 1))); do echo "--speaker"; echo "$1$([ $k = 0 ] || echo ", seed $k")=$F/$2$(sfx $k)/best"; done
+}
+mapfile -t args < <(speakers "speaker, paired only" speaker_paired 3
+  speakers "paired-only speaker, self-trained" speaker_paired_selftrain 3
+  speakers "front-cell on paired trajectories" speaker_front_paired 5
+  speakers "front-cell on D_u" speaker_front_unpaired 5
+  speakers "front-cell on D_u, self-trained" speaker_front_selftrain 5
+  speakers "front-cell on D_u, second round" speaker_front_selftrain2 2)
+python scripts/compare_speakers.py --demos data/bosslocal_100k "${args[@]}" --out results/bosslocal_speakers_front.json
 python scripts/compare_speakers.py --demos data/bosslocal_100k --split paired \
   --speaker "speaker, paired only=$F/speaker_paired/best" --speaker "front-cell on D_u=$F/speaker_front_unpaired/best" \
   --speaker "front-cell on D_u, self-trained=$F/speaker_front_selftrain/best" \
