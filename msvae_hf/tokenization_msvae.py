@@ -66,7 +66,10 @@ class MSVAETokenizer(PreTrainedTokenizerFast):
                 raise ValueError(f"vocab must map {token!r} to {token_id}, got {vocab.get(token)!r}")
         self.allow_unknown = allow_unknown
         tokenizer = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
-        tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()  # words, and "," as its own token
+        # words, and each "," as its own token: a speaker's decoded ", ," reads back as two commas
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation("isolated")]
+        )
         # The WordPiece decoder joins words with spaces and its cleanup glues the comma: "ball, then".
         tokenizer.decoder = decoders.WordPiece(prefix="##", cleanup=True)
         tokenizer.post_processor = processors.TemplateProcessing(

@@ -62,6 +62,16 @@ def test_encode_layout_and_comma(tok):
     assert tok.decode(ids, skip_special_tokens=True) == EXAMPLE
 
 
+def test_any_decoded_sequence_reads_back_the_same(tok):
+    """A speaker can emit any token sequence, e.g. two commas in a row; its decoded text (a pseudo-label) must
+    encode back to the same ids, not to one unknown word ",,"."""
+    words = [["go", "to", "the", "ball", ",", ",", "then", "open", "a", "door"], [",", "go", ",", ",", ","]]
+    ids = [tok.convert_tokens_to_ids(w) for w in words]
+    texts = tok.batch_decode(ids)
+    assert texts[0] == "go to the ball,, then open a door"
+    assert tok(texts, add_special_tokens=False)["input_ids"] == ids
+
+
 def test_save_load_round_trip(tok, tmp_path):
     tok.save_pretrained(tmp_path)
     loaded = MSVAETokenizer.from_pretrained(tmp_path)
