@@ -200,6 +200,8 @@ def seed_lines(seeds: dict[str, dict], reference: str) -> list[str]:
     lines = ["", f"Over seeds (mean +- sd, n; p: one-sided t-test of 'greater than {reference}', two-sided "
              "in brackets):", "", "| method | " + " | ".join(metrics) + " |", "| --- |" + " --- |" * len(metrics)]
     for method, by_metric in seeds.items():
+        if not any(by_metric[m]["n"] for m in metrics):
+            continue  # none of its runs is on disk
         cells = []
         for metric in metrics:
             entry = by_metric[metric]
