@@ -91,33 +91,33 @@ SEED_GROUPS = {
     "MS-VAE full, gamma = 1, alpha = 10": ["msvae_gamma1_alpha10", "msvae_gamma1_alpha10_seed1",
                                            "msvae_gamma1_alpha10_seed2"],
 }
-#: the baseline speaker's seeds: paired only (the reference), and with D_u labelled for it (pseudo_labels)
-SPEAKER_SEED_GROUPS = {
-    "speaker, paired only": ["speaker_paired", "speaker_paired_seed1", "speaker_paired_seed2"],
-    "speaker self-trained (labels: the baseline speaker)": ["speaker_selftrain", "speaker_selftrain_seed1",
-                                                             "speaker_selftrain_seed2"],
-    "speaker on MS-VAE labels (gamma = 1, alpha = 10)": ["speaker_msvae_labels"],
-    "speaker, front-cell pre-training on the paired trajectories": seed_runs("speaker_front_paired", 5),
-    "speaker, front-cell pre-training on D_u": seed_runs("speaker_front_unpaired", 5),
-}
+#: speaker methods -> their runs over seeds (the label of each is used in several tables below)
+PAIRED = ("speaker, paired only", seed_runs("speaker_paired", 3))
+FRONT_PAIRED = ("speaker, front-cell pre-training on the paired trajectories", seed_runs("speaker_front_paired", 5))
+FRONT_DU = ("speaker, front-cell pre-training on D_u", seed_runs("speaker_front_unpaired", 5))
+FRONT_SELFTRAIN = ("front-cell on D_u, self-trained on the seed-0 speaker's labels of D_u",
+                   seed_runs("speaker_front_selftrain", 5))
+#: the baseline speaker's seeds: paired only (the reference), with D_u labelled for it (pseudo_labels), and
+#: with its encoders pre-trained on the front-cell task
+SPEAKER_SEED_GROUPS = dict([
+    PAIRED,
+    ("speaker self-trained (labels: the baseline speaker)", seed_runs("speaker_selftrain", 3)),
+    ("speaker on MS-VAE labels (gamma = 1, alpha = 10)", ["speaker_msvae_labels"]),
+    FRONT_PAIRED,
+    FRONT_DU,
+])
 #: what the unpaired trajectories add to the best paired-only speaker (front-cell pre-training on the paired
 #: trajectories): the same task on D_u instead, then self-training on D_u labelled by the seed-0 D_u speaker
-FRONT_SEED_GROUPS = {
-    "speaker, front-cell pre-training on the paired trajectories": seed_runs("speaker_front_paired", 5),
-    "speaker, front-cell pre-training on D_u": seed_runs("speaker_front_unpaired", 5),
-    "front-cell on D_u, self-trained on the seed-0 speaker's labels of D_u": seed_runs("speaker_front_selftrain", 5),
-}
-#: self-training without pre-training: the seed-0 paired-only speaker labels 40k of D_u for fresh students
-PAIRED_SELFTRAIN_SEED_GROUPS = {
-    "speaker, paired only": seed_runs("speaker_paired", 3),
-    "the same, self-trained on the seed-0 speaker's labels of D_u": seed_runs("speaker_paired_selftrain", 3),
-}
+FRONT_SEED_GROUPS = dict([FRONT_PAIRED, FRONT_DU, FRONT_SELFTRAIN])
 #: self-training with a grounded teacher against the same pre-trained speakers trained on the pairs alone
-SELFTRAIN_SEED_GROUPS = {
-    "speaker, front-cell pre-training on D_u": seed_runs("speaker_front_unpaired", 5),
-    "the same, self-trained on the seed-0 speaker's labels of D_u": seed_runs("speaker_front_selftrain", 5),
-    "a second round (the seed-0 student labels D_u)": seed_runs("speaker_front_selftrain2", 2),
-}
+SELFTRAIN_SEED_GROUPS = dict([
+    FRONT_DU, FRONT_SELFTRAIN,
+    ("a second round (the seed-0 student labels D_u)", seed_runs("speaker_front_selftrain2", 2)),
+])
+#: self-training without pre-training: the seed-0 paired-only speaker labels 40k of D_u for fresh students
+PAIRED_SELFTRAIN_SEED_GROUPS = dict([
+    PAIRED, ("speaker self-trained on the seed-0 speaker's labels of D_u", seed_runs("speaker_paired_selftrain", 3)),
+])
 SEED_METRICS = {
     "test SR": lambda row: (row["test"] or {}).get("success_rate"),
     # BLEU of best/ (best by validation SR): every MS-VAE run has it, also those made before best_speaker/
