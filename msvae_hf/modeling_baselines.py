@@ -204,6 +204,14 @@ class FollowerMixin:
         """The memory the action decoder attends to, from an instruction: (memory [B, M, Dm], mask [B, M])."""
         raise NotImplementedError
 
+    def action_log_likelihood(self, input_ids, attention_mask, observations, directions, actions, trajectory_mask):
+        """Teacher-forced log p(a | y, o) = sum_t log p(a_t | y, o_1:t, a_1:t-1) (Eq. 5 with the instruction
+        memory): (log-likelihood [B], logits [B, T, A])."""
+        memory, memory_mask = self.instruction_memory(input_ids, attention_mask)
+        states = self.action_decoder.states(self.frame_features(observations, directions, trajectory_mask), actions)
+        logits = self.action_decoder.logits(states, memory, memory_mask)
+        return sequence_log_likelihood(logits, actions, trajectory_mask), logits
+
     def policy(self, tokenizer=None, greedy: bool = True, seed: int | None = None) -> FollowerPolicy:
         """A :class:`~msvae_hf.rollout.RolloutPolicy` for online control (reset / act with recurrent state)."""
         return FollowerPolicy(self, self._resolve_tokenizer(tokenizer), greedy=greedy, seed=seed)
@@ -305,6 +313,11 @@ class SpeakerMixin:
         self.check_input_ids(input_ids)
         logits = self.instruction_decoder(input_ids, memory, memory_mask, cache=cache)
         return SpeakerOutput(logits=logits, cache=cache)
+
+    def instruction_log_likelihood(self, input_ids, attention_mask, memory, memory_mask):
+        """Teacher-forced log p(y | memory) summed over tokens after <bos>: (log-likelihood [B], logits)."""
+        logits = self.decode_instruction(input_ids[:, :-1], memory, memory_mask).logits
+        return sequence_log_likelihood(logits, input_ids[:, 1:], attention_mask[:, 1:]), logits
 
     def prepare_inputs_for_generation(self, input_ids, cache=None, memory=None, memory_mask=None, **kwargs):
         """Feed only the tokens the cache has not seen, with the trajectory memory (expanded per beam)."""
@@ -419,10 +432,9 @@ class FollowerModel(FollowerMixin, MSVAEPreTrainedModel):
     ) -> FollowerOutput:
         """Imitation loss -log p(a | y, o) = -sum_t log p(a_t | y, o_1:t, a_1:t-1) (Eq. 5 with memory h_y)."""
         self.check_trajectory(observations, actions, trajectory_mask)
-        memory, memory_mask = self.instruction_memory(input_ids, attention_mask)
-        states = self.action_decoder.states(self.frame_features(observations, directions, trajectory_mask), actions)
-        logits = self.action_decoder.logits(states, memory, memory_mask)
-        ll = sequence_log_likelihood(logits, actions, trajectory_mask)
+        ll, logits = self.action_log_likelihood(
+            input_ids, attention_mask, observations, directions, actions, trajectory_mask
+        )
         return FollowerOutput(loss=-ll if reduction == "none" else -ll.mean(), log_likelihood=ll, logits=logits)
 
 
@@ -462,6 +474,5 @@ class SpeakerModel(SpeakerMixin, MSVAEPreTrainedModel, GenerationMixin):
             memory, memory_mask = self.trajectory_memory(observations, directions, actions, trajectory_mask)
         if attention_mask is None:  # decoding: logits for the new tokens only
             return self.decode_instruction(input_ids, memory, memory_mask, cache=cache)
-        out = self.decode_instruction(input_ids[:, :-1], memory, memory_mask)
-        ll = sequence_log_likelihood(out.logits, input_ids[:, 1:], attention_mask[:, 1:])
-        return SpeakerOutput(loss=-ll if reduction == "none" else -ll.mean(), log_likelihood=ll, logits=out.logits)
+        ll, logits = self.instruction_log_likelihood(input_ids, attention_mask, memory, memory_mask)
+        return SpeakerOutput(loss=-ll if reduction == "none" else -ll.mean(), log_likelihood=ll, logits=logits)

@@ -21,7 +21,6 @@ import torch
 
 from .data.collator import DemoCollator
 from .evaluation import iterate_batches
-from .losses import sequence_log_likelihood
 
 
 @dataclass
@@ -52,19 +51,16 @@ def speaker_log_likelihood(speaker: Any, trajectories: dict[str, torch.Tensor], 
         trajectories["observations"], trajectories["directions"], trajectories["actions"],
         trajectories["trajectory_mask"],
     )
-    logits = speaker.decode_instruction(input_ids[:, :-1], memory, memory_mask).logits
-    return sequence_log_likelihood(logits, input_ids[:, 1:], attention_mask[:, 1:])
+    return speaker.instruction_log_likelihood(input_ids, attention_mask, memory, memory_mask)[0]
 
 
 @torch.no_grad()
 def follower_log_likelihood(follower: Any, trajectories: dict[str, torch.Tensor], input_ids, attention_mask):
     """log p_F(a | y, o) summed over steps (Eq. 5), teacher forced: one value per row [N]."""
-    memory, memory_mask = follower.instruction_memory(input_ids, attention_mask)
-    mask = trajectories["trajectory_mask"]
-    features = follower.frame_features(trajectories["observations"], trajectories["directions"], mask)
-    states = follower.action_decoder.states(features, trajectories["actions"].long())
-    logits = follower.action_decoder.logits(states, memory, memory_mask)
-    return sequence_log_likelihood(logits, trajectories["actions"].long(), mask)
+    return follower.action_log_likelihood(
+        input_ids, attention_mask, trajectories["observations"], trajectories["directions"],
+        trajectories["actions"].long(), trajectories["trajectory_mask"],
+    )[0]
 
 
 def _same_vocabulary(speaker: Any, follower: Any) -> None:
