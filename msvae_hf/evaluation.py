@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .data.collator import DemoCollator, for_loader, read_rows
+from .data.collator import DemoCollator, for_loader, read_rows, without_instructions
 from .metrics import bleu, summarize_episodes
 from .rollout import EpisodeResult, evaluate_policy
 
@@ -80,8 +80,7 @@ def describe_dataset(
     was_training = model.training
     model.eval()
     texts: list[str] = []
-    batches = iterate_batches(dataset.remove_columns([c for c in ("instruction",) if c in dataset.column_names]),
-                              collator, batch_size)
+    batches = iterate_batches(without_instructions(dataset), collator, batch_size)
     if progress:
         from tqdm.auto import tqdm
 

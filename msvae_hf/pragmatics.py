@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from .data.collator import DemoCollator
+from .data.collator import DemoCollator, without_instructions
 from .evaluation import iterate_batches
 
 
@@ -96,7 +96,6 @@ def score_candidates(
     _same_vocabulary(speaker, follower)
     tokenizer = speaker._resolve_tokenizer(None)
     collator = DemoCollator(tokenizer)
-    trajectories = dataset.remove_columns([c for c in ("instruction",) if c in dataset.column_names])
     modes = [(m, m.training) for m in (speaker, follower)]
     for m, _ in modes:
         m.eval()
@@ -108,7 +107,7 @@ def score_candidates(
         generate_kwargs.update(num_beams=num_candidates)
     texts: list[list[str]] = []
     s_scores, f_scores = [], []
-    batches = iterate_batches(trajectories, collator, batch_size)
+    batches = iterate_batches(without_instructions(dataset), collator, batch_size)
     if progress:
         from tqdm.auto import tqdm
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data.collator import DemoCollator, for_loader, read_rows
+from .data.collator import DemoCollator, for_loader, read_rows, without_instructions
 
 FRONT_CELL = (3, 5)  # minigrid's egocentric view: the agent at (3, 6) facing up, the cell ahead at (3, 5)
 EVENT_ACTIONS = (3, 4, 5)  # pickup, drop, toggle (minigrid.core.actions.Actions)
@@ -78,7 +78,7 @@ def pretrain_speaker_encoder(
     params = [*model.obs_encoder.parameters(), *model.trajectory_encoder.parameters(), *head.parameters()]
     optimizer = torch.optim.Adam(params, lr=learning_rate)
     collate = DemoCollator(model.tokenizer)
-    data = for_loader(trajectories.remove_columns([c for c in ("instruction",) if c in trajectories.column_names]))
+    data = for_loader(without_instructions(trajectories))
     rng = np.random.default_rng(seed)
     steps = range(updates)
     if progress:

@@ -85,13 +85,16 @@ def read_rows(data: Any, indices: Sequence[int]) -> list[dict[str, Any]]:
     return [{k: batch[k][j] for k in batch} for j in range(len(indices))]
 
 
+def without_instructions(dataset: Any) -> Any:
+    """``dataset`` with its "instruction" column dropped, if it has one: trajectories only."""
+    return dataset.remove_columns("instruction") if "instruction" in dataset.column_names else dataset
+
+
 def with_pseudo_labels(dataset: Any, instructions: Sequence[str]) -> Any:
     """An unpaired split with a speaker's instructions as its "instruction" column (speaker-follower)."""
     if len(instructions) != len(dataset):
         raise ValueError(f"{len(instructions)} instructions for {len(dataset)} rows")
-    if "instruction" in dataset.column_names:
-        dataset = dataset.remove_columns("instruction")
-    return dataset.add_column("instruction", list(instructions))
+    return without_instructions(dataset).add_column("instruction", list(instructions))
 
 
-__all__ = ["DemoCollator", "for_loader", "read_rows", "with_pseudo_labels"]
+__all__ = ["DemoCollator", "for_loader", "read_rows", "with_pseudo_labels", "without_instructions"]
