@@ -89,6 +89,12 @@ class MSVAEConfig(PreTrainedConfig):
             self.beta if self.instruction_beta is None else self.instruction_beta,
         )
 
+    @property
+    def uses_unpaired(self) -> bool:
+        """Whether Eq. 10 has a term on unpaired trajectories: V (gamma) or D' (alpha); training then draws an
+        unpaired batch each update."""
+        return self.gamma != 0 or self.alpha != 0
+
     def check_values(self) -> None:
         """Reject bad values and combinations, naming the field."""
         positive = (

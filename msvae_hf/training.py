@@ -26,8 +26,10 @@ import dataclasses
 import json
 import math
 import os
+import platform
 import re
 import shutil
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -378,8 +380,11 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     )
     out = Path(cfg.output_dir)
     existing = checkpoint_dirs(out)
+    # every rank checks (none has written anything yet), so no rank is left waiting for a failed one
+    if cfg.resume and not existing:
+        raise FileNotFoundError(f"nothing to resume in {out}: it holds no checkpoint (checkpoints/step-*); "
+                                "run without --resume to start a new run in an empty or new output_dir")
     if not cfg.resume and out.exists() and (not out.is_dir() or any(out.iterdir())):
-        # every rank checks (none has written anything yet), so no rank is left waiting for a failed one
         raise FileExistsError(f"{out} is not empty: pass --resume to continue its run or choose another output_dir")
     set_seed(cfg.seed)
     paired, unpaired, valid, test, level = load_training_data(cfg)
@@ -394,12 +399,12 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     micro = cfg.gradient_accumulation_steps
     paired_sampler = StepSampler(paired, cfg.batch_size, world, cfg.seed, stream=0)
     unpaired_sampler = None
-    if cfg.model_type == "msvae" and unpaired is not None and len(unpaired) and raw_model.config.gamma != 0:
+    if cfg.model_type == "msvae" and unpaired is not None and len(unpaired) and raw_model.config.uses_unpaired:
         unpaired_sampler = StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, world, cfg.seed, stream=1)
 
     state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,
              "wall_time": 0.0}
-    if cfg.resume and existing:
+    if cfg.resume:
         last = existing[-1]
         saved = json.loads((last / "train_state.json").read_text())
         if saved.get("model_type") != cfg.model_type:
@@ -489,8 +494,9 @@ def final_evaluation(
     best = Path(cfg.output_dir) / "best"
     model = model_cls.from_pretrained(best).to(device)
     results: dict[str, Any] = {
-        "model_type": cfg.model_type, "level": level, "updates": state["step"],
-        "wall_time_s": round(state["wall_time"], 1), "best": state["best"], "history": state["history"],
+        "model_type": cfg.model_type, "level": level, "seed": cfg.seed, "updates": state["step"],
+        "wall_time_s": round(state["wall_time"], 1), **provenance(device),
+        "best": state["best"], "history": state["history"],
     }
     if state.get("best_speaker"):
         results["best_speaker"] = state["best_speaker"]
@@ -515,6 +521,21 @@ def final_evaluation(
     with open(Path(cfg.output_dir) / "results.json", "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2, default=_json_default)
     return results
+
+
+def provenance(device: torch.device | str = "cpu") -> dict[str, Any]:
+    """The code and machine behind a result: the git commit of this package's checkout (None outside a git
+    checkout; ``-dirty`` when it has uncommitted changes), and the host's CPU count and accelerator."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=40"],
+                                capture_output=True, text=True, check=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    device = torch.device(device)
+    accelerator = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return {"commit": commit, "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                                          "torch_threads": torch.get_num_threads(), "device": accelerator}}
 
 
 def _json_default(value: Any) -> Any:

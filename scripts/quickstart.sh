@@ -9,7 +9,8 @@ OUT=outputs/quickstart
 mkdir -p "$OUT"
 python scripts/make_demos.py --level BossLocal --paired 500 --unpaired 2000 --valid 100 --test 100 \
   --seed 0 --num-proc 2 --out "$OUT/demos" --overwrite
-python scripts/train.py --model-type msvae --demos "$OUT/demos" --output-dir "$OUT/msvae" --resume \
+rm -rf "$OUT/msvae"
+python scripts/train.py --model-type msvae --demos "$OUT/demos" --output-dir "$OUT/msvae" \
   --batch-size 64 --max-updates 300 --eval-every 100 --eval-episodes 100 --checkpoint-every 100 \
   --bleu-examples 100 --test-episodes 200
 python scripts/evaluate.py --model "$OUT/msvae/best" --level BossLocal --episodes 200 \

@@ -107,6 +107,19 @@ def test_msvae_with_unpaired_from_baselines(baseline_runs, tiny_demos, tmp_path)
     assert AutoModel.from_pretrained(run / "best").config.hidden_size == TINY_MODEL["hidden_size"]
 
 
+def test_domain_distance_alone_draws_the_unpaired_batch(tiny_demos, tmp_path):
+    """gamma = 0 with alpha > 0 (D' without V) still draws an unpaired batch, and the loss holds alpha D'."""
+    run = tmp_path / "msvae_d_only"
+    alpha = 2.0
+    train_tiny("msvae", run, tiny_demos, unpaired_batch_size=4, model={"gamma": 0.0, "alpha": alpha})
+    scalars = tb_scalars(run)
+    assert "train/domain_distance" in scalars
+    for step, loss in scalars["train/loss"].items():
+        d, j_bar = scalars["train/domain_distance"][step], scalars["train/j_bar"][step]
+        assert d > 0
+        assert loss == pytest.approx(-j_bar + alpha * d, rel=1e-5, abs=1e-5)
+
+
 def test_msvae_init_copies_baseline_weights(baseline_runs, tiny_demos):
     from msvae_hf.tokenization_msvae import MSVAETokenizer
     from msvae_hf.training import build_model
@@ -440,6 +453,22 @@ def test_resume_with_another_model_type(baseline_runs, tiny_demos, tmp_path):
     with pytest.raises(ValueError, match="'speaker' run, not 'msvae'"):
         train_tiny("msvae", run, tiny_demos, resume=True)
     assert tree_digest(run) == before
+
+
+@pytest.mark.parametrize("content", ["finished run without checkpoints", "empty", "missing"])
+def test_resume_with_nothing_to_resume(baseline_runs, tiny_demos, tmp_path, content):
+    """--resume where no checkpoint exists stops and writes nothing: a finished run copied without its
+    checkpoints (as a GPU machine returns them) keeps its best/ and results.json byte for byte."""
+    run = tmp_path / "out"
+    if content == "finished run without checkpoints":
+        shutil.copytree(baseline_runs["follower"], run)
+        shutil.rmtree(run / "checkpoints")
+    elif content == "empty":
+        run.mkdir()
+    before = tree_digest(run)
+    with pytest.raises(FileNotFoundError, match="nothing to resume"):
+        train_tiny("follower", run, tiny_demos, resume=True)
+    assert tree_digest(run) == before and run.exists() == (content != "missing")
 
 
 @pytest.mark.parametrize("content", ["run", "file"])
