@@ -157,17 +157,35 @@ def is_text_field(f: dataclasses.Field) -> bool:
     return f.type in ("str", "str | None", str)
 
 
-def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """A TrainConfig from a YAML/JSON file plus overrides (``model.gamma`` style keys reach ``model``)."""
-    values: dict[str, Any] = {}
-    if path:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"config file {path} does not exist")
-        with open(path, encoding="utf-8") as f:
-            values = parse_yaml(f) or {}  # YAML is a superset of JSON
-        if not isinstance(values, dict):
-            raise ValueError(f"config file {path} must hold a mapping of keys to values")
+def read_config_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A config file's values with its ``base:`` chain resolved: ``base`` names another config file, relative
+    to this one, whose values this file's override (``model`` key by key); a base may have a base."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {path} does not exist")
+    if path.resolve() in _seen:
+        raise ValueError(f"config file {path} is its own base (through {' -> '.join(map(str, _seen))})")
+    with open(path, encoding="utf-8") as f:
+        values = parse_yaml(f) or {}  # YAML is a superset of JSON
+    if not isinstance(values, dict):
+        raise ValueError(f"config file {path} must hold a mapping of keys to values")
     values = dict(values)
+    values["model"] = values.get("model") or {}
+    if not isinstance(values["model"], dict):
+        raise ValueError(f"model in {path} must be a mapping of model config keys to values")
+    base = values.pop("base", None)
+    if base is None:
+        return values
+    if not isinstance(base, str):
+        raise ValueError(f"base in {path} must be the path of another config file, got {base!r}")
+    inherited = read_config_file(path.parent / base, (*_seen, path.resolve()))
+    return {**inherited, **values, "model": {**inherited["model"], **values["model"]}}
+
+
+def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """A TrainConfig from a YAML/JSON file (with its ``base:`` chain) plus overrides (``model.gamma`` style
+    keys reach ``model``)."""
+    values = read_config_file(path) if path else {}
     values["model"] = dict(values.get("model") or {})
     for key, value in (overrides or {}).items():
         if key.startswith("model."):

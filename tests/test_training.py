@@ -425,6 +425,30 @@ def test_unknown_config_keys(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def test_config_base_chain(tmp_path):
+    """``base:`` is read relative to the file; later files and the command line win, ``model`` key by key; an
+    unknown key anywhere in the chain, a missing base or a cycle is an error naming it."""
+    level = tmp_path / "level"
+    level.mkdir()
+    (level / "base.yaml").write_text("demos: data/x\nbatch_size: 64\nmax_updates: 100\nmodel:\n  gamma: 5.0\n")
+    (level / "msvae.yaml").write_text("base: base.yaml\nmodel_type: msvae\nmax_updates: 200\n"
+                                      "model:\n  alpha: 2.0\n")
+    (level / "ablation.yaml").write_text("base: msvae.yaml\nmodel:\n  gamma: 0.0\n")
+    cfg = load_config(str(level / "ablation.yaml"), {"model.beta": 0.5, "batch_size": 32})
+    assert (cfg.model_type, cfg.demos, cfg.max_updates, cfg.batch_size) == ("msvae", "data/x", 200, 32)
+    assert cfg.model == {"gamma": 0.0, "alpha": 2.0, "beta": 0.5}
+    (level / "typo.yaml").write_text("base: base.yaml\nmax_update: 3\n")
+    with pytest.raises(ValueError, match="max_update"):
+        load_config(str(level / "typo.yaml"))
+    (level / "orphan.yaml").write_text("base: nowhere.yaml\n")
+    with pytest.raises(FileNotFoundError, match="nowhere.yaml"):
+        load_config(str(level / "orphan.yaml"))
+    (level / "a.yaml").write_text("base: b.yaml\n")
+    (level / "b.yaml").write_text("base: a.yaml\n")
+    with pytest.raises(ValueError, match="its own base"):
+        load_config(str(level / "a.yaml"))
+
+
 def test_command_line_values_keep_their_type(tmp_path):
     """`--mixed-precision no` is the string "no" (YAML alone reads it as False), also in a YAML file."""
     script = load_train_script()
