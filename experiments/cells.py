@@ -10,6 +10,7 @@ seeds read the same labels.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +47,19 @@ class Cell:
 def run_dir(level: str, row: str, seed: int) -> Path:
     """``runs/<level>/<row>`` for seed 0, ``runs/<level>/<row>_seed<k>`` otherwise."""
     return Path("runs", level, row if seed == 0 else f"{row}_seed{seed}")
+
+
+def run_row(run: str) -> tuple[str, int]:
+    """(row, seed) of a run folder's name: ``msvae_v_seed2`` -> ("msvae_v", 2), ``msvae`` -> ("msvae", 0)."""
+    match = re.fullmatch(r"(.+)_seed(\d+)", run)
+    return (match.group(1), int(match.group(2))) if match else (run, 0)
+
+
+def row_label(level: str, row: str) -> str:
+    """The label a results table gives ``row`` of ``level``'s study."""
+    if row in TABLE_ROWS:
+        return TABLE_ROWS[row][0]
+    raise KeyError(f"{level} has no row {row!r}")
 
 
 def demos_dir(level: str) -> Path:
