@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
-from conftest import TINY_COUNTS, load_script
 
 from msvae_hf.data.collator import DemoCollator
 from msvae_hf.data.demos import load_demos
@@ -78,25 +75,3 @@ def test_bad_inputs(models, valid):
     other.tokenizer = MSVAETokenizer(vocab=vocab)
     with pytest.raises(ValueError, match="different vocabularies"):
         score_candidates(speaker, other, valid)
-
-
-def test_script_chooses_lam_on_valid_and_reports_test(baseline_runs, tiny_demos, tmp_path):
-    out = tmp_path / "pragmatic.json"
-    system = f"{baseline_runs['speaker'] / 'best'},{baseline_runs['follower'] / 'best'}"
-    result = load_script("pragmatic_speakers").main([
-        "--demos", str(tiny_demos), "--candidates", "2", "--lams", "0,0.5,1",
-        "--system", f"tiny#0={system}", "--system", f"tiny#1={system}", "--out", str(out),
-    ])
-    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
-    row = result["systems"]["tiny#0"]
-    valid_curve = row["valid_bleu_by_lam"]
-    assert row["lam"] == max((0.0, 0.5, 1.0), key=lambda lam: (valid_curve[lam], lam))
-    assert row["test_bleu_rescored"] == row["test_bleu_by_lam"][row["lam"]]
-    assert len(row["examples"]) == 5 <= TINY_COUNTS["test"]
-    assert result["over_seeds"]["test_bleu_rescored"]["tiny"]["n"] == 2
-
-
-def test_script_rejects_a_follower_as_speaker(baseline_runs, tiny_demos):
-    follower = baseline_runs["follower"] / "best"
-    with pytest.raises(SystemExit, match="cannot be the speaker"):
-        load_script("pragmatic_speakers").main(["--demos", str(tiny_demos), "--system", f"x={follower}"])

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
-from conftest import TINY_COUNTS, TINY_MODEL, load_script, train_tiny
 
 from msvae_hf.data.demos import load_demos
 from msvae_hf.modeling_baselines import SpeakerModel
@@ -35,22 +32,3 @@ def test_pretraining_learns_and_touches_only_the_encoders(baseline_runs, tiny_de
     assert changed == {"obs_encoder", "trajectory_encoder"}
     with pytest.raises(ValueError, match="fewer than one batch"):
         pretrain_speaker_encoder(model, load_demos(tiny_demos)["valid"], updates=1, batch_size=64)
-
-
-def test_script_saves_a_speaker_that_training_starts_from(tiny_demos, tmp_path):
-    out, config = tmp_path / "init", tmp_path / "tiny.json"
-    config.write_text(json.dumps({"model": TINY_MODEL}))
-    load_script("pretrain_speaker").main(["--demos", str(tiny_demos), "--split", "unpaired", "--updates", "3",
-                                          "--batch-size", "8", "--config", str(config), "--out", str(out)])
-    info = json.loads((out / "pretraining.json").read_text())
-    assert info["trajectories"] == TINY_COUNTS["unpaired"] and info["updates"] == 3
-    saved = SpeakerModel.from_pretrained(out)
-    results = train_tiny("speaker", tmp_path / "run", tiny_demos, init_from=str(out), max_updates=1, eval_every=1,
-                         checkpoint_every=1)
-    assert results["test_bleu"] is not None
-    assert saved.config.hidden_size == TINY_MODEL["hidden_size"]
-    trained = SpeakerModel.from_pretrained(tmp_path / "run" / "best").config.to_dict()
-    assert {k: v for k, v in saved.config.to_dict().items() if k != "_name_or_path"} == {
-        k: v for k, v in trained.items() if k != "_name_or_path"}
-    with pytest.raises(SystemExit, match="not empty"):
-        load_script("pretrain_speaker").main(["--demos", str(tiny_demos), "--out", str(out)])

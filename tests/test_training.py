@@ -34,10 +34,15 @@ MODEL_CLASSES = {"follower": FollowerModel, "speaker": SpeakerModel, "msvae": MS
 
 def tb_scalars(run_dir: Path) -> dict[str, dict[int, float]]:
     """Every TensorBoard scalar of a run: tag -> {step: value}."""
-    spec = importlib.util.spec_from_file_location("plot_curves", REPO / "scripts" / "plot_curves.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.read_event_scalars(run_dir)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    scalars: dict[str, dict[int, float]] = {}
+    for path in sorted(run_dir.glob("tb/**/events.out.tfevents.*"), key=lambda p: p.stat().st_mtime):
+        acc = EventAccumulator(str(path), size_guidance={"scalars": 0})
+        acc.Reload()
+        for tag in acc.Tags().get("scalars", []):
+            scalars.setdefault(tag, {}).update({int(e.step): float(e.value) for e in acc.Scalars(tag)})
+    return scalars
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -507,21 +512,3 @@ def test_new_run_in_non_empty_dir(baseline_runs, tiny_demos, tmp_path, content):
     with pytest.raises(FileExistsError, match="--resume"):
         train_tiny("follower", run, tiny_demos)
     assert tree_digest(run) == before
-
-
-# ---------------------------------------------------------------------------------------------- curves
-def test_plot_curves(baseline_runs, tmp_path):
-    spec = importlib.util.spec_from_file_location("plot_curves", REPO / "scripts" / "plot_curves.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    out = tmp_path / "curves.png"
-    module.main([str(baseline_runs["follower"]), str(baseline_runs["speaker"]), "--out", str(out)])
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # results.json fallback: no event files
-    bare = tmp_path / "bare"
-    bare.mkdir()
-    shutil.copy(baseline_runs["follower"] / "results.json", bare / "results.json")
-    drawn = module.plot_curves([bare], tmp_path / "bare.png", ["valid/success_rate", "train/loss"])
-    assert drawn == ["valid/success_rate"] and (tmp_path / "bare.png").is_file()
-    with pytest.raises(SystemExit):
-        module.main([str(bare), "--metric", "valid/nothing", "--out", str(tmp_path / "x.png")])

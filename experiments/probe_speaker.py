@@ -2,7 +2,7 @@
 """Linear probes: how much of what the agent faces at a trajectory's last step can be read off the
 speaker's representations (a diagnostic for the speaker's object words).
 
-    python scripts/probe_speaker.py --demos data/bosslocal_100k --model A=runs/x/best_speaker --model B=...
+    python experiments/probe_speaker.py --demos data/bosslocal_100k --model A=runs/x/best_speaker --model B=...
 
 Among the first ``--examples`` unpaired trajectories (no instruction is used), those whose last observation (the
 view before the last action: for "pick up"/"open" the object acted on) has an object (door, key, ball, box) in

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """BLEU of follower-rescored speakers: lam chosen on validation pairs, reported on test pairs.
 
-    python scripts/pragmatic_speakers.py --demos data/bosslocal_100k \\
+    python experiments/pragmatic_speakers.py --demos data/bosslocal_100k \\
         --system "paired only#0=runs/bosslocal/msvae_paired/best_speaker,runs/bosslocal/msvae_paired/best" \\
         --system "full#0=runs/bosslocal/msvae_gamma1_alpha10/best_speaker,runs/bosslocal/msvae_gamma1_alpha10/best" \\
         --out results/pragmatic_speakers.json

@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Validation curves side by side, up to a common number of updates (for runs stopped early).
 
-    python scripts/validation_table.py --upto 1000 results/gpu_grid/valid_logs/*.txt runs/bosslocal/msvae_paired
+    python experiments/validation_table.py --upto 1000 results/gpu_grid/valid_logs/*.txt runs/bosslocal/msvae_paired
 
-Each source is a run folder (read as scripts/plot_curves.py reads it) or a text file of the training log's
-validation lines (``step N: valid/success_rate=..., valid/bleu=...``, as scripts/gpu_seed_grid.sh keeps
+Each source is a run folder (read as experiments/plot_curves.py reads it) or a text file of the training log's
+validation lines (``step N: valid/success_rate=..., valid/bleu=...``, as experiments/gpu_grid.sh keeps
 them). Prints, per run, validation BLEU and SR at each evaluation up to ``--upto`` and their maxima.
 """
 
@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plot_curves import read_run  # noqa: E402  (a run folder's TensorBoard scalars, else its results.json)
+from plot_curves import read_run  # a run folder's TensorBoard scalars, else its results.json
 
 LINE = re.compile(r"step (\d+): (.*)")
 METRICS = ("valid/bleu", "valid/success_rate")

@@ -1,11 +1,11 @@
-"""scripts/collect_results.py: App. D's statistics over seeds (mean, sd, one-sided Student t-test)."""
+"""experiments/collect_results.py: App. D's statistics over seeds (mean, sd, one-sided Student t-test)."""
 
 from __future__ import annotations
 
 import math
 
+import collect_results
 import pytest
-from conftest import load_script
 
 
 def run_row(sr: float, bleu_best: float, bleu_speaker: float | None) -> dict:
@@ -29,14 +29,13 @@ def student_p_greater(a: list[float], b: list[float]) -> float:
 
 
 def test_seed_statistics_match_closed_form():
-    module = load_script("collect_results")
-    names = list(module.SEED_GROUPS.values())
+    names = list(collect_results.SEED_GROUPS.values())
     paired = [(0.50, 23.0, 24.0), (0.52, 24.0, 25.5), (0.53, 22.0, 24.5)]
     full = [(0.66, 18.0, None), (0.63, 20.0, 21.0), (0.65, 19.0, 20.0)]
     rows = {name: run_row(*v) for name, v in zip(names[0], paired)}
     rows.update({name: run_row(*v) for name, v in zip(names[1], full)})
-    stats = module.seed_statistics(rows)
-    method_paired, method_full, method_gamma1 = list(module.SEED_GROUPS)[:3]
+    stats = collect_results.seed_statistics(rows)
+    method_paired, method_full, method_gamma1 = list(collect_results.SEED_GROUPS)[:3]
     sr = stats[method_full]["test SR"]
     mean = (0.66 + 0.63 + 0.65) / 3
     assert sr["n"] == 3 and sr["mean"] == pytest.approx(mean)
@@ -53,42 +52,40 @@ def test_seed_statistics_match_closed_form():
 
 
 def test_grid_runs_group_by_config_with_reference_first(tmp_path):
-    module = load_script("collect_results")
     for name in ("msvae_gamma1_seed0", "msvae_paired_seed1", "msvae_paired_seed0", "msvae_gamma1_seed1"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text("{}")
     (tmp_path / "msvae_gamma1_seed2").mkdir()  # stopped early: no results.json, left out
-    labels, groups = module.grid_runs(tmp_path)
+    labels, groups = collect_results.grid_runs(tmp_path)
     assert list(groups) == ["msvae_paired", "msvae_gamma1"]
     assert groups == {"msvae_paired": ["msvae_paired_seed0", "msvae_paired_seed1"],
                       "msvae_gamma1": ["msvae_gamma1_seed0", "msvae_gamma1_seed1"]}
     assert labels["msvae_gamma1_seed1"] == ("msvae_gamma1, seed 1", True, True)
     assert labels["msvae_paired_seed0"][1:] == (False, False)
     rows = {name: run_row(0.5 + 0.1 * ("gamma1" in name), 20.0, 21.0 + int(name[-1])) for name in labels}
-    stats = module.seed_statistics(rows, groups)
+    stats = collect_results.seed_statistics(rows, groups)
     assert stats["msvae_gamma1"]["test SR"]["mean"] == pytest.approx(0.6)
     assert "p_greater_than_paired_only" in stats["msvae_gamma1"]["test BLEU of best_speaker/"]
 
 
 def test_grid_runs_without_reference_is_an_error(tmp_path):
-    module = load_script("collect_results")
     (tmp_path / "msvae_gamma1_seed0").mkdir()
     (tmp_path / "msvae_gamma1_seed0" / "results.json").write_text("{}")
     with pytest.raises(SystemExit, match="msvae_paired"):
-        module.grid_runs(tmp_path)
+        collect_results.grid_runs(tmp_path)
 
 
 def test_speaker_seed_table_has_only_the_bleu_column():
     """Speaker runs have no SR and no best_speaker/: their table shows BLEU of best/ (best by valid BLEU)."""
-    module = load_script("collect_results")
     speaker_row = lambda bleu: {"test": None, "test_bleu": bleu, "test_bleu_of_best": None, "best_speaker": None}
-    names = list(module.SPEAKER_SEED_GROUPS.values())
+    names = list(collect_results.SPEAKER_SEED_GROUPS.values())
     rows = {name: speaker_row(24.0 + i + 2.0 * g) for g, group in enumerate(names) for i, name in enumerate(group)}
-    stats = module.seed_statistics(rows, module.SPEAKER_SEED_GROUPS)
-    lines = module.seed_lines(stats, "speaker, paired only")
+    stats = collect_results.seed_statistics(rows, collect_results.SPEAKER_SEED_GROUPS)
+    lines = collect_results.seed_lines(stats, "speaker, paired only")
     assert lines[3] == "| method | test BLEU of best/ |"
-    reference, second = list(module.SPEAKER_SEED_GROUPS)[:2]
+    reference, second = list(collect_results.SPEAKER_SEED_GROUPS)[:2]
     assert lines[5].startswith(f"| {reference} | 25 +- 1 (n = 3) |")
     p = student_p_greater([26.0, 27.0, 28.0], [24.0, 25.0, 26.0])
     assert f"| {second} | 27 +- 1 (n = 3), p = {p:.2g}" in lines[6]
-    assert module.seed_lines(module.seed_statistics({}, module.SPEAKER_SEED_GROUPS), "x") == []
+    empty = collect_results.seed_statistics({}, collect_results.SPEAKER_SEED_GROUPS)
+    assert collect_results.seed_lines(empty, "x") == []

@@ -1,11 +1,11 @@
-"""scripts/compare_speakers.py: speakers compared on the same pairs with paired bootstrap intervals."""
+"""experiments/compare_speakers.py: speakers compared on the same pairs with paired bootstrap intervals."""
 
 from __future__ import annotations
 
 import json
 
+import compare_speakers
 import pytest
-from conftest import load_script
 from transformers import AutoModel
 
 from msvae_hf.data.demos import load_demos
@@ -18,7 +18,7 @@ def test_compare_speakers_scores_match_evaluate_speaker(baseline_runs, tiny_demo
     under a second name scores the same; the JSON holds every speaker."""
     speaker = baseline_runs["speaker"] / "best"
     out = tmp_path / "cmp.json"
-    load_script("compare_speakers").main(["--demos", str(tiny_demos), "--speaker", f"a={speaker}",
+    compare_speakers.main(["--demos", str(tiny_demos), "--speaker", f"a={speaker}",
                                           "--speaker", f"b={speaker}", "--samples", "50", "--out", str(out)])
     result = json.loads(out.read_text())
     test = load_demos(tiny_demos)["test"]
@@ -37,7 +37,7 @@ def test_compare_speakers_scores_match_evaluate_speaker(baseline_runs, tiny_demo
 def test_compare_speakers_bad_arguments(baseline_runs, tiny_demos, bad, message, capsys):
     argv = ["--demos", str(tiny_demos), "--speaker", f"a={baseline_runs['speaker'] / 'best'}", *bad]
     with pytest.raises(SystemExit):
-        load_script("compare_speakers").main(argv)
+        compare_speakers.main(argv)
     assert message in capsys.readouterr().err
 
 
@@ -45,5 +45,5 @@ def test_a_follower_cannot_be_compared_as_a_speaker(baseline_runs, tiny_demos, c
     argv = ["--demos", str(tiny_demos), "--speaker", f"f={baseline_runs['follower'] / 'best'}",
             "--speaker", f"s={baseline_runs['speaker'] / 'best'}"]
     with pytest.raises(SystemExit):
-        load_script("compare_speakers").main(argv)
+        compare_speakers.main(argv)
     assert "cannot speak" in capsys.readouterr().err

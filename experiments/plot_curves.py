@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Plot learning curves (validation SR / BLEU, training loss vs update) of several runs, one line per run.
 
-    python scripts/plot_curves.py runs/bosslocal/follower runs/bosslocal/msvae --out results/curves.png
-    python scripts/plot_curves.py runs/a runs/b --metric valid/success_rate --metric train/loss
+    python experiments/plot_curves.py runs/bosslocal/follower runs/bosslocal/msvae --out results/curves.png
+    python experiments/plot_curves.py runs/a runs/b --metric valid/success_rate --metric train/loss
 
 Each run is an ``output_dir`` of ``scripts/train.py``. Scalars are read from its TensorBoard event files
 (``tb/``, via tensorboard's EventAccumulator); a run without event files falls back to the validation

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Compare speakers by BLEU-4 on the same held-out pairs, with paired bootstrap confidence intervals.
 
-    python scripts/compare_speakers.py --demos data/bosslocal_100k \\
+    python experiments/compare_speakers.py --demos data/bosslocal_100k \\
         --speaker "speaker=runs/bosslocal/speaker/best" \\
         --speaker "MS-VAE paired only=runs/bosslocal/msvae_paired/best_speaker" \\
         --speaker "MS-VAE full=runs/bosslocal/msvae/best" --out results/bosslocal_speakers.json

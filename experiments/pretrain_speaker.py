@@ -2,9 +2,9 @@
 """Pre-train a fresh baseline speaker's encoders on trajectories alone (msvae_hf.pretraining), then save it
 for ``scripts/train.py --init-from``.
 
-    python scripts/pretrain_speaker.py --demos data/bosslocal_100k --split unpaired --updates 600 \\
-        --config configs/speaker_bosslocal.yaml --out runs/bosslocal/speaker_init
-    python scripts/train.py --config configs/speaker_bosslocal.yaml --init-from runs/bosslocal/speaker_init
+    python experiments/pretrain_speaker.py --demos data/bosslocal_100k --split unpaired --updates 600 \\
+        --config configs/bosslocal/speaker.yaml --out runs/bosslocal/speaker_init
+    python scripts/train.py --config configs/bosslocal/speaker.yaml --init-from runs/bosslocal/speaker_init
 
 ``--split paired`` uses the paired trajectories only (their instructions unused): the control that tells
 what the unpaired ones add.
