@@ -1,16 +1,27 @@
 #!/usr/bin/env python
-"""Collect the BossLocal experiment (Tables 2 and 3 of the paper) into one JSON and a markdown table.
+"""The tables of the results documents, rendered from the committed files under ``results/``.
 
-    python scripts/collect_results.py --runs runs/bosslocal --out results/bosslocal
-    python scripts/collect_results.py --grid --runs results/gpu_grid/runs --out results/gpu_grid/summary
+    python experiments/collect_results.py gotoseqlocal --table paper          # print one table
+    python experiments/collect_results.py bosslocal --write docs/results/bosslocal.md   # refresh every table
+    python experiments/collect_results.py bosslocal --check docs/results/bosslocal.md   # exit 1 where one differs
+    python experiments/collect_results.py gotoseqlocal --floor                # random policies -> floor.json
 
-With ``--grid`` the runs are those of scripts/gpu_seed_grid.sh, ``<config>_seed<k>/``, grouped by config
-(``msvae_paired`` is the reference of the t-tests) instead of the named runs below.
+``results/<level>/runs/<run>.json`` holds one finished run (written by experiments/reproduce.py: config,
+seed, commit, machine, wall time, test metrics, validation curve); ``results/<level>/floor.json`` the random
+policies on the test seeds; other JSON files there the outputs of the study's tools (compare_speakers,
+pragmatic_speakers, probe_speaker, benchmarks/objective_gradients.py). ``results/benchmarks/`` holds the
+benchmarks' JSON. A results document marks each table with the command that prints it:
 
-Reads ``<runs>/<name>/results.json`` of each run named in ``RUNS`` that exists, adds the random-policy
-floor on the same test seeds (design.md: SR alone can hide wandering), and writes ``<out>.json`` and
-``<out>.md``. Every number comes from the runs' own final evaluation (test seeds from 10**9; BLEU on the
-``test`` split), so rerunning the commands in README.md regenerates it.
+    <!-- table: python experiments/collect_results.py bosslocal --table seeds:msvae_paired,msvae -->
+    | ... |
+    <!-- end table -->
+
+Tables: ``paper`` (Tables 2 and 3 beside the paper's numbers), ``tests`` (the paper's one-sided t-tests
+over seeds), ``runs:ROW,...`` (every run of those rows, one line each, with the random floor),
+``seeds:ROW,...`` (mean +- sd over seeds, t-tests against the first row), ``speakers:FILE``,
+``pragmatics:FILE``, ``probes:FILE``, ``gradients:FILE``; for ``benchmarks``: ``train_step:FILE``,
+``speaker_decode:FILE``, ``rollout:FILE``, ``demo_generation:FILE`` (FILE: a JSON name under the folder,
+without ``.json``).
 """
 
 from __future__ import annotations
@@ -18,264 +29,384 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
-import msvae_hf  # noqa: F401  (registers the levels)
-from msvae_hf.evaluation import TEST_SEED_START
-from msvae_hf.metrics import summarize_episodes
-from msvae_hf.rollout import RandomPolicy, evaluation_seeds, rollout
+from cells import LEVELS, row_label, run_row
 
-#: run folder -> (label, follower trained with D_u, speaker trained with D_u)
-RUNS = {
-    "follower": ("follower (paired only)", False, False),
-    "speaker": ("speaker (paired only)", False, False),
-    "msvae_paired": ("MS-VAE, paired only (gamma = alpha = 0)", False, False),
-    "msvae_paired_seed1": ("MS-VAE, paired only, seed 1", False, False),
-    "msvae_paired_seed2": ("MS-VAE, paired only, seed 2", False, False),
-    "msvae": ("MS-VAE full (+ V + D', App. D weights)", True, True),
-    "msvae_seed1": ("MS-VAE full, seed 1", True, True),
-    "msvae_seed2": ("MS-VAE full, seed 2", True, True),
-    "msvae_gamma1": ("MS-VAE full, gamma = 1", True, True),
-    "msvae_gamma1_seed1": ("MS-VAE full, gamma = 1, seed 1", True, True),
-    "msvae_gamma1_seed2": ("MS-VAE full, gamma = 1, seed 2", True, True),
-    "msvae_gamma1_alpha10": ("MS-VAE full, gamma = 1, alpha = 10", True, True),
-    "msvae_gamma1_alpha10_seed1": ("MS-VAE full, gamma = 1, alpha = 10, seed 1", True, True),
-    "msvae_gamma1_alpha10_seed2": ("MS-VAE full, gamma = 1, alpha = 10, seed 2", True, True),
-    "msvae_gamma1_alpha100": ("MS-VAE full, gamma = 1, alpha = 100", True, True),
-    "msvae_fixeddec": ("MS-VAE full, V trains q(z|a,o) only (stopped at 1000)", True, True),
-    "msvae_gamma1_fixeddec": ("MS-VAE full, gamma = 1, V trains q(z|a,o) only", True, True),
-    "msvae_alpha1000": ("MS-VAE full, D' weight alpha = 1000", True, True),
-    "msvae_k16": ("MS-VAE full, K = 16 tokens", True, True),
-    "msvae_paired_finit": ("MS-VAE paired only, follower-only init (App. D)", False, False),
-    "msvae_finit": ("MS-VAE full, follower-only init (App. D)", True, True),
-    "msvae_paired_then_paired": ("MS-VAE paired only, then 400 paired-only updates", False, False),
-    "msvae_then_paired": ("MS-VAE full, then 400 paired-only updates", True, True),
-    "msvae_trajbeta1": ("MS-VAE full, trajectory beta = 1 (stopped at 1000)", True, True),
-    "msvae_trajbeta": ("MS-VAE full, trajectory beta = 0.01 (stopped at 400)", True, True),
-    "msvae_gamma10": ("MS-VAE full, gamma = 10 (stopped at 400)", True, True),
-    "speaker_follower": ("speaker-follower (baseline speaker labels D_u)", True, False),
-    "msvae_paired_speaker_follower": ("speaker-follower, labels by MS-VAE paired only", True, False),
-    "msvae_speaker_follower": ("MS-VAE-speaker-follower (MS-VAE labels D_u)", True, True),
-    "speaker_paired": ("speaker (paired only), 1200 updates", False, False),
-    "speaker_paired_seed1": ("speaker (paired only), 1200 updates, seed 1", False, False),
-    "speaker_paired_seed2": ("speaker (paired only), 1200 updates, seed 2", False, False),
-    "speaker_selftrain": ("speaker self-trained (its own labels of D_u)", False, True),
-    "speaker_selftrain_seed1": ("speaker self-trained, seed 1", False, True),
-    "speaker_selftrain_seed2": ("speaker self-trained, seed 2", False, True),
-    "speaker_msvae_labels": ("speaker on MS-VAE labels of D_u (gamma = 1, alpha = 10)", False, True),
-    **{f"speaker_paired_selftrain{'' if k == 0 else f'_seed{k}'}": (
-        "speaker self-trained on the 1200-update speaker's labels of 40k of D_u" + ("" if k == 0 else f", seed {k}"),
-        False, True) for k in range(3)},
-    **{f"speaker_front_{split}{'' if k == 0 else f'_seed{k}'}": (
-        f"speaker, front-cell pre-training on {what}" + ("" if k == 0 else f", seed {k}"), False, split != "paired")
-       for split, what in (("paired", "the paired trajectories"), ("unpaired", "D_u"),
-                           ("selftrain", "D_u, self-trained on the seed-0 speaker's labels"))
-       for k in range(5)},
-    "speaker_front_selftrain2": ("speaker, front-cell pre-training on D_u, second round of self-training", False, True),
-    "speaker_front_selftrain2_seed1": ("speaker, front-cell pre-training on D_u, second round, seed 1", False, True),
+RESULTS = Path("results")
+MARK = re.compile(r"<!-- table: python experiments/collect_results\.py (\S+) --table (\S+) -->\n(.*?)<!-- end table -->\n",
+                  re.DOTALL)
+
+#: The paper's Table 2 (SR %, BLEU) and Table 3 (SR %, BabyAI-BossLocal only), by our row names.
+PAPER = {
+    "gotoseqlocal": {"follower": {"sr": 55.0}, "speaker": {"bleu": 10.43}, "msvae_paired": {"sr": 51.0, "bleu": 11.20},
+                     "msvae_v": {"sr": 68.3, "bleu": 10.86}, "msvae": {"sr": 71.7, "bleu": 11.73}},
+    "bosslocal": {"follower": {"sr": 45.8, "table3_sr": 45.3}, "speaker": {"bleu": 4.77},
+                  "msvae_paired": {"sr": 42.0, "bleu": 6.47}, "msvae_v": {"sr": 69.2, "bleu": 5.97},
+                  "msvae": {"sr": 76.7, "bleu": 7.42, "table3_sr": 76.7}, "speaker_follower": {"table3_sr": 75.6},
+                  "msvae_speaker_follower": {"table3_sr": 82.6}},
+}
+#: The claims the paper tests (App. D: one-sided t-tests over three seeds), and Table 3's comparisons:
+#: (claim, metric, row, row it must beat).
+CLAIMS = (
+    ("MS-VAE full > supervised", "sr", "msvae", "follower"),
+    ("MS-VAE full > MS-VAE paired only", "sr", "msvae", "msvae_paired"),
+    ("+ V > MS-VAE paired only", "sr", "msvae_v", "msvae_paired"),
+    ("MS-VAE full > supervised", "bleu", "msvae", "speaker"),
+    ("MS-VAE full > MS-VAE paired only", "bleu", "msvae", "msvae_paired"),
+    ("+ V > MS-VAE paired only", "bleu", "msvae_v", "msvae_paired"),
+    ("speaker-follower > follower", "sr", "speaker_follower", "follower"),
+    ("MS-VAE-speaker-follower > speaker-follower", "sr", "msvae_speaker_follower", "speaker_follower"),
+    ("MS-VAE-follower (MS-VAE full) > follower", "sr", "msvae", "follower"),
+)
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def load_records(level: str, root: Path = RESULTS) -> dict[str, dict]:
+    """run name -> its record (``results/<level>/runs/*.json``), in name order."""
+    return {p.stem: json.loads(p.read_text()) for p in sorted((root / level / "runs").glob("*.json"))}
+
+
+def records_by_row(records: dict[str, dict]) -> dict[str, list[dict]]:
+    """row -> its runs' records in seed order."""
+    rows: dict[str, list[tuple[int, dict]]] = {}
+    for run, record in records.items():
+        row, seed = run_row(run)
+        rows.setdefault(row, []).append((seed, record))
+    return {row: [r for _, r in sorted(runs, key=lambda x: x[0])] for row, runs in rows.items()}
+
+
+def sr(record: dict) -> float | None:
+    """Test success rate of ``best/`` (best by validation SR), a fraction."""
+    return (record.get("test") or {}).get("success_rate")
+
+
+def bleu(record: dict) -> float | None:
+    """Test BLEU-4 of the speaker checkpoint: a speaker's ``best/``, MS-VAE's ``best_speaker/`` (None for an
+    MS-VAE run made before ``best_speaker/`` existed: its BLEU is of ``best/``, see :func:`bleu_of_best`)."""
+    if record.get("model_type") == "msvae" and not record.get("best_speaker"):
+        return None
+    return record.get("test_bleu")
+
+
+def bleu_of_best(record: dict) -> float | None:
+    """MS-VAE's test BLEU-4 of ``best/`` (the checkpoint best by validation SR)."""
+    if record.get("model_type") != "msvae":
+        return None
+    return record.get("test_bleu_of_best") if record.get("best_speaker") else record.get("test_bleu")
+
+
+METRICS: dict[str, tuple[str, Callable[[dict], float | None]]] = {
+    "sr": ("test SR (%)", lambda r: None if sr(r) is None else 100 * sr(r)),
+    "bleu": ("test BLEU-4", bleu),
+    "bleu_of_best": ("test BLEU-4 of best/ (MS-VAE)", bleu_of_best),
 }
 
 
-def seed_runs(name: str, n: int) -> list[str]:
-    """``name`` on seeds 0..n-1: the run folders ``name``, ``name_seed1``, ..."""
-    return [name] + [f"{name}_seed{k}" for k in range(1, n)]
+def values(runs: list[dict], metric: str) -> list[float]:
+    get = METRICS[metric][1]
+    return [v for r in runs if (v := get(r)) is not None]
 
 
-#: method -> its runs on seeds 0, 1, 2; App. D's statistics: mean over three seeds and one-sided t-tests
-#: ("there is no difference in the means") against MS-VAE trained on paired data only
-SEED_GROUPS = {
-    "MS-VAE paired only": ["msvae_paired", "msvae_paired_seed1", "msvae_paired_seed2"],
-    "MS-VAE full (App. D, gamma = 100)": ["msvae", "msvae_seed1", "msvae_seed2"],
-    "MS-VAE full, gamma = 1": ["msvae_gamma1", "msvae_gamma1_seed1", "msvae_gamma1_seed2"],
-    "MS-VAE full, gamma = 1, alpha = 10": ["msvae_gamma1_alpha10", "msvae_gamma1_alpha10_seed1",
-                                           "msvae_gamma1_alpha10_seed2"],
-}
-#: speaker methods -> their runs over seeds (the label of each is used in several tables below)
-PAIRED = ("speaker, paired only", seed_runs("speaker_paired", 3))
-FRONT_PAIRED = ("speaker, front-cell pre-training on the paired trajectories", seed_runs("speaker_front_paired", 5))
-FRONT_DU = ("speaker, front-cell pre-training on D_u", seed_runs("speaker_front_unpaired", 5))
-FRONT_SELFTRAIN = ("front-cell on D_u, self-trained on the seed-0 speaker's labels of D_u",
-                   seed_runs("speaker_front_selftrain", 5))
-#: the baseline speaker's seeds: paired only (the reference), with D_u labelled for it (pseudo_labels), and
-#: with its encoders pre-trained on the front-cell task
-SPEAKER_SEED_GROUPS = dict([
-    PAIRED,
-    ("speaker self-trained (labels: the baseline speaker)", seed_runs("speaker_selftrain", 3)),
-    ("speaker on MS-VAE labels (gamma = 1, alpha = 10)", ["speaker_msvae_labels"]),
-    FRONT_PAIRED,
-    FRONT_DU,
-])
-#: what the unpaired trajectories add to the best paired-only speaker (front-cell pre-training on the paired
-#: trajectories): the same task on D_u instead, then self-training on D_u labelled by the seed-0 D_u speaker
-FRONT_SEED_GROUPS = dict([FRONT_PAIRED, FRONT_DU, FRONT_SELFTRAIN])
-#: self-training with a grounded teacher against the same pre-trained speakers trained on the pairs alone
-SELFTRAIN_SEED_GROUPS = dict([
-    FRONT_DU, FRONT_SELFTRAIN,
-    ("a second round (the seed-0 student labels D_u)", seed_runs("speaker_front_selftrain2", 2)),
-])
-#: self-training without pre-training: the seed-0 paired-only speaker labels 40k of D_u for fresh students
-PAIRED_SELFTRAIN_SEED_GROUPS = dict([
-    PAIRED, ("speaker self-trained on the seed-0 speaker's labels of D_u", seed_runs("speaker_paired_selftrain", 3)),
-])
-SEED_METRICS = {
-    "test SR": lambda row: (row["test"] or {}).get("success_rate"),
-    # BLEU of best/ (best by validation SR): every MS-VAE run has it, also those made before best_speaker/
-    "test BLEU of best/": lambda row: row["test_bleu_of_best"] if row["best_speaker"] else row["test_bleu"],
-    "test BLEU of best_speaker/": lambda row: row["test_bleu"] if row["best_speaker"] else None,
-}
-
-
-def seed_statistics(rows: dict[str, dict], groups: dict[str, list[str]] = SEED_GROUPS) -> dict[str, dict]:
-    """Mean, sample sd and n over seeds of each method in ``groups``, and Student's one-sided t-test of
-    "greater than" the first method (MS-VAE paired only; p_greater) with its two-sided p, as App. D reports."""
+def p_greater(xs: list[float], ys: list[float]) -> tuple[float | None, float | None]:
+    """Student's t-test (pooled variance) of mean(xs) > mean(ys): one-sided and two-sided p (None with fewer
+    than two values on a side, or no spread at all)."""
+    if len(xs) < 2 or len(ys) < 2:
+        return None, None
     from scipy.stats import ttest_ind
 
-    values = {
-        method: {metric: [v for name in names if name in rows and (v := get(rows[name])) is not None]
-                 for metric, get in SEED_METRICS.items()}
-        for method, names in groups.items()
-    }
-    reference = next(iter(groups))
-    stats: dict[str, dict] = {}
-    for method, by_metric in values.items():
-        stats[method] = {}
-        for metric, xs in by_metric.items():
-            entry: dict = {"values": xs, "n": len(xs)}
-            if xs:
-                entry["mean"] = statistics.fmean(xs)
-                entry["sd"] = statistics.stdev(xs) if len(xs) > 1 else None  # sample sd
-            ref = values[reference][metric]
-            if method != reference and len(xs) > 1 and len(ref) > 1:
-                for key, test in (("p_greater_than_paired_only", ttest_ind(xs, ref, alternative="greater")),
-                                  ("p_two_sided", ttest_ind(xs, ref))):
-                    entry[key] = None if math.isnan(test.pvalue) else float(test.pvalue)  # NaN: no spread at all
-            stats[method][metric] = entry
-    return stats
+    one, two = ttest_ind(xs, ys, alternative="greater").pvalue, ttest_ind(xs, ys).pvalue
+    return (None, None) if math.isnan(one) else (float(one), float(two))
 
 
-def random_floor(level: str, episodes: int) -> dict[str, dict[str, float]]:
-    """Random policies over left/right/forward and over all 7 actions on the test seeds."""
-    seeds = evaluation_seeds(episodes, TEST_SEED_START)
-    return {
-        f"random_{n}_actions": summarize_episodes(rollout(RandomPolicy(n, seed=0), level, seeds, batch_size=256))
-        for n in (3, 7)
-    }
-
-
-def grid_runs(runs: Path, reference: str = "msvae_paired") -> tuple[dict[str, tuple], dict[str, list[str]]]:
-    """Runs named ``<config>_seed<k>`` (scripts/gpu_seed_grid.sh) -> (RUNS-like labels, seed groups by config),
-    ``reference`` first. A folder without results.json (a run stopped early) is left out."""
-    found = sorted(p.parent.name for p in runs.glob("*_seed*/results.json"))
-    groups: dict[str, list[str]] = {}
-    for name in found:
-        config, _, seed = name.rpartition("_seed")
-        if seed.isdigit():
-            groups.setdefault(config, []).append(name)
-    if reference not in groups:
-        raise SystemExit(f"no {reference}_seed<k>/results.json under {runs}: the t-tests need it as reference")
-    groups = {reference: groups.pop(reference), **groups}
-    labels = {name: (name.replace("_seed", ", seed "), config != reference, config != reference)
-              for config, names in groups.items() for name in names}
-    return labels, groups
-
-
-def bleu_checkpoint(row: dict) -> str:
-    """Which checkpoint the BLEU column scored: best by validation BLEU (speakers, MS-VAE's best_speaker/)
-    or, for MS-VAE runs made before best_speaker/ existed, the best by validation SR."""
-    if row["test_bleu"] is None:
+def mean_sd(xs: list[float], digits: int = 1) -> str:
+    """``mean +- sd (n = k)``, ``-`` for no values."""
+    if not xs:
         return "-"
-    if row["best_speaker"]:
-        return f"best valid BLEU (update {row['best_speaker']['step']})"
-    if row["model_type"] == "msvae":
-        return f"best valid SR (update {row['best']['step']})"
-    return f"best valid BLEU (update {row['best']['step']})"
+    text = f"{statistics.fmean(xs):.{digits}f}"
+    if len(xs) > 1:
+        text += f" +- {statistics.stdev(xs):.{digits}f}"
+    return text + f" (n = {len(xs)})"
 
 
-def seed_lines(seeds: dict[str, dict], reference: str) -> list[str]:
-    """A markdown table of :func:`seed_statistics`, with only the metrics some method has values for."""
-    metrics = [m for m in SEED_METRICS if any(by_metric[m]["n"] for by_metric in seeds.values())]
-    if not metrics:
-        return []
-    lines = ["", f"Over seeds (mean +- sd, n; p: one-sided t-test of 'greater than {reference}', two-sided "
-             "in brackets):", "", "| method | " + " | ".join(metrics) + " |", "| --- |" + " --- |" * len(metrics)]
-    for method, by_metric in seeds.items():
-        if not any(by_metric[m]["n"] for m in metrics):
-            continue  # none of its runs is on disk
-        cells = []
-        for metric in metrics:
-            entry = by_metric[metric]
-            if not entry["n"]:
-                cells.append("-")
-                continue
-            cell = f"{entry['mean']:.3g}" + (f" +- {entry['sd']:.2g}" if entry["sd"] is not None else "")
-            cell += f" (n = {entry['n']})"
-            if entry.get("p_greater_than_paired_only") is not None:
-                cell += f", p = {entry['p_greater_than_paired_only']:.2g} [{entry['p_two_sided']:.2g}]"
-            cells.append(cell)
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+def fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def p_text(p: float | None) -> str:
+    return "-" if p is None else f"{p:.2g}"
+
+
+# ---------------------------------------------------------------------------------------------- level tables
+def table_paper(level: str, root: Path = RESULTS) -> list[str]:
+    """Tables 2 and 3: ours (mean +- sd over seeds) beside the paper's number."""
+    rows = records_by_row(load_records(level, root))
+    paper = PAPER[level]
+    lines = ["| Table 2 | test SR (%) | paper SR | test BLEU-4 | paper BLEU |", "| --- | --- | --- | --- | --- |"]
+    lines.append(f"| supervised (follower; speaker) | {mean_sd(values(rows.get('follower', []), 'sr'))} | "
+                 f"{fmt(paper['follower'].get('sr'), '.1f')} | {mean_sd(values(rows.get('speaker', []), 'bleu'), 2)} | "
+                 f"{fmt(paper['speaker'].get('bleu'), '.2f')} |")
+    for row in ("msvae_paired", "msvae_v", "msvae"):
+        runs = rows.get(row, [])
+        lines.append(f"| {row_label(level, row)} | {mean_sd(values(runs, 'sr'))} | {fmt(paper[row].get('sr'), '.1f')} | "
+                     f"{mean_sd(values(runs, 'bleu'), 2)} | {fmt(paper[row].get('bleu'), '.2f')} |")
+    lines += ["", "| Table 3 | test SR (%) | paper SR (BossLocal) |", "| --- | --- | --- |"]
+    for row, label in (("follower", "follower"), ("speaker_follower", "speaker-follower"),
+                       ("msvae", "MS-VAE-follower (MS-VAE full)"),
+                       ("msvae_speaker_follower", "MS-VAE-speaker-follower")):
+        lines.append(f"| {label} | {mean_sd(values(rows.get(row, []), 'sr'))} | "
+                     f"{fmt(paper.get(row, {}).get('table3_sr'), '.1f')} |")
     return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", default="runs/bosslocal")
-    parser.add_argument("--out", default="results/bosslocal")
-    parser.add_argument("--floor-episodes", type=int, default=1000)
-    parser.add_argument("--grid", action="store_true", help="runs named <config>_seed<k>, grouped by config")
-    args = parser.parse_args()
-    runs, groups = (grid_runs(Path(args.runs)) if args.grid else (RUNS, SEED_GROUPS))
-    rows, level = {}, None
-    for name, (label, follower_du, speaker_du) in runs.items():
-        path = Path(args.runs) / name / "results.json"
-        if not path.exists():
-            continue
-        res = json.loads(path.read_text())
-        level = res["level"]
-        command = (Path(args.runs) / name / "command.txt")
-        rows[name] = {
-            "label": label, "model_type": res.get("model_type"),
-            "follower_uses_unpaired": follower_du, "speaker_uses_unpaired": speaker_du,
-            "test": res.get("test"), "test_bleu": res.get("test_bleu"),
-            "paper_protocol_valid_sr": res.get("paper_protocol_valid_sr"), "best": res.get("best"),
-            "best_speaker": res.get("best_speaker"), "test_bleu_of_best": res.get("test_bleu_of_best"),
-            "updates": res.get("updates"), "wall_time_s": res.get("wall_time_s"),
-            "command": command.read_text().strip().splitlines() if command.exists() else None,
-        }
-    if not rows:
-        raise SystemExit(f"no results.json under {args.runs}")
-    floor = random_floor(level, args.floor_episodes)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    seeds = seed_statistics(rows, groups)
-    extra = {} if args.grid else {"speaker_seeds": SPEAKER_SEED_GROUPS, "front_seeds": FRONT_SEED_GROUPS,
-                                  "selftrain_seeds": SELFTRAIN_SEED_GROUPS,
-                                  "paired_selftrain_seeds": PAIRED_SELFTRAIN_SEED_GROUPS}
-    extra = {key: seed_statistics(rows, table) for key, table in extra.items()}
-    Path(f"{args.out}.json").write_text(json.dumps(
-        {"level": level, "runs": rows, "floor": floor, "seeds": seeds, **extra}, indent=2))
-    lines = [
-        "| method | test SR | mean steps | mean reward | valid SR, App. D protocol | test BLEU-4 | BLEU checkpoint "
-        "| updates |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+def table_tests(level: str, root: Path = RESULTS) -> list[str]:
+    """The paper's comparisons as one-sided t-tests over seeds, with the paper's two numbers beside ours."""
+    rows = records_by_row(load_records(level, root))
+    paper = PAPER[level]
+    lines = ["| claim | metric | ours (mean, n) | p, one-sided [two-sided] | paper |", "| --- | --- | --- | --- | --- |"]
+    for claim, metric, row, other in CLAIMS:
+        xs, ys = values(rows.get(row, []), metric), values(rows.get(other, []), metric)
+        key = "table3_sr" if "follower" in claim and "full >" not in claim else metric
+        a, b = paper.get(row, {}).get(key), paper.get(other, {}).get(key)
+        theirs = "-" if a is None or b is None else f"{a:g} vs {b:g}"
+        ours = "-" if not xs or not ys else (f"{statistics.fmean(xs):.2f} vs {statistics.fmean(ys):.2f} "
+                                             f"(n = {len(xs)}, {len(ys)})")
+        one, two = p_greater(xs, ys)
+        p = "-" if one is None else f"{p_text(one)} [{p_text(two)}]"
+        lines.append(f"| {claim} | {METRICS[metric][0]} | {ours} | {p} | {theirs} |")
+    return lines
+
+
+def bleu_checkpoint(record: dict) -> str:
+    """Which checkpoint the BLEU column scored."""
+    if record.get("test_bleu") is None:
+        return "-"
+    if record.get("best_speaker"):
+        return f"best valid BLEU (update {record['best_speaker']['step']})"
+    kind = "SR" if record.get("model_type") == "msvae" else "BLEU"
+    return f"best valid {kind} (update {record['best']['step']})"
+
+
+def machine(record: dict) -> str:
+    m = record.get("machine")
+    if isinstance(m, dict):
+        return f"{m['device'] if m['device'] != 'cpu' else str(m['cpus']) + '-core CPU'}, {m['torch_threads']} thr."
+    return m or "-"
+
+
+def table_runs(level: str, rows: str, root: Path = RESULTS) -> list[str]:
+    """Every run of ``rows`` (comma-separated), then the random floor."""
+    by_row = records_by_row(load_records(level, root))
+    lines = ["| run | seed | test SR | mean steps | mean reward | valid SR, App. D protocol | test BLEU-4 | "
+             "BLEU checkpoint | updates | wall (min) | machine |", "| --- |" + " --- |" * 10]
+    for row in rows.split(","):
+        for record in by_row.get(row, []):
+            test = record.get("test") or {}
+            lines.append(
+                f"| {row_label(level, row)} | {run_row(record['run'])[1]} | {fmt(test.get('success_rate'), '.3f')} | "
+                f"{fmt(test.get('mean_steps'), '.1f')} | {fmt(test.get('mean_reward'), '.3f')} | "
+                f"{fmt(record.get('paper_protocol_valid_sr'), '.3f')} | {fmt(record.get('test_bleu'), '.2f')} | "
+                f"{bleu_checkpoint(record)} | {record.get('updates')} | "
+                f"{fmt(record.get('wall_time_s') and record['wall_time_s'] / 60, '.0f')} | {machine(record)} |")
+    floor = root / level / "floor.json"
+    if floor.exists():
+        for name, s in json.loads(floor.read_text()).items():
+            lines.append(f"| floor: {name.replace('_', ' ')} | - | {s['success_rate']:.3f} | {s['mean_steps']:.1f} | "
+                         f"{s['mean_reward']:.3f} | - | - | - | - | - | - |")
+    return lines
+
+
+def table_seeds(level: str, rows: str, root: Path = RESULTS) -> list[str]:
+    """Mean +- sd over seeds of each row; p: one-sided t-test of 'greater than' the first row [two-sided]."""
+    by_row = records_by_row(load_records(level, root))
+    names = rows.split(",")
+    metrics = [m for m in METRICS if any(values(by_row.get(r, []), m) for r in names)]
+    lines = ["| method | " + " | ".join(METRICS[m][0] for m in metrics) + " |", "| --- |" + " --- |" * len(metrics)]
+    reference = by_row.get(names[0], [])
+    for row in names:
+        cells = []
+        for metric in metrics:
+            xs = values(by_row.get(row, []), metric)
+            cell = mean_sd(xs, 1 if metric == "sr" else 2)
+            one, two = p_greater(xs, values(reference, metric)) if row != names[0] else (None, None)
+            cells.append(cell + ("" if one is None else f", p = {p_text(one)} [{p_text(two)}]"))
+        lines.append(f"| {row_label(level, row)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def read_json(level: str, name: str, root: Path = RESULTS) -> dict:
+    path = root / level / f"{name}.json"
+    if not path.exists():
+        raise SystemExit(f"no {path}")
+    return json.loads(path.read_text())
+
+
+def table_speakers(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """experiments/compare_speakers.py's JSON: BLEU with its bootstrap interval, p against the first speaker,
+    and how often the action words and the object words are the reference's, in order."""
+    data = read_json(level, name, root)
+    first = next(iter(data["speakers"]))
+    lines = [f"| speaker | BLEU-4 ({data['examples']} {data['split']} pairs) | 95% CI | p vs {first} | "
+             "action sequence right | object sequence right |", "| --- | --- | --- | --- | --- | --- |"]
+    for label, s in data["speakers"].items():
+        p = "-" if s["p_value"] is None else f"{s['p_value']:.3f}"
+        lines.append(f"| {label} | {s['bleu']:.2f} | +-{s['ci']:.2f} | {p} | {s['parts_match']['actions']:.3f} | "
+                     f"{s['parts_match']['objects']:.3f} |")
+    return lines
+
+
+def table_pragmatics(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """experiments/pragmatic_speakers.py's JSON: test BLEU greedy, beam and rescored (lam chosen on valid)."""
+    data = read_json(level, name, root)
+    over = data["over_seeds"]
+    lines = ["| speaker + follower | " + " | ".join(over) + " |", "| --- |" + " --- |" * len(over)]
+    for system in next(iter(over.values())):
+        cells = [mean_sd(over[m][system]["values"], 2) if system in over[m] else "-" for m in over]
+        lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def table_probes(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """experiments/probe_speaker.py's JSON: linear-probe accuracy of the object faced at the end."""
+    data = read_json(level, name, root)
+    probes = [k for k, v in next(iter(data["models"].values())).items() if isinstance(v, dict)]
+    lines = ["| model | " + " | ".join(probes) + " |", "| --- |" + " --- |" * len(probes)]
+    for label, m in data["models"].items():
+        lines.append(f"| {label} | " + " | ".join(f"{m[p]['accuracy']:.3f} (majority {m[p]['majority']:.3f})"
+                                                  for p in probes) + " |")
+    return lines
+
+
+def table_gradients(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/objective_gradients.py's JSON: gradient norms of each objective term on the trajectory
+    encoder and the sliced-Wasserstein distances between batches."""
+    data = read_json(level, name, root)
+    lines = ["| quantity | value |", "| --- | --- |"]
+    for key, value in data.items():
+        lines.append(f"| {key.replace('_', ' ')} | {value:.4g} |" if isinstance(value, float) else f"| {key} | {value} |")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------- benchmarks
+def table_train_step(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/train_step.py: seconds per update and the fraction of the GEMM peak, per model."""
+    data = read_json(level, name, root)
+    where = data.get("device_name", data["device"])
+    lines = [f"| model ({where}, {data['torch_threads']} thread(s), {data.get('mixed_precision', 'fp32')}) | "
+             "s / update | GFLOP / update | fraction of GEMM peak |", "| --- | --- | --- | --- |"]
+    for model, m in data["models"].items():
+        lines.append(f"| {model} | {m['seconds_per_update']:.4f} | {m['flops_fwd_bwd'] / 1e9:.1f} | "
+                     f"{fmt(m.get('fraction_of_gemm_peak'), '.2f')} |")
+    return lines
+
+
+def table_speaker_decode(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/speaker_decode.py: sequences per second with and without the decoder cache."""
+    data = read_json(level, name, root)
+    lines = [f"| model ({data['batch_size']} trajectories x {data['new_tokens']} tokens) | cached seq/s | "
+             "uncached seq/s | cached / uncached | identical sequences |", "| --- | --- | --- | --- | --- |"]
+    for model, m in data["models"].items():
+        lines.append(f"| {model} | {m['sequences_per_s_cached']:.0f} | {m['sequences_per_s_uncached']:.0f} | "
+                     f"{m['speedup_cached_over_uncached']:.2f} | {m['identical_sequences']} |")
+    return lines
+
+
+def table_rollout(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/rollout.py: steps and episodes per second of each way of rolling out."""
+    data = read_json(level, name, root)
+    lines = [f"| {data['episodes']} {data['level']} episodes, {data['policy']} | episodes/s | steps/s |",
+             "| --- | --- | --- |"]
+    for way, r in data["results"].items():
+        lines.append(f"| {way.replace('_', ' ')} | {r['episodes_per_s']:.1f} | {r['steps_per_s']:.0f} |")
+    return lines
+
+
+def table_demo_generation(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/demo_generation.py: demos per second, bytes per demo, memory while iterating."""
+    data = read_json(level, name, root)
+    it = data["iteration"]
+    return [
+        "| quantity | value |", "| --- | --- |",
+        f"| demos/s, 1 process ({data['level']}) | {data['demos_per_s_1proc']:.0f} |",
+        f"| demos/s, 2 processes | {data['demos_per_s_2proc']:.0f} ({data['speedup_2_vs_1']:.2f}x) |",
+        f"| bytes per demo on disk | {data['bytes_per_demo']:.0f} |",
+        f"| rows iterated (batches of {it['batch_size']}) | {it['rows_iterated']} at {it['rows_per_s']:.0f} rows/s |",
+        f"| peak resident memory: anonymous / file-backed (MB) | {it['peak_anon_mb']:.0f} / {it['peak_file_mb']:.0f} |",
     ]
-    fmt = lambda v, spec: "-" if v is None else format(v, spec)
-    for row in rows.values():
-        test = row["test"] or {}
-        lines.append(
-            f"| {row['label']} | {fmt(test.get('success_rate'), '.3f')} | {fmt(test.get('mean_steps'), '.1f')} | "
-            f"{fmt(test.get('mean_reward'), '.3f')} | {fmt(row['paper_protocol_valid_sr'], '.3f')} | "
-            f"{fmt(row['test_bleu'], '.2f')} | {bleu_checkpoint(row)} | {row['updates']} |"
-        )
-    for name, summary in floor.items():
-        lines.append(
-            f"| floor: {name.replace('_', ' ')} | {summary['success_rate']:.3f} | {summary['mean_steps']:.1f} | "
-            f"{summary['mean_reward']:.3f} | - | - | - | - |"
-        )
-    lines += seed_lines(seeds, next(iter(groups)))
-    for stats in extra.values():
-        lines += seed_lines(stats, next(iter(stats)))
-    Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+
+
+TABLES: dict[str, Callable[..., list[str]]] = {
+    "paper": table_paper, "tests": table_tests, "runs": table_runs, "seeds": table_seeds,
+    "speakers": table_speakers, "pragmatics": table_pragmatics, "probes": table_probes,
+    "gradients": table_gradients, "train_step": table_train_step, "speaker_decode": table_speaker_decode,
+    "rollout": table_rollout, "demo_generation": table_demo_generation,
+}
+
+
+def render(level: str, spec: str, root: Path = RESULTS) -> str:
+    """One table, ``name`` or ``name:argument``, as markdown (ending in a newline)."""
+    name, _, argument = spec.partition(":")
+    if name not in TABLES:
+        raise SystemExit(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+    table = TABLES[name]
+    return "\n".join(table(level, argument, root) if argument else table(level, root)) + "\n"
+
+
+def refresh(document: Path, root: Path = RESULTS) -> tuple[str, list[str]]:
+    """The document with every marked table rendered anew, and the specs of the tables that changed."""
+    text = document.read_text()
+    changed: list[str] = []
+
+    def redo(match: re.Match) -> str:
+        level, spec, old = match.groups()
+        new = render(level, spec, root)
+        if new != old:
+            changed.append(f"{level} {spec}")
+        return match.group(0).replace(old, new) if old else match.group(0).replace("-->\n", "-->\n" + new, 1)
+
+    return MARK.sub(redo, text), changed
+
+
+def random_floor(level: str, episodes: int = 1000) -> dict[str, dict[str, float]]:
+    """Random policies over left/right/forward and over all 7 actions on the test seeds."""
+    import msvae_hf  # noqa: F401  (registers the levels)
+    from msvae_hf.evaluation import TEST_SEED_START
+    from msvae_hf.metrics import summarize_episodes
+    from msvae_hf.rollout import RandomPolicy, evaluation_seeds, rollout
+
+    seeds = evaluation_seeds(episodes, TEST_SEED_START)
+    env = f"BabyAI-{LEVELS[level]}-v0"
+    return {f"random_{n}_actions": summarize_episodes(rollout(RandomPolicy(n, seed=0), env, seeds, batch_size=256))
+            for n in (3, 7)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("level", help="a level folder under results/ (bosslocal, gotoseqlocal) or benchmarks")
+    parser.add_argument("--table", help="one table to print (see above)")
+    parser.add_argument("--write", type=Path, help="a results document whose marked tables are rendered anew")
+    parser.add_argument("--check", type=Path, help="a results document: exit 1 if a marked table differs")
+    parser.add_argument("--floor", action="store_true", help="roll out random policies -> results/<level>/floor.json")
+    args = parser.parse_args(argv)
+    if args.floor:
+        out = RESULTS / args.level / "floor.json"
+        out.write_text(json.dumps(random_floor(args.level), indent=2) + "\n")
+        print(f"wrote {out}")
+    if args.table:
+        sys.stdout.write(render(args.level, args.table))
+    for document, write in ((args.write, True), (args.check, False)):
+        if document is None:
+            continue
+        text, changed = refresh(document)
+        if write:
+            document.write_text(text)
+            print(f"{document}: {len(changed)} table(s) changed")
+        elif changed:
+            sys.exit(f"{document}: tables differ from results/: {', '.join(changed)}")
 
 
 if __name__ == "__main__":
