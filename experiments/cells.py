@@ -1,11 +1,15 @@
 """The cells of each level's study: one command each, done when its output exists.
 
-A cell trains a run (``scripts/train.py``), makes demonstrations or labels a pool of unpaired trajectories.
-Names read ``<row>/seed<k>`` for runs (the row is the config's name, ``configs/<level>/<row>.yaml``) and
-``demos`` / ``labels/<labeller>`` for data. Run folders follow one convention: ``runs/<level>/<row>`` for
-seed 0 and ``runs/<level>/<row>_seed<k>`` for seed k. Every MS-VAE seed starts from the seed-0 baselines
-(App. D initialisation), so its seeds differ in data order and noise only; the speaker-followers of all
-seeds read the same labels.
+A cell trains a run (``scripts/train.py``), makes demonstrations, labels a pool of unpaired trajectories,
+pre-trains a speaker's encoders or compares finished runs. Names read ``<row>/seed<k>`` for runs (the row is
+the config's name, ``configs/<level>/<row>.yaml``; a pre-training's row is its output folder's name),
+``demos`` and ``labels/<labeller>`` for data, and ``<script>/<output>`` for comparisons and tables. Run
+folders follow one convention: ``runs/<level>/<row>`` for seed 0 and ``runs/<level>/<row>_seed<k>`` for seed
+k. Every MS-VAE seed starts from the seed-0 baselines (App. D initialisation), so its seeds differ in data
+order and noise only; the students of all seeds read the labels of the same seed-0 teacher.
+
+Both levels hold the rows of Tables 2 and 3 (:data:`TABLE_ROWS`); BossLocal also holds the rest of its study
+(:data:`BOSSLOCAL_ROWS`, :func:`bosslocal_comparisons`). Each cell answers one of :data:`QUESTIONS`.
 """
 
 from __future__ import annotations
@@ -17,19 +21,115 @@ from pathlib import Path
 #: The paper's two one-room levels (App. C): folder name -> the name make_demos takes.
 LEVELS = {"bosslocal": "BossLocal", "gotoseqlocal": "GoToSeqLocal"}
 
-#: Table 2 and Table 3 of the paper: row (config name) -> (its label, what it needs first besides demos).
-TABLE_ROWS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "follower": ("supervised follower (Table 2) / follower (Table 3)", ()),
-    "speaker": ("supervised speaker", ()),
-    "msvae_paired": ("MS-VAE, paired only", ("follower/seed0", "speaker/seed0")),
-    "msvae": ("MS-VAE full (+ V + D')", ("follower/seed0", "speaker/seed0")),
-    "msvae_v": ("MS-VAE + V", ("follower/seed0", "speaker/seed0")),
-    "speaker_follower": ("speaker-follower", ("labels/speaker",)),
-    "msvae_speaker_follower": ("MS-VAE-speaker-follower", ("labels/msvae",)),
+#: What each group of cells answers: key (a cell's ``question``) -> the question.
+QUESTIONS = {
+    "demos": "which demonstrations every run reads (App. C)",
+    "follower": "does unpaired data help the follower? (Table 2, SR)",
+    "speaker": "does unpaired data help the speaker? (Table 2, BLEU)",
+    "speaker_follower": "does unpaired data help the speaker-follower? (Table 3)",
+    "bleu": "what was tried against the BLEU result (V lowers the MS-VAE speaker's BLEU)",
+    "pretraining": "speaker pre-training and self-training: where do unpaired trajectories raise BLEU?",
+    "tables": "every run's numbers in one table, and the validation curves",
 }
 
-#: Labellers of the unpaired pool: name -> the seed-0 run whose best/ speaks.
-LABELLERS = {"speaker": "speaker", "msvae": "msvae"}
+
+@dataclass(frozen=True)
+class Row:
+    """A row of a results table: ``configs/<level>/<row>.yaml`` trained on ``seeds``."""
+
+    label: str
+    question: str
+    needs: tuple[str, ...] = ()
+    """cells every seed needs besides the demonstrations (e.g. the seed-0 baselines it starts from)"""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """the seeds the study runs (none: a config kept but not run)"""
+    overrides: tuple[str, ...] = ()
+    """train.py flags beyond the config, e.g. ``--max-updates 400`` for a run stopped early"""
+    init: str | None = None
+    """the pre-training (runs/<level>/<init>[_seed<k>]) that seed k starts from"""
+
+
+BASELINES = ("follower/seed0", "speaker/seed0")
+
+#: Table 2 and Table 3 of the paper, on both levels.
+TABLE_ROWS: dict[str, Row] = {
+    "follower": Row("supervised follower (Table 2) / follower (Table 3)", "follower"),
+    "speaker": Row("supervised speaker", "speaker"),
+    "msvae_paired": Row("MS-VAE, paired only", "follower", BASELINES),
+    "msvae": Row("MS-VAE full (+ V + D')", "follower", BASELINES),
+    "msvae_v": Row("MS-VAE + V", "follower", BASELINES),
+    "speaker_follower": Row("speaker-follower", "speaker_follower", ("labels/speaker",)),
+    "msvae_speaker_follower": Row("MS-VAE-speaker-follower", "speaker_follower", ("labels/msvae",)),
+}
+
+_FIVE = (0, 1, 2, 3, 4)
+_FRONT_DU = "speaker_init_front_unpaired"
+
+#: The rest of the BossLocal study (labels as in scripts/collect_results.py's RUNS).
+BOSSLOCAL_ROWS: dict[str, Row] = {
+    "msvae_paired_speaker_follower": Row("speaker-follower, labels by MS-VAE paired only", "speaker_follower",
+                                         ("labels/msvae_paired",), (0,)),
+    # MS-VAE settings tried for BLEU; those stopped early keep the budget they stopped at.
+    "msvae_gamma1": Row("MS-VAE full, gamma = 1", "bleu", BASELINES),
+    "msvae_gamma10": Row("MS-VAE full, gamma = 10 (stopped at 400)", "bleu", BASELINES, (0,),
+                         ("--max-updates", "400")),
+    "msvae_alpha1000": Row("MS-VAE full, D' weight alpha = 1000", "bleu", BASELINES, (0,)),
+    "msvae_gamma1_alpha10": Row("MS-VAE full, gamma = 1, alpha = 10", "bleu", BASELINES),
+    "msvae_gamma1_alpha100": Row("MS-VAE full, gamma = 1, alpha = 100", "bleu", BASELINES, (0,)),
+    "msvae_k16": Row("MS-VAE full, K = 16 tokens", "bleu", BASELINES, (0,)),
+    "msvae_trajbeta": Row("MS-VAE full, trajectory beta = 0.01 (stopped at 400)", "bleu", BASELINES, (0,),
+                          ("--max-updates", "400")),
+    "msvae_paired_trajbeta": Row("MS-VAE paired only, trajectory beta = 0.01 (not run)", "bleu", BASELINES, ()),
+    "msvae_trajbeta1": Row("MS-VAE full, trajectory beta = 1 (stopped at 1000)", "bleu", BASELINES, (0,),
+                           ("--max-updates", "1000")),
+    "msvae_fixeddec": Row("MS-VAE full, V trains q(z|a,o) only (stopped at 1000)", "bleu", BASELINES, (0,),
+                          ("--max-updates", "1000")),
+    "msvae_gamma1_fixeddec": Row("MS-VAE full, gamma = 1, V trains q(z|a,o) only", "bleu", BASELINES, (0,)),
+    "msvae_paired_ownobs": Row("MS-VAE, paired only, own observation encoder for q(z|a,o)", "bleu", BASELINES),
+    "msvae_ownobs": Row("MS-VAE full, own observation encoder for q(z|a,o)", "bleu", BASELINES),
+    "msvae_gamma1_ownobs": Row("MS-VAE full, gamma = 1, own observation encoder for q(z|a,o)", "bleu", BASELINES),
+    "msvae_paired_finit": Row("MS-VAE paired only, follower-only init (App. D)", "bleu", ("follower/seed0",), (0,)),
+    "msvae_finit": Row("MS-VAE full, follower-only init (App. D)", "bleu", ("follower/seed0",), (0,)),
+    "msvae_paired_then_paired": Row("MS-VAE paired only, then 400 paired-only updates", "bleu",
+                                    ("msvae_paired/seed0",), (0,)),
+    "msvae_then_paired": Row("MS-VAE full, then 400 paired-only updates", "bleu", ("msvae/seed0",), (0,)),
+    # The baseline speaker: self-trained, pre-trained on the front-cell task, both.
+    "speaker_paired": Row("speaker (paired only), 1200 updates", "pretraining"),
+    "speaker_selftrain": Row("speaker self-trained (its own labels of D_u)", "pretraining", ("labels/speaker",)),
+    "speaker_msvae_labels": Row("speaker on MS-VAE labels of D_u (gamma = 1, alpha = 10)", "pretraining",
+                                ("labels/msvae_gamma1_alpha10",), (0,)),
+    "speaker_paired_selftrain": Row("speaker self-trained on the 1200-update speaker's labels of 40k of D_u",
+                                    "pretraining", ("labels/speaker_paired",)),
+    "speaker_front_paired": Row("speaker, front-cell pre-training on the paired trajectories", "pretraining",
+                                seeds=_FIVE, init="speaker_init_front_paired"),
+    "speaker_front_unpaired": Row("speaker, front-cell pre-training on D_u", "pretraining", seeds=_FIVE,
+                                  init=_FRONT_DU),
+    "speaker_front_selftrain": Row("speaker, front-cell pre-training on D_u, self-trained on the seed-0 speaker's "
+                                   "labels", "pretraining", ("labels/speaker_front",), _FIVE, init=_FRONT_DU),
+    "speaker_front_selftrain2": Row("speaker, front-cell pre-training on D_u, second round of self-training",
+                                    "pretraining", ("labels/speaker_front2",), (0, 1), init=_FRONT_DU),
+}
+
+
+@dataclass(frozen=True)
+class Labeller:
+    """Labels of the unpaired pool made greedily by ``model`` (``<row>/<best or best_speaker>`` of seed 0)."""
+
+    model: str
+    question: str
+    num_unpaired: int | None = None
+    """label only the first N trajectories (None: all)"""
+
+
+TABLE_LABELLERS = {"speaker": Labeller("speaker/best", "speaker_follower"),
+                   "msvae": Labeller("msvae/best", "speaker_follower")}
+BOSSLOCAL_LABELLERS = {
+    "msvae_paired": Labeller("msvae_paired/best", "speaker_follower"),
+    "msvae_gamma1_alpha10": Labeller("msvae_gamma1_alpha10/best_speaker", "pretraining"),
+    "speaker_paired": Labeller("speaker_paired/best", "pretraining", 40_000),
+    "speaker_front": Labeller("speaker_front_unpaired/best", "pretraining", 40_000),
+    "speaker_front2": Labeller("speaker_front_selftrain/best", "pretraining", 40_000),
+}
 
 
 @dataclass(frozen=True)
@@ -42,6 +142,15 @@ class Cell:
     needs: tuple[str, ...] = ()
     run_dir: Path | None = field(default=None)
     """for a training cell, its run folder: resumed where it holds a checkpoint"""
+    question: str = "tables"
+    """the key in :data:`QUESTIONS` of what this cell helps answer"""
+
+
+def level_rows(level: str) -> dict[str, Row]:
+    """Every row of ``level``'s study, by config name."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown level {level!r}; known: {sorted(LEVELS)}")
+    return {**TABLE_ROWS, **(BOSSLOCAL_ROWS if level == "bosslocal" else {})}
 
 
 def run_dir(level: str, row: str, seed: int) -> Path:
@@ -57,44 +166,205 @@ def run_row(run: str) -> tuple[str, int]:
 
 def row_label(level: str, row: str) -> str:
     """The label a results table gives ``row`` of ``level``'s study."""
-    if row in TABLE_ROWS:
-        return TABLE_ROWS[row][0]
-    raise KeyError(f"{level} has no row {row!r}")
+    rows = level_rows(level)
+    if row not in rows:
+        raise KeyError(f"{level} has no row {row!r}")
+    return rows[row].label
 
 
 def demos_dir(level: str) -> Path:
     return Path("data", f"{level}_100k")
 
 
-def level_cells(level: str, seeds: tuple[int, ...] = (0, 1, 2), threads: int = 1) -> list[Cell]:
-    """Every cell of Tables 2 and 3 on ``level`` for ``seeds`` (seed 0 always: the others start from it)."""
-    if level not in LEVELS:
-        raise ValueError(f"unknown level {level!r}; known: {sorted(LEVELS)}")
+def labels_dir(level: str, labeller: str) -> Path:
+    return Path("data", "pseudo_labels", level, labeller)
+
+
+def runs_read(level: str, command: tuple[str, ...]) -> tuple[str, ...]:
+    """The cells that made the runs ``command`` names (``runs/<level>/<run>/...``), in order of mention."""
+    names = [f"{row}/seed{seed}" for arg in command
+             for row, seed in map(run_row, re.findall(rf"runs/{level}/([^/,=\s]+)", arg))]
+    return tuple(dict.fromkeys(names))
+
+
+def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int = 1) -> list[Cell]:
+    """Every cell of ``level``'s study, needs first. ``seeds``: None for each row's own seeds (the study as
+    run), or the seeds to run every row on (seed 0 always: the others start from it); a comparison that reads
+    a run not among them is left out."""
+    rows = level_rows(level)
     demos = demos_dir(level)
     cells = [Cell(
         "demos",
         ("python", "scripts/make_demos.py", "--level", LEVELS[level], "--paired", "1000", "--unpaired", "100000",
          "--valid", "500", "--test", "500", "--seed", "0", "--num-proc", "2", "--out", str(demos)),
         demos / "README.md",  # the dataset card, written last
+        question="demos",
     )]
-    labels = {}
-    for name, row in LABELLERS.items():
-        out = Path("data", "pseudo_labels", level, name)
-        labels[f"labels/{name}"] = Cell(
-            f"labels/{name}",
-            ("python", "scripts/label_unpaired.py", "--speaker", str(run_dir(level, row, 0) / "best"),
-             "--demos", str(demos), "--out", str(out)),
-            out / "pseudo_labels.json", (f"{row}/seed0",),
-        )
-    for seed in sorted({0, *seeds}):  # seed-major: every row of seed 0 is scheduled before seed 1
-        for row, (_, needs) in TABLE_ROWS.items():
-            for need in needs:
-                if need in labels:
-                    cells.append(labels.pop(need))
+    row_seeds = {row: (spec.seeds if seeds is None or not spec.seeds else tuple(sorted({0, *seeds})))
+                 for row, spec in rows.items()}
+    pretrainings = {}
+    for seed in sorted({s for run in row_seeds.values() for s in run}):  # seed-major: seed 0 of every row first
+        for row, spec in rows.items():
+            if seed not in row_seeds[row]:
+                continue
             out = run_dir(level, row, seed)
             command = ["python", "scripts/train.py", "--config", f"configs/{level}/{row}.yaml",
-                       "--threads", str(threads)]
+                       "--threads", str(threads), *spec.overrides]
+            needs = ["demos", *spec.needs]
+            if spec.init is not None:
+                init = run_dir(level, spec.init, seed)
+                pretrainings[init] = pretraining_cell(level, spec.init, seed, threads)
+                needs.append(pretrainings[init].name)
+                if seed:
+                    command += ["--init-from", str(init)]
             if seed:
                 command += ["--seed", str(seed), "--output-dir", str(out)]
-            cells.append(Cell(f"{row}/seed{seed}", tuple(command), out / "results.json", ("demos", *needs), out))
-    return cells
+            cells.append(Cell(f"{row}/seed{seed}", tuple(command), out / "results.json", tuple(needs), out,
+                              spec.question))
+    cells += pretrainings.values()
+    labellers = {**TABLE_LABELLERS, **(BOSSLOCAL_LABELLERS if level == "bosslocal" else {})}
+    for name, labeller in labellers.items():  # needs_first moves each before its first student
+        out = labels_dir(level, name)
+        command = ["python", "scripts/label_unpaired.py", "--speaker", f"runs/{level}/{labeller.model}",
+                   "--demos", str(demos), "--out", str(out)]
+        if labeller.num_unpaired is not None:
+            command += ["--num-unpaired", str(labeller.num_unpaired)]
+        cells.append(Cell(f"labels/{name}", tuple(command), out / "pseudo_labels.json",
+                          runs_read(level, tuple(command)), question=labeller.question))
+    if level == "bosslocal":
+        cells += bosslocal_comparisons(cells, threads)
+    return needs_first(cells)
+
+
+def pretraining_cell(level: str, name: str, seed: int, threads: int) -> Cell:
+    """``runs/<level>/speaker_init_front_<split>[_seed<k>]``: a speaker's encoders pre-trained on the
+    front-cell task (msvae_hf.pretraining) over the ``<split>`` trajectories, for train.py's --init-from."""
+    split = name.removeprefix("speaker_init_front_")
+    out = run_dir(level, name, seed)
+    command = ("python", "experiments/pretrain_speaker.py", "--demos", str(demos_dir(level)), "--split", split,
+               "--updates", "600", "--seed", str(seed), "--threads", str(threads),
+               "--config", f"configs/{level}/speaker.yaml", "--out", str(out))
+    return Cell(f"{name}/seed{seed}", command, out / "pretraining.json", ("demos",), question="pretraining")
+
+
+def seed_models(flag: str, label: str, row: str, n: int) -> list[str]:
+    """``flag "LABEL[, seed k]=runs/bosslocal/<row>[_seed<k>]/best"`` for seeds 0 .. n-1."""
+    args = []
+    for k in range(n):
+        args += [flag, f"{label}{f', seed {k}' if k else ''}={run_dir('bosslocal', row, k)}/best"]
+    return args
+
+
+def bosslocal_comparisons(cells: list[Cell], threads: int) -> list[Cell]:
+    """BossLocal's comparisons of finished runs (speakers by BLEU, probes, rescored speaking) and its tables;
+    each needs the cells of the runs it reads, and is left out when one of them is not in ``cells``."""
+    r = "runs/bosslocal"
+    demos = ("--demos", str(demos_dir("bosslocal")))
+    speakers = [
+        ("MS-VAE paired only", "msvae_paired/best_speaker"),
+        ("MS-VAE paired only, seed 1", "msvae_paired_seed1/best_speaker"),
+        ("speaker (baseline)", "speaker/best"),
+        ("MS-VAE full", "msvae/best"),
+        ("MS-VAE full, seed 1", "msvae_seed1/best_speaker"),
+        ("MS-VAE gamma = 1", "msvae_gamma1/best_speaker"),
+        ("MS-VAE gamma = 1, seed 1", "msvae_gamma1_seed1/best_speaker"),
+        ("MS-VAE alpha = 1000", "msvae_alpha1000/best"),
+        ("MS-VAE paired only, seed 2", "msvae_paired_seed2/best_speaker"),
+        ("MS-VAE full, seed 2", "msvae_seed2/best_speaker"),
+        ("MS-VAE gamma = 1, seed 2", "msvae_gamma1_seed2/best_speaker"),
+        ("MS-VAE paired only, follower-only init", "msvae_paired_finit/best_speaker"),
+        ("MS-VAE full, follower-only init", "msvae_finit/best_speaker"),
+        ("MS-VAE paired only, then paired", "msvae_paired_then_paired/best_speaker"),
+        ("MS-VAE full, then paired", "msvae_then_paired/best_speaker"),
+        ("MS-VAE trajectory beta = 1", "msvae_trajbeta1/best_speaker"),
+        ("MS-VAE gamma = 1, alpha = 10", "msvae_gamma1_alpha10/best_speaker"),
+        ("MS-VAE gamma = 1, alpha = 10, seed 1", "msvae_gamma1_alpha10_seed1/best_speaker"),
+        ("MS-VAE gamma = 1, alpha = 10, seed 2", "msvae_gamma1_alpha10_seed2/best_speaker"),
+        ("MS-VAE gamma = 1, alpha = 100", "msvae_gamma1_alpha100/best_speaker"),
+        ("MS-VAE full, V trains q(z|a,o) only", "msvae_fixeddec/best_speaker"),
+        ("MS-VAE gamma = 1, V trains q(z|a,o) only", "msvae_gamma1_fixeddec/best_speaker"),
+    ]
+    probed = [("speaker (baseline)", "speaker/best"), ("MS-VAE paired only", "msvae_paired/best_speaker"),
+              ("MS-VAE full (gamma 100)", "msvae/best"), ("MS-VAE gamma 1", "msvae_gamma1/best_speaker"),
+              ("MS-VAE gamma 1, alpha 10", "msvae_gamma1_alpha10/best_speaker")]
+    # Follower-rescored speaking: each speaker with its own run's follower, NAME#k marking seed k.
+    systems = [("MS-VAE paired only#{k}", "msvae_paired", "msvae_paired"),
+               ("MS-VAE full, gamma 1, alpha 10#{k}", "msvae_gamma1_alpha10", "msvae_gamma1_alpha10"),
+               ("MS-VAE full, gamma 1#{k}", "msvae_gamma1", "msvae_gamma1"),
+               ("MS-VAE full, App. D#{k}", "msvae", "msvae")]
+    pragmatic = []
+    for name, speaker, follower in systems:
+        for k in range(3):
+            checkpoint = "best" if (speaker, k) == ("msvae", 0) else "best_speaker"  # made before best_speaker/
+            pragmatic += ["--system", f"{name.format(k=k)}={run_dir('bosslocal', speaker, k)}/{checkpoint},"
+                                      f"{run_dir('bosslocal', follower, k)}/best"]
+    pragmatic += ["--system", f"baselines: speaker, follower={r}/speaker/best,{r}/follower/best"]
+    for k in range(3):
+        pragmatic += ["--system", f"paired-only speaker, full follower#{k}="
+                                  f"{run_dir('bosslocal', 'msvae_paired', k)}/best_speaker,"
+                                  f"{run_dir('bosslocal', 'msvae_gamma1_alpha10', k)}/best"]
+    front = (seed_models("--speaker", "speaker, paired only", "speaker_paired", 3)
+             + seed_models("--speaker", "paired-only speaker, self-trained", "speaker_paired_selftrain", 3)
+             + seed_models("--speaker", "front-cell on paired trajectories", "speaker_front_paired", 5)
+             + seed_models("--speaker", "front-cell on D_u", "speaker_front_unpaired", 5)
+             + seed_models("--speaker", "front-cell on D_u, self-trained", "speaker_front_selftrain", 5)
+             + seed_models("--speaker", "front-cell on D_u, second round", "speaker_front_selftrain2", 2))
+    curves = ("follower", "speaker", "msvae_paired", "msvae", "msvae_gamma1", "speaker_follower",
+              "msvae_paired_speaker_follower", "msvae_speaker_follower")
+    trained = [c.name for c in cells if c.run_dir is not None]
+    pretraining = [c.name for c in cells if c.run_dir is not None and c.question == "pretraining"]
+    made = [
+        ("probes", "speaker", "results/speaker_probe.json",
+         ("experiments/probe_speaker.py", *demos,
+          *[a for label, run in probed for a in ("--model", f"{label}={r}/{run}")])),
+        ("compare_speakers/bosslocal_speakers", "speaker", "results/bosslocal_speakers.json",
+         ("experiments/compare_speakers.py", *demos,
+          *[a for label, run in speakers for a in ("--speaker", f"{label}={r}/{run}")])),
+        ("pragmatic_speakers", "bleu", "results/pragmatic_k8.json",
+         ("experiments/pragmatic_speakers.py", *demos, "--threads", str(threads), "--candidates", "8", *pragmatic)),
+        ("compare_speakers/bosslocal_speakers_front", "pretraining", "results/bosslocal_speakers_front.json",
+         ("experiments/compare_speakers.py", *demos, *front)),
+        ("compare_speakers/bosslocal_speakers_front_train_pairs", "pretraining",
+         "results/bosslocal_speakers_front_train_pairs.json",
+         ("experiments/compare_speakers.py", *demos, "--split", "paired",
+          "--speaker", f"speaker, paired only={r}/speaker_paired/best",
+          "--speaker", f"front-cell on D_u={r}/speaker_front_unpaired/best",
+          "--speaker", f"front-cell on D_u, self-trained={r}/speaker_front_selftrain/best")),
+        ("plot_curves", "tables", "results/bosslocal_curves.png",
+         ("experiments/plot_curves.py", *[f"{r}/{run}" for run in curves],
+          "--metric", "valid/success_rate", "--metric", "valid/bleu")),
+    ]
+    known = {c.name for c in cells}
+    out = []
+    for name, question, output, command in made:
+        command = ("python", *command, "--out", output)
+        needs = runs_read("bosslocal", command)
+        if all(need in known for need in needs):
+            out.append(Cell(name, command, Path(output), needs, question=question))
+    # The tables read every run on disk: all of the study's, or (the front table) the speakers' alone.
+    for stem, question, needs in (("bosslocal", "tables", trained), ("bosslocal_front", "pretraining", pretraining)):
+        command = ("python", "experiments/collect_results.py", "--runs", r, "--out", f"results/{stem}")
+        out.append(Cell(f"collect_results/{stem}", command, Path(f"results/{stem}.md"), tuple(needs),
+                        question=question))
+    return out
+
+
+def needs_first(cells: list[Cell]) -> list[Cell]:
+    """``cells`` in their order, except that each comes after the cells it needs; a cycle is an error."""
+    by_name = {c.name: c for c in cells}
+    ordered: dict[str, Cell] = {}
+
+    def visit(cell: Cell, path: tuple[str, ...]) -> None:
+        if cell.name in ordered:
+            return
+        if cell.name in path:
+            raise ValueError(f"cells need each other: {' -> '.join((*path, cell.name))}")
+        for need in cell.needs:
+            if need not in by_name:
+                raise ValueError(f"{cell.name} needs {need!r}, which is not a cell")
+            visit(by_name[need], (*path, cell.name))
+        ordered[cell.name] = cell
+
+    for cell in cells:
+        visit(cell, ())
+    return list(ordered.values())

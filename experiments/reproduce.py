@@ -3,7 +3,11 @@
 
     python experiments/reproduce.py gotoseqlocal                       # every cell, two at a time
     python experiments/reproduce.py bosslocal --cells 'msvae_v/*' --seeds 0 1 2
+    python experiments/reproduce.py bosslocal --cells 'speaker_front_*/*' 'compare_speakers/*'
     python experiments/reproduce.py gotoseqlocal --dry-run             # what would run, in order
+
+Without ``--seeds`` each row runs on the seeds the study ran it on (experiments/cells.py); with them, every
+row on those seeds (and seed 0).
 
 A training cell whose run folder holds a checkpoint continues with ``--resume`` (bit-identical to an
 uninterrupted run); a folder with neither a checkpoint nor ``results.json`` (a start killed before its first
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -83,12 +88,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("level", help="bosslocal or gotoseqlocal")
     parser.add_argument("--cells", nargs="*", help="cell name patterns (fnmatch), e.g. 'msvae*/seed0' demos")
-    parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
-    parser.add_argument("--jobs", type=int, default=2, help="cells run at once (one torch thread each)")
+    parser.add_argument("--seeds", nargs="*", type=int, default=None, help="default: each row's own seeds")
+    parser.add_argument("--jobs", type=int, default=2, help="cells run at once")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of each cell")
     parser.add_argument("--dry-run", action="store_true", help="print the cells that would run, in order")
     args = parser.parse_args(argv)
     try:
-        cells = select(level_cells(args.level, tuple(args.seeds)), args.cells)
+        seeds = None if args.seeds is None else tuple(args.seeds)
+        every = level_cells(args.level, seeds, args.threads)
+        cells = select(every, args.cells)
     except ValueError as err:
         raise SystemExit(f"error: {err}") from err
     todo = [c for c in cells if not c.output.exists()]
@@ -97,12 +105,12 @@ def main(argv: list[str] | None = None) -> None:
             save_record(args.level, cell.run_dir)
     if args.dry_run:
         for cell in todo:
-            print(f"{cell.name}: {' '.join(prepare(cell, dry_run=True))}")
+            print(f"{cell.name}: {shlex.join(prepare(cell, dry_run=True))}")
         return
     logs = Path("runs", args.level, "logs")
     logs.mkdir(parents=True, exist_ok=True)
     running: dict[str, tuple[subprocess.Popen, float]] = {}
-    done = {c.name for c in cells if c.output.exists()}
+    done = {c.name for c in every if c.output.exists()}  # a finished need is not among the selected cells
     failed: list[str] = []
     while todo or running:
         for name, (proc, started) in list(running.items()):
@@ -120,19 +128,22 @@ def main(argv: list[str] | None = None) -> None:
                 failed.append(name)
                 print(f"FAILED {name} (exit {proc.returncode}; see {logs / (name.replace('/', '_') + '.log')})",
                       flush=True)
-        blocked = {c.name for c in todo if any(n in failed for n in c.needs)}
-        todo = [c for c in todo if c.name not in blocked]
-        failed += sorted(blocked)
-        for cell in [c for c in todo if all(n in done for n in c.needs)]:
+        while blocked := {c.name for c in todo if any(n in failed for n in c.needs)}:  # and what needs those
+            todo = [c for c in todo if c.name not in blocked]
+            failed += sorted(blocked)
+        ready = [c for c in todo if all(n in done for n in c.needs)]
+        if todo and not ready and not running:
+            sys.exit(f"cannot start {', '.join(c.name for c in todo)}: what they need is neither done nor running")
+        for cell in ready:
             if len(running) >= args.jobs:
                 break
             command = prepare(cell)
             log = open(logs / (cell.name.replace("/", "_") + ".log"), "a", encoding="utf-8")  # noqa: SIM115
-            log.write(f"$ {' '.join(command)}\n")
+            log.write(f"$ {shlex.join(command)}\n")
             log.flush()
             running[cell.name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), time.time())
             todo.remove(cell)
-            print(f"start  {cell.name}: {' '.join(command)}", flush=True)
+            print(f"start  {cell.name}: {shlex.join(command)}", flush=True)
         time.sleep(2)
     if failed:
         sys.exit(f"failed or blocked: {', '.join(failed)}")

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Label every unpaired trajectory with a trained speaker (baseline or MS-VAE) for the speaker-follower.
 
-    python scripts/label_unpaired.py --speaker runs/speaker/best --demos data/bosslocal --out data/pseudo_speaker
+    python scripts/label_unpaired.py --speaker runs/bosslocal/speaker/best --demos data/bosslocal_100k \\
+        --out data/pseudo_labels/bosslocal/speaker
 """
 
 from __future__ import annotations

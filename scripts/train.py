@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Train a follower, a speaker or MS-VAE on BabyAI demonstrations.
 
-    python scripts/train.py --config configs/msvae_bosslocal.yaml --max-updates 500 --model.gamma 0
+    python scripts/train.py --config configs/bosslocal/msvae.yaml --max-updates 500 --model.gamma 0
     accelerate launch --cpu --num_processes 2 scripts/train.py --config ... --mixed-precision bf16
 
 Every field of msvae_hf.training.TrainConfig is a flag (``--max-updates``); ``--model.KEY VALUE`` overrides

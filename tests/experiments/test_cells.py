@@ -1,0 +1,110 @@
+"""experiments/cells.py: every level's cells hang together (configs exist and load, needs exist and come first,
+every run has a row and a label) without running any of them."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from cells import BOSSLOCAL_ROWS, LEVELS, QUESTIONS, level_cells, row_label, run_row
+from conftest import load_script
+
+from msvae_hf.training import TrainConfig, load_config
+
+REPO = Path(__file__).resolve().parents[2]
+SEED_CHOICES = (None, (0,), (0, 1, 2, 3))  # each row's own seeds; seed 0 only; more seeds than the study ran
+CASES = [(level, seeds) for level in LEVELS for seeds in SEED_CHOICES]
+
+
+def train_config(cell) -> TrainConfig:
+    """The TrainConfig a training cell's command gives (as scripts/train.py reads it), from the repository root."""
+    config, overrides = load_script("train").parse_args(list(cell.command[2:]))
+    return load_config(str(REPO / config), overrides)
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs").rglob("*.yaml")), ids=lambda p: p.name)
+def test_every_config_loads(path: Path) -> None:
+    cfg = load_config(str(path))
+    if path.name != "base.yaml":
+        assert cfg.output_dir == f"runs/{path.parent.name}/{path.stem}"
+
+
+@pytest.mark.parametrize(("level", "seeds"), CASES)
+def test_needs_exist_and_come_first(level: str, seeds: tuple[int, ...] | None) -> None:
+    cells = level_cells(level, seeds)
+    names = [c.name for c in cells]
+    assert len(names) == len(set(names))
+    seen: set[str] = set()
+    for cell in cells:  # each need listed before the cell: the needs exist and hold no cycle
+        assert set(cell.needs) <= seen, (cell.name, sorted(set(cell.needs) - seen))
+        assert cell.question in QUESTIONS
+        seen.add(cell.name)
+
+
+@pytest.mark.parametrize(("level", "seeds"), CASES)
+def test_training_cells_read_existing_configs_and_write_their_run_folder(level: str, seeds) -> None:
+    cells = level_cells(level, seeds)
+    outputs = {c.name: c.output for c in cells}
+    for cell in cells:
+        if "--config" in cell.command:
+            assert (REPO / cell.command[cell.command.index("--config") + 1]).is_file(), cell.name
+        if cell.run_dir is None:
+            continue
+        cfg = train_config(cell)
+        assert Path(cfg.output_dir) == cell.run_dir and cell.output == cell.run_dir / "results.json"
+        made = [outputs[n].parent for n in cell.needs]  # the folders the cells it needs write
+        for path in (cfg.init_follower, cfg.init_speaker, cfg.init_from, cfg.pseudo_labels):
+            if path is not None:
+                assert any(Path(path) == folder or folder in Path(path).parents for folder in made), (cell.name, path)
+        assert Path(cfg.demos) in made
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_every_run_has_its_row_and_a_label(level: str) -> None:
+    for cell in level_cells(level):
+        if cell.run_dir is not None:
+            row, seed = run_row(cell.run_dir.name)
+            assert cell.name == f"{row}/seed{seed}"
+            assert row_label(level, row)
+    rows = {p.stem for p in (REPO / "configs" / level).glob("*.yaml")} - {"base"}
+    assert all(row_label(level, row) for row in rows)  # also the configs the study keeps but does not run
+    with pytest.raises(KeyError):
+        row_label(level, "no_such_row")
+
+
+def test_bosslocal_rows_keep_their_seeds_and_budgets() -> None:
+    """The study as run: its seeds per row, the runs stopped early at their budgets, seed k from its own
+    pre-training, the students of every seed reading the seed-0 teacher's labels."""
+    cells = {c.name: c for c in level_cells("bosslocal")}
+    for row, spec in BOSSLOCAL_ROWS.items():
+        assert {n for n in cells if n.startswith(f"{row}/seed")} == {f"{row}/seed{k}" for k in spec.seeds}
+    assert train_config(cells["msvae_gamma10/seed0"]).max_updates == 400
+    assert train_config(cells["msvae_fixeddec/seed0"]).max_updates == 1000
+    front = train_config(cells["speaker_front_selftrain/seed3"])
+    assert front.init_from == "runs/bosslocal/speaker_init_front_unpaired_seed3" and front.seed == 3
+    assert front.pseudo_labels == "data/pseudo_labels/bosslocal/speaker_front"
+    assert cells["labels/speaker_front"].needs == ("speaker_front_unpaired/seed0",)
+    assert "--num-unpaired" in cells["labels/speaker_front"].command
+
+
+def test_seeds_asked_for_replace_the_studys() -> None:
+    """With seeds, every run row uses exactly those (and seed 0); a comparison of other seeds is left out."""
+    names = {c.name for c in level_cells("bosslocal", (0,))}
+    assert "msvae_k16/seed0" in names and not any(n.endswith(("/seed1", "/seed2")) for n in names)
+    assert "compare_speakers/bosslocal_speakers" not in names and "probes" in names
+    assert "msvae_paired_trajbeta/seed0" not in names  # a config kept, not run
+    more = {c.name for c in level_cells("gotoseqlocal", (3,))}
+    assert {"msvae/seed0", "msvae/seed3"} <= more and "msvae/seed1" not in more
+
+
+def test_unknown_level() -> None:
+    with pytest.raises(ValueError, match="unknown level"):
+        level_cells("bosslocl")
+
+
+def test_config_fields_are_train_config_fields() -> None:
+    """The rows' overrides are train.py flags of TrainConfig fields."""
+    flags = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(TrainConfig)}
+    for spec in BOSSLOCAL_ROWS.values():
+        assert set(spec.overrides[::2]) <= flags

@@ -1,0 +1,61 @@
+"""experiments/reproduce.py: the order it runs cells in, and what it skips (no training: the cells are stubs)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import reproduce
+from cells import Cell, level_cells
+
+
+def dry_run(level: str, capsys: pytest.CaptureFixture, *args: str) -> list[str]:
+    reproduce.main([level, "--dry-run", *args])
+    return [line.split(":", 1)[0] for line in capsys.readouterr().out.splitlines()]
+
+
+@pytest.mark.parametrize("level", ["bosslocal", "gotoseqlocal"])
+def test_dry_run_lists_every_cell_needs_first(level: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    listed = dry_run(level, capsys)
+    cells = {c.name: c for c in level_cells(level)}
+    assert sorted(listed) == sorted(cells)
+    for i, name in enumerate(listed):
+        assert set(cells[name].needs) <= set(listed[:i]), name
+    assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
+
+
+def test_finished_cells_are_skipped_and_recorded(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data/gotoseqlocal_100k").mkdir(parents=True)
+    (tmp_path / "data/gotoseqlocal_100k/README.md").write_text("demos\n")
+    follower = tmp_path / "runs/gotoseqlocal/follower"
+    follower.mkdir(parents=True)
+    (follower / "train_config.json").write_text(json.dumps({"model_type": "follower"}))
+    (follower / "results.json").write_text(json.dumps({"test": {"success_rate": 0.5}}))
+    listed = dry_run("gotoseqlocal", capsys, "--cells", "follower/*", "msvae/seed0")
+    assert listed == ["speaker/seed0", "msvae/seed0", "follower/seed1", "follower/seed2"]  # demos, follower: done
+    record = json.loads((tmp_path / "results/gotoseqlocal/runs/follower.json").read_text())
+    assert record["run"] == "follower" and record["test"]["success_rate"] == 0.5
+
+
+def stub(name: str, needs: tuple[str, ...] = (), fails: bool = False) -> Cell:
+    """A cell whose command writes ``<name>.done`` (or fails)."""
+    code = "raise SystemExit(1)" if fails else f"open('{name}.done', 'w').write('x')"
+    return Cell(name, (sys.executable, "-c", code), Path(f"{name}.done"), needs)
+
+
+def test_runs_what_is_left_in_order_and_blocks_what_needs_a_failure(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("a.done").write_text("x")  # finished: its command would fail if it ran again
+    cells = [stub("a", fails=True), stub("b", ("a",)), stub("c", ("b",)), stub("d", fails=True), stub("e", ("d",)),
+             stub("f", ("e",))]
+    monkeypatch.setattr(reproduce, "level_cells", lambda level, seeds, threads: cells)
+    monkeypatch.setattr(reproduce.time, "sleep", lambda s: None)
+    with pytest.raises(SystemExit, match="failed or blocked: d, e, f"):
+        reproduce.main(["gotoseqlocal", "--cells", "c", "f", "--jobs", "1"])
+    out = capsys.readouterr().out
+    assert "start  a" not in out and out.index("done   b") < out.index("start  c")
+    assert Path("b.done").exists() and Path("c.done").exists() and not Path("e.done").exists()
