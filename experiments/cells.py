@@ -199,6 +199,9 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
          "--valid", "500", "--test", "500", "--seed", "0", "--num-proc", "2", "--out", str(demos)),
         demos / "README.md",  # the dataset card, written last
         question="demos",
+    ), Cell(
+        "floor", ("python", "experiments/collect_results.py", level, "--floor"),
+        Path("results", level, "floor.json"), question="tables",
     )]
     row_seeds = {row: (spec.seeds if seeds is None or not spec.seeds else tuple(sorted({0, *seeds})))
                  for row, spec in rows.items()}
@@ -311,26 +314,24 @@ def bosslocal_comparisons(cells: list[Cell], threads: int) -> list[Cell]:
              + seed_models("--speaker", "front-cell on D_u, second round", "speaker_front_selftrain2", 2))
     curves = ("follower", "speaker", "msvae_paired", "msvae", "msvae_gamma1", "speaker_follower",
               "msvae_paired_speaker_follower", "msvae_speaker_follower")
-    trained = [c.name for c in cells if c.run_dir is not None]
-    pretraining = [c.name for c in cells if c.run_dir is not None and c.question == "pretraining"]
     made = [
-        ("probes", "speaker", "results/speaker_probe.json",
+        ("probes", "speaker", "results/bosslocal/speaker_probes.json",
          ("experiments/probe_speaker.py", *demos,
           *[a for label, run in probed for a in ("--model", f"{label}={r}/{run}")])),
-        ("compare_speakers/bosslocal_speakers", "speaker", "results/bosslocal_speakers.json",
+        ("compare_speakers/bosslocal_speakers", "speaker", "results/bosslocal/speakers_msvae_test.json",
          ("experiments/compare_speakers.py", *demos,
           *[a for label, run in speakers for a in ("--speaker", f"{label}={r}/{run}")])),
-        ("pragmatic_speakers", "bleu", "results/pragmatic_k8.json",
+        ("pragmatic_speakers", "bleu", "results/bosslocal/pragmatic_rescoring_k8.json",
          ("experiments/pragmatic_speakers.py", *demos, "--threads", str(threads), "--candidates", "8", *pragmatic)),
-        ("compare_speakers/bosslocal_speakers_front", "pretraining", "results/bosslocal_speakers_front.json",
+        ("compare_speakers/bosslocal_speakers_front", "pretraining", "results/bosslocal/speakers_pretrained_test.json",
          ("experiments/compare_speakers.py", *demos, *front)),
         ("compare_speakers/bosslocal_speakers_front_train_pairs", "pretraining",
-         "results/bosslocal_speakers_front_train_pairs.json",
+         "results/bosslocal/speakers_pretrained_train_pairs.json",
          ("experiments/compare_speakers.py", *demos, "--split", "paired",
           "--speaker", f"speaker, paired only={r}/speaker_paired/best",
           "--speaker", f"front-cell on D_u={r}/speaker_front_unpaired/best",
           "--speaker", f"front-cell on D_u, self-trained={r}/speaker_front_selftrain/best")),
-        ("plot_curves", "tables", "results/bosslocal_curves.png",
+        ("plot_curves", "tables", "results/bosslocal/validation_curves.png",
          ("experiments/plot_curves.py", *[f"{r}/{run}" for run in curves],
           "--metric", "valid/success_rate", "--metric", "valid/bleu")),
     ]
@@ -341,11 +342,6 @@ def bosslocal_comparisons(cells: list[Cell], threads: int) -> list[Cell]:
         needs = runs_read("bosslocal", command)
         if all(need in known for need in needs):
             out.append(Cell(name, command, Path(output), needs, question=question))
-    # The tables read every run on disk: all of the study's, or (the front table) the speakers' alone.
-    for stem, question, needs in (("bosslocal", "tables", trained), ("bosslocal_front", "pretraining", pretraining)):
-        command = ("python", "experiments/collect_results.py", "--runs", r, "--out", f"results/{stem}")
-        out.append(Cell(f"collect_results/{stem}", command, Path(f"results/{stem}.md"), tuple(needs),
-                        question=question))
     return out
 
 

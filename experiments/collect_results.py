@@ -38,8 +38,8 @@ from pathlib import Path
 from cells import LEVELS, row_label, run_row
 
 RESULTS = Path("results")
-MARK = re.compile(r"<!-- table: python experiments/collect_results\.py (\S+) --table (\S+) -->\n(.*?)<!-- end table -->\n",
-                  re.DOTALL)
+MARK = re.compile(
+    r"<!-- table: python experiments/collect_results\.py (\S+) --table (\S+) -->\n(.*?)<!-- end table -->\n", re.DOTALL)
 
 #: The paper's Table 2 (SR %, BLEU) and Table 3 (SR %, BabyAI-BossLocal only), by our row names.
 PAPER = {
@@ -152,8 +152,9 @@ def table_paper(level: str, root: Path = RESULTS) -> list[str]:
                  f"{fmt(paper['speaker'].get('bleu'), '.2f')} |")
     for row in ("msvae_paired", "msvae_v", "msvae"):
         runs = rows.get(row, [])
-        lines.append(f"| {row_label(level, row)} | {mean_sd(values(runs, 'sr'))} | {fmt(paper[row].get('sr'), '.1f')} | "
-                     f"{mean_sd(values(runs, 'bleu'), 2)} | {fmt(paper[row].get('bleu'), '.2f')} |")
+        lines.append(f"| {row_label(level, row)} | {mean_sd(values(runs, 'sr'))} | "
+                     f"{fmt(paper[row].get('sr'), '.1f')} | {mean_sd(values(runs, 'bleu'), 2)} | "
+                     f"{fmt(paper[row].get('bleu'), '.2f')} |")
     lines += ["", "| Table 3 | test SR (%) | paper SR (BossLocal) |", "| --- | --- | --- |"]
     for row, label in (("follower", "follower"), ("speaker_follower", "speaker-follower"),
                        ("msvae", "MS-VAE-follower (MS-VAE full)"),
@@ -167,7 +168,8 @@ def table_tests(level: str, root: Path = RESULTS) -> list[str]:
     """The paper's comparisons as one-sided t-tests over seeds, with the paper's two numbers beside ours."""
     rows = records_by_row(load_records(level, root))
     paper = PAPER[level]
-    lines = ["| claim | metric | ours (mean, n) | p, one-sided [two-sided] | paper |", "| --- | --- | --- | --- | --- |"]
+    lines = ["| claim | metric | ours (mean, n) | p, one-sided [two-sided] | paper |",
+             "| --- | --- | --- | --- | --- |"]
     for claim, metric, row, other in CLAIMS:
         xs, ys = values(rows.get(row, []), metric), values(rows.get(other, []), metric)
         key = "table3_sr" if "follower" in claim and "full >" not in claim else metric
@@ -287,7 +289,8 @@ def table_gradients(level: str, name: str, root: Path = RESULTS) -> list[str]:
     data = read_json(level, name, root)
     lines = ["| quantity | value |", "| --- | --- |"]
     for key, value in data.items():
-        lines.append(f"| {key.replace('_', ' ')} | {value:.4g} |" if isinstance(value, float) else f"| {key} | {value} |")
+        text = f"{value:.4g}" if isinstance(value, float) else str(value)
+        lines.append(f"| {key.replace('_', ' ')} | {text} |")
     return lines
 
 
