@@ -18,6 +18,8 @@ from typing import Any
 from huggingface_hub import DatasetCard, DatasetCardData, HfApi, ModelCard, ModelCardData
 from huggingface_hub.repocard import RepoCard
 
+from .envs.seeds import TEST_SEED_START
+
 PAPER_TITLE = "Multimodal Sequential Generative Models for Semi-Supervised Language Instruction Following"
 
 #: model_kind -> (card title, what the checkpoint is).
@@ -126,7 +128,6 @@ def push_folder_to_hub(
 RUN_FILES = ("results.json", "train_config.json", "best/config.json", "best/model.safetensors")
 #: Copied beside the weights so the Hub repo records how the model was trained and scored.
 RUN_EXTRAS = ("results.json", "train_config.json", "command.txt")
-TEST_SEED_START = 10**9  # msvae_hf.evaluation.TEST_SEED_START (hub.py sits below evaluation.py)
 
 
 def run_training_command(run_dir: str | Path) -> str:

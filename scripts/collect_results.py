@@ -22,7 +22,7 @@ import statistics
 from pathlib import Path
 
 import msvae_hf  # noqa: F401  (registers the levels)
-from msvae_hf.evaluation import TEST_SEED_START
+from msvae_hf.envs.seeds import TEST_SEED_START
 from msvae_hf.metrics import summarize_episodes
 from msvae_hf.rollout import RandomPolicy, evaluation_seeds, rollout
 

@@ -7,14 +7,14 @@ not on `num_proc`. Splits draw from disjoint seed ranges (`episode_seeds`):
     seed = dataset_seed * SEED_STRIDE + SPLIT_OFFSETS[split] + i,   0 <= i < SPLIT_OFFSET_GAP
 
 paired (M = 1000 in the paper) and unpaired (N = 1,000,000, App. D) are the two training pools; valid
-and test are held-out paired episodes. Every demonstration seed lies below 10**9 (dataset_seed < 25,
-10**7 episodes per split): evaluation rollouts use seeds from 10**9 (test, BabyAI's convention) and
-1.5 * 10**9 (validation), so no evaluated episode can ever have been trained on.
+and test are held-out paired episodes. Every demonstration seed lies below ``TEST_SEED_START`` (1e9), where the
+test rollouts start (validation rollouts start at 1.5e9; ``msvae_hf.envs.seeds``), so no evaluated episode can ever
+have been trained on: that bound is what ``MAX_DATASET_SEED`` is derived from.
 Episodes the bot fails, or that exceed the step or wall-time limit, are dropped, counted, and replaced
 by the next seeds of the same range, so each split has exactly the requested size. (The wall-time
 limit is the one input that is not a function of the seed; it only matters for a stuck bot.)
 
-Row layout (docs: /work/notes/contracts.md): observations[T, 7, 7, 3] uint8 are the egocentric views
+Row layout: observations[T, 7, 7, 3] uint8 are the egocentric views
 before each of the T actions, directions[T] the agent's heading before each action, actions[T] the bot's
 action ids, instruction the mission text (absent from `unpaired`), level the gymnasium id, seed.
 """
@@ -47,12 +47,15 @@ from huggingface_hub import DatasetCard, DatasetCardData, HfApi
 from minigrid.utils.baby_ai_bot import BabyAIBot
 
 from ..envs.levels import resolve_level
+from ..envs.seeds import TEST_SEED_START
 
 SPLITS = ("paired", "unpaired", "valid", "test")
-SEED_STRIDE = 40_000_000
 SPLIT_OFFSET_GAP = 10_000_000
-MAX_DATASET_SEED = 24  # keeps every demonstration seed below 10**9, the first evaluation seed
 SPLIT_OFFSETS = {split: k * SPLIT_OFFSET_GAP for k, split in enumerate(SPLITS)}
+SEED_STRIDE = len(SPLITS) * SPLIT_OFFSET_GAP  # one dataset seed's four split ranges, back to back
+#: The largest dataset seed whose last seed, MAX * SEED_STRIDE + SEED_STRIDE - 1, is still below the first test
+#: seed: (10**9 - 4 * 10**7) // (4 * 10**7) = 24.
+MAX_DATASET_SEED = (TEST_SEED_START - SEED_STRIDE) // SEED_STRIDE
 DEFAULT_TIME_LIMIT_S = 10.0
 STATUS_OK = "ok"
 
