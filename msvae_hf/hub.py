@@ -1,8 +1,9 @@
-"""Model and dataset cards, and pushes to the Hugging Face Hub.
+"""Model cards, and pushes to the Hugging Face Hub.
 
-Cards are Jinja templates (`model_cards/model_card.md`, `model_cards/dataset_card.md`) rendered with
-`huggingface_hub.ModelCard.from_template` / `DatasetCard.from_template`. `push_folder_to_hub` takes an
-injectable `HfApi` so tests can record its calls instead of reaching the network. Cards are never
+A model card is the Jinja template `model_cards/model_card.md` rendered with
+`huggingface_hub.ModelCard.from_template`; the dataset card (`model_cards/dataset_card.md`) is rendered where the
+demonstrations are written, `msvae_hf.data.demos.render_dataset_card`. `push_folder_to_hub` takes an injectable
+`HfApi` so tests can record its calls instead of reaching the network. Cards are never
 validated here (`ModelCard.validate` calls the Hub).
 """
 
@@ -15,9 +16,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import DatasetCard, DatasetCardData, HfApi, ModelCard, ModelCardData
+from huggingface_hub import HfApi, ModelCard, ModelCardData
 from huggingface_hub.repocard import RepoCard
 
+from .card_templates import template_path
 from .envs.seeds import TEST_SEED_START
 
 PAPER_TITLE = "Multimodal Sequential Generative Models for Semi-Supervised Language Instruction Following"
@@ -32,15 +34,6 @@ MODEL_KINDS: dict[str, tuple[str, str]] = {
         "A follower trained on paired demonstrations plus unpaired trajectories labelled by a speaker.",
     ),
 }
-
-
-def template_path(name: str) -> Path:
-    """A card template: the copy shipped inside the installed package, else the repository's `model_cards/`."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "model_cards" / name, here.parent / "model_cards" / name):
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"card template {name!r} not found in msvae_hf/model_cards/ or model_cards/")
 
 
 def _format(value: Any) -> str:
@@ -78,25 +71,6 @@ def render_model_card(
     )
 
 
-def render_dataset_card(
-    dataset: str, levels: Sequence[str], splits: Mapping[str, int], generation_command: str
-) -> DatasetCard:
-    """The dataset card of a demonstration DatasetDict (`splits`: split name -> number of episodes)."""
-    card_data = DatasetCardData(
-        tags=["babyai", "minigrid", "imitation-learning", "instruction-following"],
-        task_categories=["reinforcement-learning"],
-        pretty_name=dataset,
-    )
-    return DatasetCard.from_template(
-        card_data,
-        template_path=str(template_path("dataset_card.md")),
-        title=f"BabyAI demonstrations: {dataset}",
-        levels=list(levels),
-        splits=dict(splits),
-        generation_command=generation_command,
-    )
-
-
 def push_folder_to_hub(
     folder: str | Path,
     repo_id: str,
@@ -114,7 +88,7 @@ def push_folder_to_hub(
     readme = folder / "README.md"
     if not readme.is_file():
         if card is None:
-            raise ValueError(f"{folder} has no README.md: pass a card (render_model_card / render_dataset_card)")
+            raise ValueError(f"{folder} has no README.md: pass a card (e.g. render_model_card)")
         readme.write_text(str(card), encoding="utf-8")
     api = api if api is not None else HfApi()
     api.create_repo(repo_id=repo_id, repo_type=repo_type, private=private, exist_ok=True)
@@ -246,6 +220,6 @@ def push_run(
 
 
 __all__ = [
-    "MODEL_KINDS", "render_model_card", "render_dataset_card", "push_folder_to_hub", "template_path",
+    "MODEL_KINDS", "render_model_card", "push_folder_to_hub",
     "render_run_card", "run_kind", "run_metrics", "run_training_command", "push_run",
 ]
