@@ -69,7 +69,7 @@ python scripts/probe_speaker.py --demos data/bosslocal_100k --model "speaker (ba
   --model "MS-VAE full (gamma 100)=runs/bosslocal/msvae/best" \
   --model "MS-VAE gamma 1=runs/bosslocal/msvae_gamma1/best_speaker" \
   --model "MS-VAE gamma 1, alpha 10=runs/bosslocal/msvae_gamma1_alpha10/best_speaker" --out results/speaker_probe.json
-# Session 5. Follower-rescored speaking (msvae_hf.pragmatics): 8 beam candidates, lam chosen on valid.
+# Session 5. Follower-rescored speaking (msvae_hf.extensions.pragmatics): 8 beam candidates, lam chosen on valid.
 bash scripts/pragmatic_bosslocal.sh results/pragmatic_k8.json
 # Self-training the speaker on the unpaired trajectories: the baseline speaker's own labels (data/pseudo_speaker,
 # above), three seeds, or the gamma = 1, alpha = 10 MS-VAE's (one seed), against the paired-only speaker with
