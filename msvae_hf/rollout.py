@@ -172,7 +172,7 @@ def _pool_worker(conn: Any, level: str, num_envs: int) -> None:
     """
     import traceback
 
-    from . import envs as _registers_levels  # noqa: F401  (the Local levels, in a spawned process)
+    from .envs import levels as _registers_levels  # noqa: F401  (the Local levels, in a spawned process)
 
     batch = _EnvBatch([gym.make(level) for _ in range(num_envs)])
     while True:
