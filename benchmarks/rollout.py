@@ -31,6 +31,7 @@ from report import write_report
 from torch import nn
 
 import msvae_hf  # noqa: F401  (registers the Local levels and the Auto classes)
+from msvae_hf.envs.seeds import TEST_SEED_START
 from msvae_hf.evaluation import device_name, resolve_device
 from msvae_hf.rollout import EnvPool, EpisodeResult, evaluation_seeds, resolve_level, rollout
 
@@ -119,7 +120,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--model", default=None, help="a saved model directory (default: the stand-in policy)")
-    parser.add_argument("--seed-start", type=int, default=10**9)
+    parser.add_argument("--seed-start", type=int, default=TEST_SEED_START)
     parser.add_argument("--workers", type=int, default=0,
                         help="also time the batched rollout with the envs in this many processes (EnvPool)")
     parser.add_argument("--device", default="cpu", help="where --model runs: cpu, cuda, auto (cuda if visible)")

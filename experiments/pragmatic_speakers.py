@@ -9,7 +9,7 @@
 Each ``--system NAME=SPEAKER_DIR[,FOLLOWER_DIR]`` is a saved speaker (or MS-VAE) and the follower (or MS-VAE)
 that rescores its candidates (default: the speaker itself). ``NAME#k`` marks seed k of method NAME. For every
 system, ``--candidates`` beam-search instructions per trajectory are scored by both models
-(`msvae_hf.pragmatics`); lam (speaker weight) is the value of ``--lams`` with the best BLEU on the
+(`msvae_hf.extensions.pragmatics`); lam (speaker weight) is the value of ``--lams`` with the best BLEU on the
 ``--valid-split`` pairs, and the test BLEU of that lam is reported beside greedy decoding (the number training
 reports) and lam = 1 (beam search alone). Over seeds: mean, sd and Student's t-test of each method against
 the first; per seed, sacrebleu's paired bootstrap of rescored against greedy on the same test pairs.
@@ -29,8 +29,8 @@ from transformers import AutoModel
 import msvae_hf  # noqa: F401  (registers the models with AutoModel)
 from msvae_hf.data.demos import load_demos
 from msvae_hf.evaluation import describe_dataset
+from msvae_hf.extensions.pragmatics import score_candidates
 from msvae_hf.metrics import bleu, compare_bleu
-from msvae_hf.pragmatics import score_candidates
 
 DEFAULT_LAMS = "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1"
 

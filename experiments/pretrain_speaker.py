@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Pre-train a fresh baseline speaker's encoders on trajectories alone (msvae_hf.pretraining), then save it
+"""Pre-train a fresh baseline speaker's encoders on trajectories alone (msvae_hf.extensions.pretraining), then save it
 for ``scripts/train.py --init-from``.
 
     python experiments/pretrain_speaker.py --demos data/bosslocal_100k --split unpaired --updates 600 \\
@@ -21,7 +21,7 @@ import torch
 
 import msvae_hf  # noqa: F401
 from msvae_hf.data.demos import load_demos
-from msvae_hf.pretraining import pretrain_speaker_encoder
+from msvae_hf.extensions.pretraining import pretrain_speaker_encoder
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 from msvae_hf.training import build_model, load_config
 

@@ -1,8 +1,9 @@
 """Evaluate followers (success rate from batched rollouts) and speakers (BLEU-4 on held-out pairs).
 
 Shared by ``scripts/train.py`` (periodic validation, final test), ``scripts/evaluate.py`` and
-``scripts/label_unpaired.py``. Seeds: validation rollouts start at 1.5e9 and test rollouts at 1e9
-(BabyAI's convention), both far above every demonstration seed, so no episode is ever trained on.
+``scripts/label_unpaired.py``. Seeds: test rollouts start at ``TEST_SEED_START`` (1e9, BabyAI's convention) and
+validation rollouts at ``VALID_SEED_START`` (1.5e9), both above every demonstration seed (``msvae_hf.envs.seeds``),
+so no episode is ever trained on.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ from typing import Any
 import torch
 
 from .data.collator import DemoCollator, for_loader, read_rows, without_instructions
+from .envs.seeds import TEST_SEED_START
 from .metrics import bleu, summarize_episodes
 from .rollout import EpisodeResult, evaluate_policy
-
-TEST_SEED_START = 10**9
-VALID_SEED_START = 1_500_000_000
 
 
 def resolve_device(name: str = "auto") -> torch.device:

@@ -1,8 +1,9 @@
-"""Model and dataset cards, and pushes to the Hugging Face Hub.
+"""Model cards, and pushes to the Hugging Face Hub.
 
-Cards are Jinja templates (`model_cards/model_card.md`, `model_cards/dataset_card.md`) rendered with
-`huggingface_hub.ModelCard.from_template` / `DatasetCard.from_template`. `push_folder_to_hub` takes an
-injectable `HfApi` so tests can record its calls instead of reaching the network. Cards are never
+A model card is the Jinja template `model_cards/model_card.md` rendered with
+`huggingface_hub.ModelCard.from_template`; the dataset card (`model_cards/dataset_card.md`) is rendered where the
+demonstrations are written, `msvae_hf.data.demos.render_dataset_card`. `push_folder_to_hub` takes an injectable
+`HfApi` so tests can record its calls instead of reaching the network. Cards are never
 validated here (`ModelCard.validate` calls the Hub).
 """
 
@@ -15,8 +16,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import DatasetCard, DatasetCardData, HfApi, ModelCard, ModelCardData
+from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 from huggingface_hub.repocard import RepoCard
+
+from .card_templates import template_path
+from .envs.seeds import TEST_SEED_START, VALID_SEED_START
 
 PAPER_TITLE = "Multimodal Sequential Generative Models for Semi-Supervised Language Instruction Following"
 
@@ -32,15 +36,6 @@ MODEL_KINDS: dict[str, tuple[str, str]] = {
 }
 
 
-def template_path(name: str) -> Path:
-    """A card template: the copy shipped inside the installed package, else the repository's `model_cards/`."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "model_cards" / name, here.parent / "model_cards" / name):
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"card template {name!r} not found in msvae_hf/model_cards/ or model_cards/")
-
-
 def _format(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
@@ -53,8 +48,13 @@ def render_model_card(
     model_kind: str,
     repo_id: str = "<repo_id>",
     tags: Sequence[str] = (),
+    eval_results: Sequence[EvalResult] = (),
 ) -> ModelCard:
-    """The model card of an MS-VAE, follower or speaker checkpoint (`model_kind`, see `MODEL_KINDS`)."""
+    """The model card of an MS-VAE, follower or speaker checkpoint (`model_kind`, see `MODEL_KINDS`).
+
+    `metrics` fill the card's results table; `eval_results` (e.g. `run_eval_results`) go into its metadata as
+    the Hub's `model-index`, under the model name `repo_id` without its namespace.
+    """
     if model_kind not in MODEL_KINDS:
         raise ValueError(f"model_kind must be one of {sorted(MODEL_KINDS)}, got {model_kind!r}")
     card_data = ModelCardData(
@@ -62,6 +62,8 @@ def render_model_card(
         tags=list(dict.fromkeys(["msvae", "babyai", "minigrid", "instruction-following", model_kind, *tags])),
         datasets=[dataset],
         metrics=[name for name in ("success_rate", "bleu") if name in metrics] or None,
+        model_name=repo_id.split("/")[-1] if eval_results else None,
+        eval_results=list(eval_results) or None,
     )
     return ModelCard.from_template(
         card_data,
@@ -73,25 +75,6 @@ def render_model_card(
         training_command=training_command,
         config_json=json.dumps(dict(config), indent=2, sort_keys=True, default=str),
         results={name: _format(value) for name, value in metrics.items()},
-    )
-
-
-def render_dataset_card(
-    dataset: str, levels: Sequence[str], splits: Mapping[str, int], generation_command: str
-) -> DatasetCard:
-    """The dataset card of a demonstration DatasetDict (`splits`: split name -> number of episodes)."""
-    card_data = DatasetCardData(
-        tags=["babyai", "minigrid", "imitation-learning", "instruction-following"],
-        task_categories=["reinforcement-learning"],
-        pretty_name=dataset,
-    )
-    return DatasetCard.from_template(
-        card_data,
-        template_path=str(template_path("dataset_card.md")),
-        title=f"BabyAI demonstrations: {dataset}",
-        levels=list(levels),
-        splits=dict(splits),
-        generation_command=generation_command,
     )
 
 
@@ -112,7 +95,7 @@ def push_folder_to_hub(
     readme = folder / "README.md"
     if not readme.is_file():
         if card is None:
-            raise ValueError(f"{folder} has no README.md: pass a card (render_model_card / render_dataset_card)")
+            raise ValueError(f"{folder} has no README.md: pass a card (e.g. render_model_card)")
         readme.write_text(str(card), encoding="utf-8")
     api = api if api is not None else HfApi()
     api.create_repo(repo_id=repo_id, repo_type=repo_type, private=private, exist_ok=True)
@@ -126,7 +109,6 @@ def push_folder_to_hub(
 RUN_FILES = ("results.json", "train_config.json", "best/config.json", "best/model.safetensors")
 #: Copied beside the weights so the Hub repo records how the model was trained and scored.
 RUN_EXTRAS = ("results.json", "train_config.json", "command.txt")
-TEST_SEED_START = 10**9  # msvae_hf.evaluation.TEST_SEED_START (hub.py sits below evaluation.py)
 
 
 def run_training_command(run_dir: str | Path) -> str:
@@ -139,17 +121,42 @@ def run_training_command(run_dir: str | Path) -> str:
         "python scripts/train.py --config train_config.json"
 
 
-def run_metrics(results: Mapping[str, Any]) -> dict[str, Any]:
+def _chosen_by(train_config: Mapping[str, Any]) -> str:
+    """The validation metric that chose the run's ``best/`` (msvae_hf.training.primary_metric)."""
+    return "validation BLEU" if train_config.get("model_type") == "speaker" else "validation SR"
+
+
+def _test_sr_protocol(results: Mapping[str, Any], train_config: Mapping[str, Any]) -> str:
+    """How the test success rate of ``results.json`` was measured, in words."""
+    episodes = results["test"]["episodes"]
+    return (f"test success rate, {episodes} greedy episodes of {results.get('level')}, seeds {TEST_SEED_START}.."
+            f"{TEST_SEED_START + episodes - 1}, best checkpoint by {_chosen_by(train_config)}")
+
+
+def _valid_sr_protocol(train_config: Mapping[str, Any]) -> str:
+    """How the paper-protocol validation success rate of ``results.json`` was measured (App. D), in words."""
+    return (f"validation success rate, max of the 5-evaluation moving average (App. D), "
+            f"{train_config.get('eval_episodes')} greedy episodes per evaluation, seeds from {VALID_SEED_START}")
+
+
+def _test_bleu_protocol(train_config: Mapping[str, Any]) -> str:
+    """How the test BLEU of ``results.json`` was measured, in words: the first ``bleu_examples`` test pairs."""
+    pairs = f"up to {train_config.get('bleu_examples')}"
+    stats = _demo_stats(str(train_config.get("demos")))
+    if stats and "test" in stats.get("splits", {}) and train_config.get("bleu_examples") is not None:
+        pairs = str(min(int(train_config["bleu_examples"]), int(stats["splits"]["test"]["episodes"])))
+    return (f"test BLEU-4 (sacrebleu corpus BLEU), greedy decoding, {pairs} pairs of the test split, "
+            f"best checkpoint by {_chosen_by(train_config)}")
+
+
+def run_metrics(results: Mapping[str, Any], train_config: Mapping[str, Any]) -> dict[str, Any]:
     """The card's results table from a run's ``results.json``: test SR with its protocol, the paper-protocol
     smoothed max of validation SR, test BLEU."""
     metrics: dict[str, Any] = {}
     test = results.get("test")
     if test:
         metrics["success_rate"] = test["success_rate"]
-        metrics["success_rate protocol"] = (
-            f"test, {test['episodes']} greedy episodes of {results.get('level')}, seeds {TEST_SEED_START}.."
-            f"{TEST_SEED_START + test['episodes'] - 1}, best checkpoint by validation"
-        )
+        metrics["success_rate protocol"] = _test_sr_protocol(results, train_config)
         for key in ("mean_steps", "mean_reward"):
             if key in test:
                 metrics[f"test {key}"] = test[key]
@@ -158,7 +165,7 @@ def run_metrics(results: Mapping[str, Any]) -> dict[str, Any]:
     if results.get("test_bleu") is not None:
         # the card describes the pushed weights (best/); MS-VAE also keeps best_speaker/, chosen by BLEU
         metrics["bleu"] = results.get("test_bleu_of_best", results["test_bleu"])
-        metrics["bleu protocol"] = "corpus BLEU-4 (sacrebleu), greedy, on the test split"
+        metrics["bleu protocol"] = _test_bleu_protocol(train_config)
         if "test_bleu_of_best" in results:
             metrics["bleu of the run's best_speaker/ checkpoint (best by validation BLEU)"] = results["test_bleu"]
     if results.get("best"):
@@ -167,12 +174,45 @@ def run_metrics(results: Mapping[str, Any]) -> dict[str, Any]:
     return metrics
 
 
+def run_eval_results(results: Mapping[str, Any], train_config: Mapping[str, Any], dataset: str) -> list[EvalResult]:
+    """The pushed weights' (``best/``) metrics as model-index entries, so the Hub shows them with the model.
+
+    A follower's (and MS-VAE's) success rate on rollouts of the level, test and App. D's validation protocol;
+    a speaker's (and MS-VAE's) BLEU on the test split of the demonstration set ``dataset``. Each
+    ``metric_name`` states its protocol.
+    """
+    level = str(results.get("level"))
+    entries = []
+    rollouts = {"task_type": "reinforcement-learning", "task_name": "Instruction following",
+                "dataset_type": level, "dataset_name": level, "metric_type": "success_rate"}
+    if results.get("test"):
+        entries.append(EvalResult(**rollouts, dataset_split="test", metric_value=results["test"]["success_rate"],
+                                  metric_name=_test_sr_protocol(results, train_config)))
+    if results.get("paper_protocol_valid_sr") is not None:
+        entries.append(EvalResult(**rollouts, dataset_split="validation",
+                                  metric_value=results["paper_protocol_valid_sr"],
+                                  metric_name=_valid_sr_protocol(train_config)))
+    if results.get("test_bleu") is not None:
+        entries.append(EvalResult(
+            task_type="text-generation", task_name="Instruction generation (speaker)", dataset_type=dataset,
+            dataset_name=f"{level} bot demonstrations", dataset_split="test", metric_type="bleu",
+            metric_value=results.get("test_bleu_of_best", results["test_bleu"]),
+            metric_name=_test_bleu_protocol(train_config),
+        ))
+    return entries
+
+
+def _demo_stats(demos: str) -> dict[str, Any] | None:
+    """The ``stats.json`` that scripts/make_demos.py writes beside a demonstration set, if it is there."""
+    path = Path(demos) / "stats.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
 def _demos_section(demos: str) -> str:
     """A short description of the run's demonstrations (``stats.json`` of scripts/make_demos.py), if present."""
-    stats_path = Path(demos) / "stats.json"
     lines = ["", "## Demonstrations", "", f"Trained on `{demos}` (see its README.md dataset card)."]
-    if stats_path.is_file():
-        stats = json.loads(stats_path.read_text(encoding="utf-8"))
+    stats = _demo_stats(demos)
+    if stats:
         lines += ["", f"Level {stats.get('level')}, dataset seed {stats.get('dataset_seed')}:", "",
                   "| split | episodes | mean steps | mean words |", "| --- | --- | --- | --- |"]
         for split, st in stats.get("splits", {}).items():
@@ -190,17 +230,19 @@ def run_kind(train_config: Mapping[str, Any]) -> str:
 
 
 def render_run_card(run_dir: str | Path, repo_id: str = "<repo_id>", dataset: str | None = None) -> ModelCard:
-    """The model card of a finished run: metrics from results.json, config from train_config.json, the
-    training command (command.txt), and the demonstrations (``dataset`` names a Hub dataset id instead of
-    the local demos path)."""
+    """The model card of a finished run: metrics from results.json (as a table and as model-index metadata),
+    config from train_config.json, the training command (command.txt), and the demonstrations (``dataset``
+    names a Hub dataset id instead of the local demos path)."""
     run_dir = Path(run_dir)
     results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     config = json.loads((run_dir / "train_config.json").read_text(encoding="utf-8"))
     kind = run_kind(config)
     model_config = json.loads((run_dir / "best" / "config.json").read_text(encoding="utf-8"))
+    dataset = dataset or str(config.get("demos"))
     card = render_model_card(
-        {"train_config": config, "model_config": model_config}, run_metrics(results), run_training_command(run_dir),
-        dataset or str(config.get("demos")), kind, repo_id=repo_id,
+        {"train_config": config, "model_config": model_config}, run_metrics(results, config),
+        run_training_command(run_dir), dataset, kind, repo_id=repo_id,
+        eval_results=run_eval_results(results, config, dataset),
     )
     card.text += _demos_section(str(config.get("demos")))
     return card
@@ -245,6 +287,6 @@ def push_run(
 
 
 __all__ = [
-    "MODEL_KINDS", "render_model_card", "render_dataset_card", "push_folder_to_hub", "template_path",
-    "render_run_card", "run_kind", "run_metrics", "run_training_command", "push_run",
+    "MODEL_KINDS", "render_model_card", "push_folder_to_hub",
+    "render_run_card", "run_kind", "run_metrics", "run_eval_results", "run_training_command", "push_run",
 ]

@@ -31,7 +31,8 @@ from .losses import (
     sequence_log_likelihood,
     unpaired_elbo,
 )
-from .modeling_baselines import FollowerMixin, FollowerModel, MSVAEPreTrainedModel, SpeakerMixin, SpeakerModel
+from .modeling_baselines import FollowerModel, SpeakerModel
+from .modeling_utils import FollowerMixin, MSVAEPreTrainedModel, SpeakerMixin
 from .modules import (
     ActionDecoder,
     BottleneckAttention,
@@ -45,10 +46,61 @@ from .modules import (
 
 @dataclass
 class MSVAEOutput(ModelOutput):
-    """Loss and every term of the objective. Terms are batch means, or per sample with ``reduction="none"``.
+    r"""
+    Output of :meth:`MSVAEModel.forward`: the loss of Eq. 10 and every term of it, or one decoding step.
 
-    ``a_1``/``b_1``/``c_1``: trajectory modality m=1 on paired data; ``a_2``/``b_2``/``c_2``: instruction m=2;
-    ``j_bar`` (Eq. 9); ``a_1_unpaired``/``b_1_unpaired``/``v`` (Eq. 3) on unpaired data; ``domain_distance`` D'.
+    With a paired batch of `B` pairs (and optionally an unpaired batch of `U` trajectories) every field but
+    `logits` and `cache` is returned; `v`, `domain_distance`, `a_1_unpaired` and `b_1_unpaired` only when the
+    unpaired batch is given (else `None`). A decoding step (`memory=...`, as `generate()` calls it) returns
+    only `logits` and `cache`. Each expectation over q is estimated with one reparameterised sample of z. The
+    per-sample terms have shape `(B,)` (`(U,)` for the unpaired ones) with `reduction="none"` and are batch
+    means of shape `()` otherwise; m = 1 is the trajectory x_(1) = a|o, m = 2 the instruction x_(2) = y.
+
+    loss (`torch.FloatTensor` of shape `()`):
+        The quantity to minimise, -(E_p[J-bar] + gamma E_u[V]) + alpha D' (Eq. 10 with App. B's D'), always a
+        batch mean whatever `reduction`.
+    j_bar (`torch.FloatTensor` of shape `(B,)` or `()`):
+        J-bar = 1/2 sum_m [A_m + beta_m B_m + C_m], the lower bound on the paired ELBO (Eq. 9, App. A, with
+        App. D's beta).
+    v (`torch.FloatTensor` of shape `(U,)` or `()`):
+        V = A_1 + beta_1 B_1 on the unpaired trajectories, the trajectory ELBO (Eq. 3, with App. A's sign:
+        B_1 = -KL).
+    domain_distance (`torch.FloatTensor` of shape `()`):
+        D' = sum_k SW(rho_k, upsilon_k), the sliced Wasserstein distance between the posterior means of
+        q(z|a,o) on the paired and the unpaired trajectories, token by token (App. B; D in Eq. 10).
+    a_1 (`torch.FloatTensor` of shape `(B,)` or `()`):
+        A_1 = E_q(z|a,o)[log p(a|z,o)]: the paired trajectories' actions reconstructed (Eq. 9, App. A; the
+        action decoder of Eq. 5).
+    a_2 (`torch.FloatTensor` of shape `(B,)` or `()`):
+        A_2 = E_q(z|y)[log p(y|z)]: the instructions reconstructed (Eq. 9, App. A; the decoder of Eq. 6).
+    b_1 (`torch.FloatTensor` of shape `(B,)` or `()`):
+        B_1 = -KL[q(z|a,o) || p(z)] on the paired trajectories (Eq. 9, App. A).
+    b_2 (`torch.FloatTensor` of shape `(B,)` or `()`):
+        B_2 = -KL[q(z|y) || p(z)] (Eq. 9, App. A).
+    c_1 (`torch.FloatTensor` of shape `(B,)` or `()`):
+        C_1 = E_q(z|a,o)[log p(y|z)]: the speaker's cross-modal term, the instruction from the trajectory
+        (Eq. 9, App. A).
+    c_2 (`torch.FloatTensor` of shape `(B,)` or `()`):
+        C_2 = E_q(z|y)[log p(a|z,o)]: the follower's cross-modal term, the actions from the instruction
+        (Eq. 9, App. A).
+    a_1_unpaired (`torch.FloatTensor` of shape `(U,)` or `()`):
+        A_1 on the unpaired trajectories, the reconstruction term of V (Eq. 3).
+    b_1_unpaired (`torch.FloatTensor` of shape `(U,)` or `()`):
+        B_1 = -KL[q(z|a,o) || p(z)] on the unpaired trajectories, the KL term of V (Eq. 3).
+    trajectory_mean (`torch.FloatTensor` of shape `(B + U, K, D)`):
+        Means of q(z|a,o) (bottleneck attention, Sec. 3.2), the paired rows first, then the unpaired ones.
+    trajectory_logvar (`torch.FloatTensor` of shape `(B + U, K, D)`):
+        Log-variances of q(z|a,o), in the same order.
+    instruction_mean (`torch.FloatTensor` of shape `(B, K, D)`):
+        Means of q(z|y) (bottleneck attention, Sec. 3.2).
+    instruction_logvar (`torch.FloatTensor` of shape `(B, K, D)`):
+        Log-variances of q(z|y).
+    logits (`torch.FloatTensor` of shape `(batch_size, num_new_tokens, vocab_size)`):
+        Instruction-decoder scores (before softmax) for the new tokens of `input_ids` given z (Eq. 6 and 8).
+        Returned only by a decoding step.
+    cache (`transformers.Cache`):
+        The instruction decoder's self-attention keys and values so far, updated in place. Returned only by a
+        decoding step, as the `cache` that was passed in.
     """
 
     loss: torch.Tensor | None = None
@@ -110,12 +162,12 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         return self.trajectory_posterior(self.trajectory_encoder(frame_features, actions.long(), mask), mask)
 
     def instruction_memory(self, input_ids, attention_mask):
-        """Follower: z = mean of q(z|y) (Sec. 3.1, "we can replace z with mean")."""
+        """Follower: z = mean of q(z|y) (Eq. 7; Sec. 3.1, "we can replace z with mean")."""
         mean, _ = self.instruction_posterior_params(input_ids, attention_mask)
         return mean, torch.ones(mean.shape[:2], dtype=torch.bool, device=mean.device)
 
     def trajectory_memory(self, observations, directions, actions, trajectory_mask):
-        """Speaker: z = mean of q(z|a,o) (Eq. 6)."""
+        """Speaker: z = mean of q(z|a,o) (Eq. 8 with the mean for the sample, as Sec. 3.1 allows)."""
         self.check_trajectory(observations, actions, trajectory_mask)
         features = self.trajectory_frame_features(observations, directions, trajectory_mask)
         mean, _ = self.trajectory_posterior_params(features, actions, trajectory_mask)
@@ -165,8 +217,8 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         With ``memory`` (used by ``generate()``) it only runs one step of the instruction decoder.
         """
         if memory is not None:
-            out = self.decode_instruction(input_ids, memory, memory_mask, cache=cache)
-            return MSVAEOutput(logits=out.logits, cache=cache)
+            logits = self.decode_instruction(input_ids, memory, memory_mask, cache=cache)
+            return MSVAEOutput(logits=logits, cache=cache)
         if reduction not in ("mean", "none"):
             raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
         self.check_trajectory(observations, actions, trajectory_mask)

@@ -40,9 +40,7 @@ import gymnasium as gym
 import numpy as np
 
 from .envs.levels import resolve_level
-
-#: BabyAI convention: evaluation seeds start at 10**9, far above any training seed.
-EVAL_SEED_START = 10**9
+from .envs.seeds import TEST_SEED_START
 
 
 @runtime_checkable
@@ -80,8 +78,8 @@ class EpisodeResult:
         return record
 
 
-def evaluation_seeds(n: int, start: int = EVAL_SEED_START) -> list[int]:
-    """`n` fixed evaluation seeds, disjoint from training seeds (which start at 0)."""
+def evaluation_seeds(n: int, start: int = TEST_SEED_START) -> list[int]:
+    """`n` fixed evaluation seeds from `start`, disjoint from the demonstrations' (`msvae_hf.envs.seeds`)."""
     return list(range(start, start + n))
 
 
@@ -174,7 +172,7 @@ def _pool_worker(conn: Any, level: str, num_envs: int) -> None:
     """
     import traceback
 
-    from . import envs as _registers_levels  # noqa: F401  (the Local levels, in a spawned process)
+    from .envs import levels as _registers_levels  # noqa: F401  (the Local levels, in a spawned process)
 
     batch = _EnvBatch([gym.make(level) for _ in range(num_envs)])
     while True:
@@ -413,7 +411,7 @@ def evaluate_policy(
     policy: RolloutPolicy,
     level: str,
     episodes: int = 1000,
-    seed_start: int = EVAL_SEED_START,
+    seed_start: int = TEST_SEED_START,
     batch_size: int = 256,
     progress: bool = False,
     num_workers: int = 0,

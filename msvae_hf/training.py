@@ -47,7 +47,8 @@ from tqdm.auto import tqdm
 from .configuration_msvae import FollowerConfig, MSVAEConfig, SpeakerConfig
 from .data.collator import DemoCollator, for_loader, read_rows
 from .data.demos import load_demos
-from .evaluation import TEST_SEED_START, VALID_SEED_START, evaluate_follower, evaluate_speaker
+from .envs.seeds import TEST_SEED_START, VALID_SEED_START
+from .evaluation import evaluate_follower, evaluate_speaker
 from .metrics import smoothed_max
 from .modeling_baselines import FollowerModel, SpeakerModel
 from .modeling_msvae import MSVAEModel

@@ -17,10 +17,11 @@ from pathlib import Path
 from transformers import AutoModel, AutoTokenizer
 
 import msvae_hf  # noqa: F401  (registers the Local levels, the models and the tokenizer)
+from msvae_hf.envs.seeds import TEST_SEED_START
 from msvae_hf.evaluation import resolve_device
 from msvae_hf.metrics import summarize_episodes as summarize
 from msvae_hf.render import render_rollouts
-from msvae_hf.rollout import EVAL_SEED_START, evaluate_policy, evaluation_seeds, resolve_level
+from msvae_hf.rollout import evaluate_policy, evaluation_seeds, resolve_level
 
 
 def main() -> None:
@@ -28,7 +29,7 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="directory with the saved model and its tokenizer")
     parser.add_argument("--level", default="BossLocal", help="gymnasium id or BabyAI short name")
     parser.add_argument("--episodes", type=int, default=1000)
-    parser.add_argument("--seed-start", type=int, default=EVAL_SEED_START)
+    parser.add_argument("--seed-start", type=int, default=TEST_SEED_START)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--render", type=int, default=0, metavar="N", help="write GIFs of the first N episodes")
     parser.add_argument("--out", default="results/gifs", help="folder for the GIFs")

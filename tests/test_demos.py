@@ -11,7 +11,17 @@ import pytest
 from datasets import Dataset, DatasetDict
 
 from msvae_hf.data import demos as demos_lib
-from msvae_hf.data.demos import SPLITS, demo_features, load_demos, make_demos, replay_episode
+from msvae_hf.data.demos import (
+    MAX_DATASET_SEED,
+    SPLIT_OFFSET_GAP,
+    SPLITS,
+    demo_features,
+    episode_seeds,
+    load_demos,
+    make_demos,
+    replay_episode,
+)
+from msvae_hf.envs.seeds import TEST_SEED_START, VALID_SEED_START
 
 COUNTS = {"paired": 6, "unpaired": 5, "valid": 3, "test": 3}
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +62,19 @@ def test_split_seeds_disjoint_and_sorted(demos: DatasetDict) -> None:
     seeds = {split: demos[split]["seed"] for split in SPLITS}
     assert all(s == sorted(s) for s in seeds.values())
     assert len(set().union(*map(set, seeds.values()))) == sum(COUNTS.values())
+
+
+def test_seed_ranges_keep_demonstrations_test_and_validation_apart() -> None:
+    """Every demonstration seed < every test seed < every validation seed; one dataset seed more would cross."""
+    ranges = [(episode_seeds(split, 0, 1, d)[0], episode_seeds(split, SPLIT_OFFSET_GAP - 1, 1, d)[0])
+              for d in range(MAX_DATASET_SEED + 1) for split in SPLITS]
+    assert max(last for _, last in ranges) < TEST_SEED_START < VALID_SEED_START
+    ranges.sort()
+    assert all(a_last < b_first for (_, a_last), (b_first, _) in zip(ranges, ranges[1:]))  # pairwise disjoint
+    with pytest.raises(ValueError, match="dataset seed must be in"):
+        episode_seeds("paired", 0, 1, MAX_DATASET_SEED + 1)
+    with pytest.raises(ValueError, match="needs more than"):
+        episode_seeds("test", SPLIT_OFFSET_GAP - 1, 2, MAX_DATASET_SEED)
 
 
 def test_replay_reproduces_episode(demos: DatasetDict) -> None:

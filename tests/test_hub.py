@@ -1,4 +1,5 @@
-"""hub: model/dataset cards from the templates, and pushes through a fake HfApi that records calls."""
+"""hub: model cards (and the demonstrations' dataset card) from the templates in model_cards/, and pushes through a
+fake HfApi that records calls."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from pathlib import Path
 import pytest
 from huggingface_hub import ModelCard
 
+from msvae_hf.card_templates import template_path
 from msvae_hf.configuration_msvae import MSVAEConfig
-from msvae_hf.hub import push_folder_to_hub, render_dataset_card, render_model_card, template_path
+from msvae_hf.data.demos import render_dataset_card
+from msvae_hf.hub import push_folder_to_hub, render_model_card
 
 COMMAND = "python scripts/train.py --level BabyAI-GoToSeqLocal-v0 --paired 1000 --unpaired 10000 --seed 0"
 METRICS = {"success_rate": 0.6543, "bleu": 41.27, "mean_steps": 14.2, "episodes": 1000}
@@ -92,15 +95,21 @@ def test_push_keeps_existing_readme_and_needs_a_card(tmp_path):
 
 
 def test_dataset_card(tmp_path):
-    card = render_dataset_card(DATASET, ["BabyAI-GoToSeqLocal-v0"], {"paired": 1000, "unpaired": 9000}, "make")
+    stats = {"paired": {"episodes": 1000, "mean_steps": 8.851, "mean_words": 10.5}, "unpaired": {"episodes": 9000},
+             "valid": {"episodes": 0}}
+    card = render_dataset_card("BabyAI-GoToSeqLocal-v0", stats, {"paired/step_limit": 3}, "make")
     text = str(card)
-    assert "| unpaired | 9000 |" in text and "BabyAI-GoToSeqLocal-v0" in text and "```bash\nmake\n```" in text
+    assert text.startswith("---\n") and card.data.pretty_name == "BabyAI-GoToSeqLocal-v0 bot demonstrations"
+    assert "| paired | 1000 | 8.85 | 10.50 |" in text and "| unpaired | 9000 | - | - |" in text
+    assert "| valid | 0 |" in text and "{'paired/step_limit': 3}" in text and "below 1000000000" in text
+    assert "BabyAI-GoToSeqLocal-v0" in text and "```bash\nmake\n```" in text
     api = FakeHfApi()
     push_folder_to_hub(tmp_path, DATASET, card=card, api=api, repo_type="dataset")
     assert api.calls[0][1]["repo_type"] == "dataset" and api.calls[1][1]["repo_type"] == "dataset"
 
 
 def test_templates_exist():
-    assert template_path("model_card.md").read_text(encoding="utf-8").startswith("---\n{{ card_data }}")
+    for name in ("model_card.md", "dataset_card.md"):
+        assert template_path(name).read_text(encoding="utf-8").startswith("---\n{{ card_data }}")
     with pytest.raises(FileNotFoundError):
         template_path("nope.md")

@@ -1,4 +1,4 @@
-"""Follower-rescored speaking (msvae_hf.pragmatics, scripts/pragmatic_speakers.py)."""
+"""Follower-rescored speaking (msvae_hf.extensions.pragmatics, scripts/pragmatic_speakers.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import torch
 
 from msvae_hf.data.collator import DemoCollator
 from msvae_hf.data.demos import load_demos
+from msvae_hf.extensions.pragmatics import Candidates, score_candidates
 from msvae_hf.modeling_baselines import FollowerModel, SpeakerModel
-from msvae_hf.pragmatics import Candidates, score_candidates
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 

@@ -1,4 +1,5 @@
-"""Self-supervised speaker pre-training on trajectories (msvae_hf.pretraining, scripts/pretrain_speaker.py)."""
+"""Self-supervised speaker pre-training on trajectories (msvae_hf.extensions.pretraining,
+scripts/pretrain_speaker.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import pytest
 import torch
 
 from msvae_hf.data.demos import load_demos
+from msvae_hf.extensions.pretraining import FRONT_CELL, front_cell_targets, pretrain_speaker_encoder
 from msvae_hf.modeling_baselines import SpeakerModel
-from msvae_hf.pretraining import FRONT_CELL, front_cell_targets, pretrain_speaker_encoder
 
 
 def test_targets_are_the_front_cell_at_events_and_the_last_step():

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TINY_TRAIN, load_script, tiny_cli_args, tree_digest
+from conftest import TINY_LEVEL, TINY_TRAIN, load_script, tiny_cli_args, tree_digest
 from huggingface_hub import ModelCard
 
 from msvae_hf.hub import push_run, render_run_card
@@ -64,6 +64,7 @@ def test_push_run(msvae_run):
     readme = api.files["README.md"].decode()
     card = ModelCard(readme)
     assert card.data.metrics == ["success_rate", "bleu"] and "msvae" in card.data.tags
+    assert {r.metric_type for r in card.data.eval_results} == {"success_rate", "bleu"}  # model-index metadata
     assert card.data.datasets == [json.loads((run / "train_config.json").read_text())["demos"]]
     assert f"| success_rate | {results['test']['success_rate']:.4g} |" in readme
     # the card's BLEU is the pushed weights' (best/); the run's best_speaker/ BLEU is listed beside it
@@ -91,6 +92,41 @@ def test_dry_run_and_fallback_command(msvae_run, tmp_path):
     assert "python scripts/train.py --config train_config.json" in readme and (stage / "train_config.json").exists()
     assert ModelCard(readme).data.datasets == ["someone/bosslocal-demos"]
     assert (stage / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("kind", ["follower", "speaker", "msvae"])
+def test_card_metrics_are_model_index_metadata(kind, baseline_runs, msvae_run):
+    """The card's metadata parses back (huggingface_hub) to one EvalResult per metric of the pushed weights,
+    with results.json's value and its protocol: SR for followers, BLEU for speakers, both for MS-VAE."""
+    run = msvae_run[0] if kind == "msvae" else baseline_runs[kind]
+    results = json.loads((run / "results.json").read_text())
+    demos = json.loads((run / "train_config.json").read_text())["demos"]
+    card = ModelCard(str(render_run_card(run, "someone/tiny")))
+    found = {(r.metric_type, r.dataset_split): r for r in card.data.eval_results}
+    expected = {}
+    if kind != "speaker":
+        expected[("success_rate", "test")] = results["test"]["success_rate"]
+        expected[("success_rate", "validation")] = results["paper_protocol_valid_sr"]
+    if kind != "follower":
+        expected[("bleu", "test")] = results.get("test_bleu_of_best", results["test_bleu"])  # best/'s BLEU
+    assert {key: r.metric_value for key, r in found.items()} == expected
+    assert card.data.model_name == "tiny"
+    chosen_by = "validation BLEU" if kind == "speaker" else "validation SR"
+    for (metric, _), result in found.items():
+        if metric == "success_rate":
+            assert result.task_type == "reinforcement-learning"
+            assert result.dataset_type == result.dataset_name == TINY_LEVEL
+        else:
+            assert result.task_type == "text-generation" and result.dataset_type == demos
+            assert result.dataset_name == f"{TINY_LEVEL} bot demonstrations"
+            assert result.metric_name == f"test BLEU-4 (sacrebleu corpus BLEU), greedy decoding, " \
+                f"{TINY_TRAIN['bleu_examples']} pairs of the test split, best checkpoint by {chosen_by}"
+    if kind != "speaker":
+        test_sr = found[("success_rate", "test")].metric_name
+        assert test_sr == f"test success rate, {TINY_TRAIN['test_episodes']} greedy episodes of {TINY_LEVEL}, " \
+            f"seeds 1000000000..{10**9 + TINY_TRAIN['test_episodes'] - 1}, best checkpoint by validation SR"
+        valid_sr = found[("success_rate", "validation")].metric_name
+        assert "5-evaluation moving average (App. D)" in valid_sr and "seeds from 1500000000" in valid_sr
 
 
 def test_speaker_follower_kind(baseline_runs, tmp_path):

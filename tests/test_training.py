@@ -359,7 +359,8 @@ def test_kill_and_resume_is_bit_identical(tiny_demos, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- evaluation, bf16
 def test_evaluation_is_deterministic(baseline_runs):
-    from msvae_hf.evaluation import VALID_SEED_START, evaluate_follower
+    from msvae_hf.envs.seeds import VALID_SEED_START
+    from msvae_hf.evaluation import evaluate_follower
 
     model = FollowerModel.from_pretrained(baseline_runs["follower"] / "best")
     level = "BabyAI-BossLocal-v0"

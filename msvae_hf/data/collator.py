@@ -1,4 +1,4 @@
-"""Rows of a demo dataset -> padded tensors and masks (the batch layout of notes/contracts.md).
+"""Rows of a demo dataset -> padded tensors and masks, the batch layout every model reads.
 
     observations    uint8 [B, T_max, 7, 7, 3]  zeros on padding
     directions      long  [B, T_max]

@@ -7,14 +7,14 @@ not on `num_proc`. Splits draw from disjoint seed ranges (`episode_seeds`):
     seed = dataset_seed * SEED_STRIDE + SPLIT_OFFSETS[split] + i,   0 <= i < SPLIT_OFFSET_GAP
 
 paired (M = 1000 in the paper) and unpaired (N = 1,000,000, App. D) are the two training pools; valid
-and test are held-out paired episodes. Every demonstration seed lies below 10**9 (dataset_seed < 25,
-10**7 episodes per split): evaluation rollouts use seeds from 10**9 (test, BabyAI's convention) and
-1.5 * 10**9 (validation), so no evaluated episode can ever have been trained on.
+and test are held-out paired episodes. Every demonstration seed lies below ``TEST_SEED_START`` (1e9), where the
+test rollouts start (validation rollouts start at 1.5e9; ``msvae_hf.envs.seeds``), so no evaluated episode can ever
+have been trained on: that bound is what ``MAX_DATASET_SEED`` is derived from.
 Episodes the bot fails, or that exceed the step or wall-time limit, are dropped, counted, and replaced
 by the next seeds of the same range, so each split has exactly the requested size. (The wall-time
 limit is the one input that is not a function of the seed; it only matters for a stuck bot.)
 
-Row layout (docs: /work/notes/contracts.md): observations[T, 7, 7, 3] uint8 are the egocentric views
+Row layout: observations[T, 7, 7, 3] uint8 are the egocentric views
 before each of the T actions, directions[T] the agent's heading before each action, actions[T] the bot's
 action ids, instruction the mission text (absent from `unpaired`), level the gymnasium id, seed.
 """
@@ -46,13 +46,17 @@ from datasets import (
 from huggingface_hub import DatasetCard, DatasetCardData, HfApi
 from minigrid.utils.baby_ai_bot import BabyAIBot
 
+from ..card_templates import template_path
 from ..envs.levels import resolve_level
+from ..envs.seeds import TEST_SEED_START
 
 SPLITS = ("paired", "unpaired", "valid", "test")
-SEED_STRIDE = 40_000_000
 SPLIT_OFFSET_GAP = 10_000_000
-MAX_DATASET_SEED = 24  # keeps every demonstration seed below 10**9, the first evaluation seed
 SPLIT_OFFSETS = {split: k * SPLIT_OFFSET_GAP for k, split in enumerate(SPLITS)}
+SEED_STRIDE = len(SPLITS) * SPLIT_OFFSET_GAP  # one dataset seed's four split ranges, back to back
+#: The largest dataset seed whose last seed, MAX * SEED_STRIDE + SEED_STRIDE - 1, is still below the first test
+#: seed: (10**9 - 4 * 10**7) // (4 * 10**7) = 24.
+MAX_DATASET_SEED = (TEST_SEED_START - SEED_STRIDE) // SEED_STRIDE
 DEFAULT_TIME_LIMIT_S = 10.0
 STATUS_OK = "ok"
 
@@ -182,42 +186,32 @@ def split_stats(ds: Dataset) -> dict[str, float]:
     return stats
 
 
-CARD_TEMPLATE = """
-# BabyAI bot demonstrations: {level}
-
-Expert demonstrations from minigrid's `BabyAIBot` for MS-VAE (Akuzawa et al., IJCAI 2022), written by
-`msvae_hf.data.demos`. Each row is one episode, reproducible with `env.reset(seed=row["seed"])`.
-Paper (App. C) mean lengths: GoToSeqLocal 8.85 steps / 10.56 words, BossLocal 12.07 / 11.57.
-
-| split | episodes | mean steps | mean words |
-| --- | --- | --- | --- |
-{table}
-
-Bot episodes dropped (failed, over the step/time limit, or bot error): {dropped}
-
-Generated with:
-
-```
-{command}
-```
-
-Load with `msvae_hf.data.demos.load_demos(path)` (or `datasets.load_from_disk`).
-"""
-
-
-def write_card(out: Path, level: str, stats: dict[str, dict], dropped: dict, command: str) -> DatasetCard:
-    """Write the dataset card README.md (counts, mean lengths, bot failures, command line)."""
-    rows = [
-        f"| {s} | {st['episodes']} | {st.get('mean_steps', float('nan')):.2f} | "
-        + (f"{st['mean_words']:.2f} |" if "mean_words" in st else "- |")
-        for s, st in stats.items()
-    ]
-    data = DatasetCardData(pretty_name=f"{level} bot demonstrations", tags=["babyai", "minigrid"])
-    table = "\n".join(rows)
-    body = CARD_TEMPLATE.format(level=level, table=table, dropped=dropped or "none", command=command)
-    card = DatasetCard(f"---\n{data.to_yaml()}\n---\n{body}")
-    card.save(out / "README.md")
-    return card
+def render_dataset_card(level: str, stats: dict[str, dict], dropped: dict, command: str) -> DatasetCard:
+    """The dataset card (``model_cards/dataset_card.md``): per split its episodes and mean lengths, the bot's
+    dropped episodes, the command line."""
+    rows = {
+        split: {
+            "episodes": st["episodes"],
+            "mean_steps": f"{st['mean_steps']:.2f}" if "mean_steps" in st else "-",
+            "mean_words": f"{st['mean_words']:.2f}" if "mean_words" in st else "-",
+        }
+        for split, st in stats.items()
+    }
+    data = DatasetCardData(
+        pretty_name=f"{level} bot demonstrations",
+        tags=["babyai", "minigrid", "imitation-learning", "instruction-following"],
+        task_categories=["reinforcement-learning"],
+    )
+    return DatasetCard.from_template(
+        data,
+        template_path=str(template_path("dataset_card.md")),
+        title=f"BabyAI bot demonstrations: {level}",
+        level=level,
+        splits=rows,
+        dropped=dropped or "none",
+        test_seed_start=TEST_SEED_START,
+        generation_command=command,
+    )
 
 
 def make_demos(
@@ -261,7 +255,7 @@ def make_demos(
     info = {"level": level, "dataset_seed": dataset_seed, "splits": stats, "dropped": dict(dropped),
             "max_steps": max_steps, "time_limit_s": time_limit_s, "command": command}
     (out / "stats.json").write_text(json.dumps(info, indent=2))
-    write_card(out, level, stats, dict(dropped), command)
+    render_dataset_card(level, stats, dict(dropped), command).save(out / "README.md")
     return load_demos(out)
 
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data.collator import DemoCollator, for_loader, read_rows, without_instructions
+from ..data.collator import DemoCollator, for_loader, read_rows, without_instructions
 
 FRONT_CELL = (3, 5)  # minigrid's egocentric view: the agent at (3, 6) facing up, the cell ahead at (3, 5)
 EVENT_ACTIONS = (3, 4, 5)  # pickup, drop, toggle (minigrid.core.actions.Actions)

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from .data.collator import DemoCollator, without_instructions
-from .evaluation import iterate_batches
+from ..data.collator import DemoCollator, without_instructions
+from ..evaluation import iterate_batches
 
 
 @dataclass

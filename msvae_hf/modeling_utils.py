@@ -1,0 +1,360 @@
+"""The family base shared by every model here, as transformers' ``modeling_utils.py`` holds ``PreTrainedModel``.
+
+:class:`MSVAEPreTrainedModel` initialises weights, checks inputs, encodes real frames only, and carries the
+tokenizer with a checkpoint. :class:`FollowerMixin` (``policy()``, ``follow()``) and :class:`SpeakerMixin`
+(``generate()`` through transformers' GenerationMixin, ``describe()``) are the follower and speaker sides that
+the baselines (``modeling_baselines.py``) and MS-VAE (``modeling_msvae.py``) share; each model says only what
+its memory is (``instruction_memory``, ``trajectory_memory``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+
+from .configuration_msvae import MSVAEConfig
+from .losses import sequence_log_likelihood
+from .modules import BottleneckAttention, ObservationEncoder, masked_scatter_frames
+
+
+class MSVAEPreTrainedModel(PreTrainedModel):
+    """Base class: weight init, input checks, frame encoding and the tokenizer that travels with the model."""
+
+    config_class = MSVAEConfig
+    base_model_prefix = "msvae"
+    main_input_name = "input_ids"
+    _no_split_modules: list[str] = []
+
+    def __init__(self, config: MSVAEConfig) -> None:
+        super().__init__(config)
+        self.tokenizer = None
+
+    # ----------------------------------------------------------------- weights
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """PyTorch-style fan-in init for linear/conv layers and RNNs; the bottleneck queries ~ N(0, 1/H); the
+        observation encoder's channel offsets (a non-persistent buffer, rebuilt on load)."""
+        if isinstance(module, (nn.Linear, nn.Conv2d)):
+            init.kaiming_uniform_(module.weight, a=5**0.5)
+            if module.bias is not None:
+                bound = 1 / max(1, module.weight[0].numel()) ** 0.5
+                init.uniform_(module.bias, -bound, bound)
+        elif isinstance(module, (nn.GRU, nn.LSTM)):
+            bound = 1 / module.hidden_size**0.5
+            for param in module.parameters():
+                init.uniform_(param, -bound, bound)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, std=1.0 if module.padding_idx is None else 0.1)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, nn.MultiheadAttention):
+            init.xavier_uniform_(module.in_proj_weight)
+            init.zeros_(module.in_proj_bias)
+            init.zeros_(module.out_proj.bias)
+        elif isinstance(module, BottleneckAttention):
+            init.normal_(module.queries, std=module.queries.shape[-1] ** -0.5)
+        elif isinstance(module, ObservationEncoder):
+            # non-persistent buffer: from_pretrained builds the model on meta and never loads it
+            offsets = torch.arange(module.channel_offsets.shape[0]) * module.num_values
+            init.copy_(module.channel_offsets, offsets.to(module.channel_offsets))
+
+    # ----------------------------------------------------------------- inputs
+    def check_input_ids(self, input_ids: torch.Tensor) -> None:
+        """Token ids must index the vocabulary."""
+        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
+            raise ValueError(
+                f"token ids out of range: got [{int(input_ids.min())}, {int(input_ids.max())}], "
+                f"vocab_size={self.config.vocab_size}"
+            )
+
+    def check_trajectory(self, observations: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor) -> None:
+        """Padded trajectory tensors must agree: observations [B, T, *obs_shape], actions and mask [B, T]."""
+        expected = [*actions.shape, *self.config.obs_shape]
+        if list(observations.shape) != expected or list(mask.shape) != list(actions.shape):
+            raise ValueError(
+                f"observations must have shape [B, T, {', '.join(map(str, self.config.obs_shape))}] matching "
+                f"actions/trajectory_mask [B, T]; got observations {list(observations.shape)}, "
+                f"actions {list(actions.shape)}, trajectory_mask {list(mask.shape)}"
+            )
+        if actions.numel() and (actions[mask].min() < 0 or actions[mask].max() >= self.config.num_actions):
+            raise ValueError(f"actions must be in [0, num_actions={self.config.num_actions})")
+
+    def frame_features(
+        self,
+        observations: torch.Tensor,
+        directions: torch.Tensor,
+        trajectory_mask: torch.Tensor,
+        encoder: torch.nn.Module | None = None,
+    ) -> torch.Tensor:
+        """Encode real frames only, once: [B, T, 7, 7, 3] -> [B, T, H] (zeros on padding), with ``encoder``
+        (default: the model's ``obs_encoder``)."""
+        mask = trajectory_mask.bool()
+        features = (self.obs_encoder if encoder is None else encoder)(observations[mask], directions[mask])
+        return masked_scatter_frames(features, mask)
+
+    # ----------------------------------------------------------------- tokenizer travels with the model
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
+        """Save weights (safetensors) and config, and the attached tokenizer if any."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(save_directory)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """Load strictly: a checkpoint of another model type or with missing/unexpected weights is an error.
+
+        The tokenizer saved beside the weights is attached as ``model.tokenizer``.
+        """
+        path = str(pretrained_model_name_or_path)
+        config_file = os.path.join(path, "config.json")
+        if os.path.isfile(config_file):
+            with open(config_file, encoding="utf-8") as f:
+                saved_type = json.load(f).get("model_type")
+            if cls.config_class.model_type != saved_type and cls is not MSVAEPreTrainedModel:
+                raise ValueError(
+                    f"{path} holds a {saved_type!r} checkpoint, not {cls.config_class.model_type!r}: "
+                    f"load it with transformers.AutoModel or the matching class"
+                )
+        want_info = kwargs.pop("output_loading_info", False)
+        model, info = super().from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs)
+        problems = {k: sorted(v) for k, v in info.items() if k in ("missing_keys", "unexpected_keys") and v}
+        if problems:
+            raise ValueError(f"checkpoint {path} does not match {cls.__name__}'s config: {problems}")
+        if os.path.isfile(os.path.join(path, "tokenizer.json")):
+            from .tokenization_msvae import MSVAETokenizer
+
+            model.tokenizer = MSVAETokenizer.from_pretrained(path)
+        return (model, info) if want_info else model
+
+    def push_to_hub(
+        self,
+        repo_id: str,
+        metrics: dict | None = None,
+        training_command: str = "",
+        dataset: str = "",
+        private: bool = False,
+        api=None,
+        commit_message: str = "Upload msvae-hf model",
+        **kwargs,
+    ):
+        """Upload weights, config, tokenizer and a model card rendered from ``model_cards/`` (msvae_hf.hub).
+
+        ``metrics`` (e.g. ``{"success_rate": 0.55, "bleu": 17.0}``) and ``training_command`` go into the card;
+        ``api`` defaults to ``huggingface_hub.HfApi()`` (tests pass a fake that records calls).
+        """
+        import tempfile
+
+        from .hub import push_folder_to_hub, render_model_card
+
+        kind = {"msvae": "msvae", "msvae_follower": "follower", "msvae_speaker": "speaker"}[self.config.model_type]
+        card = render_model_card(
+            self.config.to_dict(), metrics or {}, training_command, dataset, kind, repo_id=repo_id
+        )
+        with tempfile.TemporaryDirectory() as folder:
+            self.save_pretrained(folder)
+            return push_folder_to_hub(folder, repo_id, card=card, api=api, private=private,
+                                      commit_message=commit_message)
+
+    def _resolve_tokenizer(self, tokenizer):
+        tokenizer = tokenizer if tokenizer is not None else self.tokenizer
+        if tokenizer is None:
+            raise ValueError("no tokenizer: pass tokenizer=... or attach one with `model.tokenizer = tok`")
+        return tokenizer
+
+
+class FollowerMixin:
+    """Follower side shared by the baseline follower and MS-VAE: policy(), follow(), and generate(envs=...)."""
+
+    def instruction_memory(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        """The memory the action decoder attends to, from an instruction: (memory [B, M, Dm], mask [B, M])."""
+        raise NotImplementedError
+
+    def action_log_likelihood(self, input_ids, attention_mask, observations, directions, actions, trajectory_mask):
+        """Teacher-forced log p(a | y, o) = sum_t log p(a_t | y, o_1:t, a_1:t-1) (Eq. 5 with the instruction
+        memory): (log-likelihood [B], logits [B, T, A])."""
+        memory, memory_mask = self.instruction_memory(input_ids, attention_mask)
+        states = self.action_decoder.states(self.frame_features(observations, directions, trajectory_mask), actions)
+        logits = self.action_decoder.logits(states, memory, memory_mask)
+        return sequence_log_likelihood(logits, actions, trajectory_mask), logits
+
+    def policy(self, tokenizer=None, greedy: bool = True, seed: int | None = None) -> FollowerPolicy:
+        """A :class:`~msvae_hf.rollout.RolloutPolicy` for online control (reset / act with recurrent state)."""
+        return FollowerPolicy(self, self._resolve_tokenizer(tokenizer), greedy=greedy, seed=seed)
+
+    def follow(
+        self,
+        envs,
+        seeds: Sequence[int],
+        tokenizer=None,
+        max_steps: int | None = None,
+        instructions: Sequence[str] | None = None,
+        **kwargs,
+    ):
+        """Roll out in BabyAI envs (a level id, a list of envs or a VectorEnv), the model batched across envs.
+
+        By default the agent follows each env's own mission; ``instructions`` (one per seed) replaces the text
+        the model reads (success is still judged by the env against its mission).
+        """
+        from .rollout import rollout
+
+        seeds = list(seeds)
+        policy = self.policy(tokenizer)
+        if instructions is not None:
+            if len(instructions) != len(seeds):
+                raise ValueError(f"{len(instructions)} instructions for {len(seeds)} seeds")
+            policy = _GivenInstructions(policy, list(instructions))
+        return rollout(policy, envs, seeds, max_steps=max_steps, **kwargs)
+
+
+class _GivenInstructions:
+    """Wraps a policy so that wave after wave it reads the caller's instructions, not the envs' missions."""
+
+    def __init__(self, policy, instructions: list[str]) -> None:
+        self.policy, self.instructions, self.used = policy, instructions, 0
+
+    def reset(self, missions: Sequence[str]) -> None:
+        batch = self.instructions[self.used : self.used + len(missions)]
+        self.used += len(missions)
+        self.policy.reset(batch)
+
+    def act(self, observations, directions, env_ids):
+        return self.policy.act(observations, directions, env_ids)
+
+
+class FollowerPolicy:
+    """Step-by-step control: ``reset(instructions)`` then ``act(obs, directions, env_ids)`` once per step.
+
+    The memory (h_y, or z = mean of q(z|y)) is computed once at reset; each ``act`` runs the observation
+    encoder and one LSTM step for the live envs only, all in one batched call.
+    """
+
+    def __init__(self, model, tokenizer, greedy: bool = True, seed: int | None = None) -> None:
+        self.model, self.tokenizer, self.greedy = model, tokenizer, greedy
+        self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
+
+    @torch.no_grad()
+    def reset(self, instructions: Sequence[str]) -> None:
+        model = self.model
+        device = model.device
+        enc = self.tokenizer(list(instructions), padding=True, return_tensors="pt")
+        self.memory, self.memory_mask = model.instruction_memory(
+            enc["input_ids"].to(device), enc["attention_mask"].to(device)
+        )
+        n, hidden = len(instructions), model.config.hidden_size
+        self.h = torch.zeros(1, n, hidden, device=device)
+        self.c = torch.zeros(1, n, hidden, device=device)
+        self.previous = torch.full((n,), model.config.num_actions, dtype=torch.long, device=device)
+
+    @torch.no_grad()
+    def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        model = self.model
+        device = model.device
+        idx = torch.as_tensor(np.asarray(env_ids), dtype=torch.long, device=device)
+        obs = torch.as_tensor(np.asarray(observations), device=device)
+        dirs = torch.as_tensor(np.asarray(directions), dtype=torch.long, device=device)
+        features = model.obs_encoder(obs, dirs)
+        logits, (h, c) = model.action_decoder.step(
+            features, self.previous[idx], (self.h[:, idx], self.c[:, idx]), self.memory[idx], self.memory_mask[idx]
+        )
+        self.h[:, idx], self.c[:, idx] = h, c
+        if self.greedy:
+            actions = logits.argmax(-1)
+        else:
+            actions = torch.multinomial(logits.float().softmax(-1).cpu(), 1, generator=self.generator)[:, 0]
+            actions = actions.to(device)
+        self.previous[idx] = actions
+        return actions.cpu().numpy()
+
+
+class SpeakerMixin:
+    """Speaker side shared by the baseline speaker and MS-VAE: generate() and describe()."""
+
+    def trajectory_memory(self, observations, directions, actions, trajectory_mask):
+        """The memory the instruction decoder attends to, from a trajectory: (memory, mask)."""
+        raise NotImplementedError
+
+    def decode_instruction(self, input_ids, memory, memory_mask, cache=None) -> torch.Tensor:
+        """Teacher-forced / incremental decoding of p(y_l | memory, y_<l): logits [B, n, vocab] for the n tokens
+        of ``input_ids`` (``cache``, if given, holds the earlier ones and is updated in place)."""
+        self.check_input_ids(input_ids)
+        return self.instruction_decoder(input_ids, memory, memory_mask, cache=cache)
+
+    def instruction_log_likelihood(self, input_ids, attention_mask, memory, memory_mask):
+        """Teacher-forced log p(y | memory) summed over tokens after <bos>: (log-likelihood [B], logits)."""
+        logits = self.decode_instruction(input_ids[:, :-1], memory, memory_mask)
+        return sequence_log_likelihood(logits, input_ids[:, 1:], attention_mask[:, 1:]), logits
+
+    def prepare_inputs_for_generation(self, input_ids, cache=None, memory=None, memory_mask=None, **kwargs):
+        """Feed only the tokens the cache has not seen, with the trajectory memory (expanded per beam)."""
+        past = cache.get_seq_length() if cache is not None else 0
+        return {"input_ids": input_ids[:, past:], "cache": cache, "memory": memory, "memory_mask": memory_mask}
+
+    def generate(
+        self,
+        observations: torch.Tensor | None = None,
+        directions: torch.Tensor | None = None,
+        actions: torch.Tensor | None = None,
+        trajectory_mask: torch.Tensor | None = None,
+        envs=None,
+        seeds: Sequence[int] | None = None,
+        **kwargs,
+    ):
+        """Speak (trajectory tensors -> token ids, any GenerationMixin decoding) or, with ``envs``, follow.
+
+        Speaker: z = posterior mean of q(z|a,o) for MS-VAE, h_tau for the baseline; greedy, beam search
+        (``num_beams``), sampling (``do_sample``), ``max_new_tokens``, ``num_return_sequences`` all work.
+        """
+        if envs is not None:
+            if not hasattr(self, "follow"):
+                raise ValueError(f"{type(self).__name__} is a speaker: it cannot roll out in envs")
+            return self.follow(envs, seeds, tokenizer=kwargs.pop("tokenizer", None), **kwargs)
+        if observations is None or actions is None:
+            raise ValueError("generate() needs trajectory tensors (observations, directions, actions) or envs=...")
+        if trajectory_mask is None:
+            trajectory_mask = torch.ones(actions.shape, dtype=torch.bool, device=actions.device)
+        memory, memory_mask = self.trajectory_memory(observations, directions, actions, trajectory_mask)
+        start = torch.full((actions.shape[0], 1), self.config.bos_token_id, dtype=torch.long, device=actions.device)
+        kwargs.setdefault("max_new_tokens", self.config.max_instruction_length - 1)
+        kwargs.setdefault("use_cache", True)
+        for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            kwargs.setdefault(name, getattr(self.config, name))
+        out = GenerationMixin.generate(self, start, memory=memory, memory_mask=memory_mask, **kwargs)
+        # transformers' beam search fills finished beams with `pad_token_id or eos_token_id`, i.e. with eos
+        # when pad is id 0: restore "eos then pad only" for every decoding mode.
+        if isinstance(out, torch.Tensor):
+            return pad_after_eos(out, kwargs["eos_token_id"], kwargs["pad_token_id"])
+        out.sequences = pad_after_eos(out.sequences, kwargs["eos_token_id"], kwargs["pad_token_id"])
+        return out
+
+    @torch.no_grad()
+    def describe(self, observations, directions, actions, trajectory_mask=None, tokenizer=None, **kwargs) -> list[str]:
+        """Instructions for trajectories, as text. Accepts padded tensors or lists of per-episode arrays."""
+        tokenizer = self._resolve_tokenizer(tokenizer)
+        if isinstance(observations, (list, tuple)):
+            from .data.collator import DemoCollator
+
+            rows = [{"observations": o, "directions": d, "actions": a}
+                    for o, d, a in zip(observations, directions, actions, strict=True)]
+            batch = DemoCollator(tokenizer)(rows)
+            observations, directions, actions = batch["observations"], batch["directions"], batch["actions"]
+            trajectory_mask = batch["trajectory_mask"]
+        device = self.device
+        ids = self.generate(
+            observations.to(device), directions.to(device), actions.to(device),
+            None if trajectory_mask is None else trajectory_mask.to(device), **kwargs,
+        )
+        return tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+
+def pad_after_eos(ids: torch.Tensor, eos_token_id: int, pad_token_id: int) -> torch.Tensor:
+    """Replace every token after a sequence's first eos by pad: [N, S] -> [N, S]."""
+    after = (ids == eos_token_id).long().cumsum(dim=1) - (ids == eos_token_id).long() > 0
+    return ids.masked_fill(after, pad_token_id)
