@@ -241,7 +241,7 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
 
 def pretraining_cell(level: str, name: str, seed: int, threads: int) -> Cell:
     """``runs/<level>/speaker_init_front_<split>[_seed<k>]``: a speaker's encoders pre-trained on the
-    front-cell task (msvae_hf.pretraining) over the ``<split>`` trajectories, for train.py's --init-from."""
+    front-cell task (msvae_hf.extensions.pretraining) over the ``<split>`` trajectories, for train.py's --init-from."""
     split = name.removeprefix("speaker_init_front_")
     out = run_dir(level, name, seed)
     command = ("python", "experiments/pretrain_speaker.py", "--demos", str(demos_dir(level)), "--split", split,

@@ -377,7 +377,7 @@ def refresh(document: Path, root: Path = RESULTS) -> tuple[str, list[str]]:
 def random_floor(level: str, episodes: int = 1000) -> dict[str, dict[str, float]]:
     """Random policies over left/right/forward and over all 7 actions on the test seeds."""
     import msvae_hf  # noqa: F401  (registers the levels)
-    from msvae_hf.evaluation import TEST_SEED_START
+    from msvae_hf.envs.seeds import TEST_SEED_START
     from msvae_hf.metrics import summarize_episodes
     from msvae_hf.rollout import RandomPolicy, evaluation_seeds, rollout
 
