@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import statistics
 import sys
@@ -115,12 +114,11 @@ def values(runs: list[dict], metric: str) -> list[float]:
 def p_greater(xs: list[float], ys: list[float]) -> tuple[float | None, float | None]:
     """Student's t-test (pooled variance) of mean(xs) > mean(ys): one-sided and two-sided p (None with fewer
     than two values on a side, or no spread at all)."""
-    if len(xs) < 2 or len(ys) < 2:
+    if len(xs) < 2 or len(ys) < 2 or statistics.pvariance(xs) + statistics.pvariance(ys) == 0:
         return None, None
     from scipy.stats import ttest_ind
 
-    one, two = ttest_ind(xs, ys, alternative="greater").pvalue, ttest_ind(xs, ys).pvalue
-    return (None, None) if math.isnan(one) else (float(one), float(two))
+    return float(ttest_ind(xs, ys, alternative="greater").pvalue), float(ttest_ind(xs, ys).pvalue)
 
 
 def mean_sd(xs: list[float], digits: int = 1) -> str:

@@ -1,19 +1,16 @@
-"""experiments/collect_results.py: App. D's statistics over seeds (mean, sd, one-sided Student t-test)."""
+"""experiments/collect_results.py: App. D's statistics over seeds, the paper's tables, and documents whose
+marked tables are re-rendered from results/ (the committed documents among them)."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import collect_results
 import pytest
 
-
-def run_row(sr: float, bleu_best: float, bleu_speaker: float | None) -> dict:
-    """A collect_results row: bleu_speaker None stands for a run made before best_speaker/ existed."""
-    if bleu_speaker is None:
-        return {"test": {"success_rate": sr}, "test_bleu": bleu_best, "test_bleu_of_best": None, "best_speaker": None}
-    return {"test": {"success_rate": sr}, "test_bleu": bleu_speaker, "test_bleu_of_best": bleu_best,
-            "best_speaker": {"step": 1, "score": 0.0}}
+REPO = Path(__file__).resolve().parents[2]
 
 
 def student_p_greater(a: list[float], b: list[float]) -> float:
@@ -28,64 +25,103 @@ def student_p_greater(a: list[float], b: list[float]) -> float:
     return 0.5 - 3 / 8 * u * (1 - u * u / 12)
 
 
-def test_seed_statistics_match_closed_form():
-    names = list(collect_results.SEED_GROUPS.values())
-    paired = [(0.50, 23.0, 24.0), (0.52, 24.0, 25.5), (0.53, 22.0, 24.5)]
-    full = [(0.66, 18.0, None), (0.63, 20.0, 21.0), (0.65, 19.0, 20.0)]
-    rows = {name: run_row(*v) for name, v in zip(names[0], paired)}
-    rows.update({name: run_row(*v) for name, v in zip(names[1], full)})
-    stats = collect_results.seed_statistics(rows)
-    method_paired, method_full, method_gamma1 = list(collect_results.SEED_GROUPS)[:3]
-    sr = stats[method_full]["test SR"]
-    mean = (0.66 + 0.63 + 0.65) / 3
-    assert sr["n"] == 3 and sr["mean"] == pytest.approx(mean)
-    assert sr["sd"] == pytest.approx(math.sqrt(((0.66 - mean) ** 2 + (0.63 - mean) ** 2 + (0.65 - mean) ** 2) / 2))
-    assert sr["p_greater_than_paired_only"] == pytest.approx(student_p_greater([0.66, 0.63, 0.65], [0.50, 0.52, 0.53]))
-    bleu = stats[method_full]["test BLEU of best/"]
-    assert bleu["values"] == [18.0, 20.0, 19.0]  # the run without best_speaker/ counts with its best/ BLEU
-    expected = student_p_greater([18.0, 20.0, 19.0], [23.0, 24.0, 22.0])
-    assert bleu["p_greater_than_paired_only"] == pytest.approx(expected)
-    assert bleu["p_greater_than_paired_only"] > 0.99 and bleu["p_two_sided"] < 0.05  # lower, not higher
-    assert stats[method_full]["test BLEU of best_speaker/"]["values"] == [21.0, 20.0]
-    assert "p_greater_than_paired_only" not in stats[method_paired]["test SR"]  # the reference itself
-    assert stats[method_gamma1]["test SR"]["n"] == 0  # no runs: reported as missing, not as zeros
+def record(run: str, model_type: str, sr: float | None = None, bleu: float | None = None,
+           bleu_of_best: float | None = None, speaker_checkpoint: bool = True) -> dict:
+    """A run record as experiments/reproduce.py writes it (the fields the tables read)."""
+    out = {"run": run, "model_type": model_type, "updates": 10, "wall_time_s": 60.0, "best": {"step": 10},
+           "test": None if sr is None else {"success_rate": sr, "mean_steps": 9.0, "mean_reward": 0.5},
+           "test_bleu": bleu, "paper_protocol_valid_sr": sr,
+           "machine": {"device": "cpu", "cpus": 2, "torch_threads": 1}}
+    if model_type == "msvae":
+        out["best_speaker"] = {"step": 8} if speaker_checkpoint else None
+        out["test_bleu_of_best"] = bleu_of_best if speaker_checkpoint else None
+        if not speaker_checkpoint:  # a run made before best_speaker/: test_bleu is of best/
+            out["test_bleu"] = bleu_of_best
+    return out
 
 
-def test_grid_runs_group_by_config_with_reference_first(tmp_path):
-    for name in ("msvae_gamma1_seed0", "msvae_paired_seed1", "msvae_paired_seed0", "msvae_gamma1_seed1"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "results.json").write_text("{}")
-    (tmp_path / "msvae_gamma1_seed2").mkdir()  # stopped early: no results.json, left out
-    labels, groups = collect_results.grid_runs(tmp_path)
-    assert list(groups) == ["msvae_paired", "msvae_gamma1"]
-    assert groups == {"msvae_paired": ["msvae_paired_seed0", "msvae_paired_seed1"],
-                      "msvae_gamma1": ["msvae_gamma1_seed0", "msvae_gamma1_seed1"]}
-    assert labels["msvae_gamma1_seed1"] == ("msvae_gamma1, seed 1", True, True)
-    assert labels["msvae_paired_seed0"][1:] == (False, False)
-    rows = {name: run_row(0.5 + 0.1 * ("gamma1" in name), 20.0, 21.0 + int(name[-1])) for name in labels}
-    stats = collect_results.seed_statistics(rows, groups)
-    assert stats["msvae_gamma1"]["test SR"]["mean"] == pytest.approx(0.6)
-    assert "p_greater_than_paired_only" in stats["msvae_gamma1"]["test BLEU of best_speaker/"]
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A results/ folder with three seeds of the follower and of MS-VAE paired only / full on one level."""
+    runs = tmp_path / "gotoseqlocal" / "runs"
+    runs.mkdir(parents=True)
+    rows = {
+        "follower": [record("follower", "follower", 0.50), record("follower_seed1", "follower", 0.52),
+                     record("follower_seed2", "follower", 0.54)],
+        "speaker": [record("speaker", "speaker", bleu=30.0)],
+        "msvae_paired": [record(f"msvae_paired{s}", "msvae", sr, b, b - 1) for s, sr, b in
+                         (("", 0.50, 24.0), ("_seed1", 0.52, 25.5), ("_seed2", 0.53, 24.5))],
+        "msvae": [record("msvae", "msvae", 0.66, bleu_of_best=18.0, speaker_checkpoint=False),
+                  record("msvae_seed1", "msvae", 0.63, 21.0, 20.0), record("msvae_seed2", "msvae", 0.65, 20.0, 19.0)],
+    }
+    for records in rows.values():
+        for r in records:
+            (runs / f"{r['run']}.json").write_text(json.dumps(r))
+    (tmp_path / "gotoseqlocal" / "floor.json").write_text(json.dumps(
+        {"random_3_actions": {"success_rate": 0.1, "mean_steps": 60.0, "mean_reward": 0.05}}))
+    return tmp_path
 
 
-def test_grid_runs_without_reference_is_an_error(tmp_path):
-    (tmp_path / "msvae_gamma1_seed0").mkdir()
-    (tmp_path / "msvae_gamma1_seed0" / "results.json").write_text("{}")
-    with pytest.raises(SystemExit, match="msvae_paired"):
-        collect_results.grid_runs(tmp_path)
+def test_p_greater_matches_the_closed_form():
+    a, b = [66.0, 63.0, 65.0], [50.0, 52.0, 53.0]
+    one, two = collect_results.p_greater(a, b)
+    assert one == pytest.approx(student_p_greater(a, b), rel=1e-9) and two == pytest.approx(2 * one, rel=1e-9)
+    assert collect_results.p_greater([1.0], b) == (None, None)  # one seed: no test
+    assert collect_results.p_greater([1.0, 1.0], [1.0, 1.0]) == (None, None)  # no spread: no p
 
 
-def test_speaker_seed_table_has_only_the_bleu_column():
-    """Speaker runs have no SR and no best_speaker/: their table shows BLEU of best/ (best by valid BLEU)."""
-    speaker_row = lambda bleu: {"test": None, "test_bleu": bleu, "test_bleu_of_best": None, "best_speaker": None}
-    names = list(collect_results.SPEAKER_SEED_GROUPS.values())
-    rows = {name: speaker_row(24.0 + i + 2.0 * g) for g, group in enumerate(names) for i, name in enumerate(group)}
-    stats = collect_results.seed_statistics(rows, collect_results.SPEAKER_SEED_GROUPS)
-    lines = collect_results.seed_lines(stats, "speaker, paired only")
-    assert lines[3] == "| method | test BLEU of best/ |"
-    reference, second = list(collect_results.SPEAKER_SEED_GROUPS)[:2]
-    assert lines[5].startswith(f"| {reference} | 25 +- 1 (n = 3) |")
-    p = student_p_greater([26.0, 27.0, 28.0], [24.0, 25.0, 26.0])
-    assert f"| {second} | 27 +- 1 (n = 3), p = {p:.2g}" in lines[6]
-    empty = collect_results.seed_statistics({}, collect_results.SPEAKER_SEED_GROUPS)
-    assert collect_results.seed_lines(empty, "x") == []
+def test_seed_table(root):
+    lines = collect_results.table_seeds("gotoseqlocal", "msvae_paired,msvae", root)
+    assert lines[0] == "| method | test SR (%) | test BLEU-4 | test BLEU-4 of best/ (MS-VAE) |"
+    paired, full = lines[2], lines[3]
+    assert paired.startswith("| MS-VAE, paired only | 51.7 +- 1.5 (n = 3) | 24.67 +- 0.76 (n = 3) |")
+    p = student_p_greater([66.0, 63.0, 65.0], [50.0, 52.0, 53.0])
+    assert f"| 64.7 +- 1.5 (n = 3), p = {p:.2g} [" in full
+    # the seed-0 run without best_speaker/ has no speaker-checkpoint BLEU, but a BLEU of best/
+    assert "| 20.50 +- 0.71 (n = 2), p = " in full and "19.00 +- 1.00 (n = 3), p = " in full
+
+
+def test_paper_and_tests_tables(root):
+    paper = collect_results.table_paper("gotoseqlocal", root)
+    assert paper[2] == "| supervised (follower; speaker) | 52.0 +- 2.0 (n = 3) | 55.0 | 30.00 (n = 1) | 10.43 |"
+    assert paper[3].startswith("| MS-VAE, paired only | 51.7 +- 1.5 (n = 3) | 51.0 |")
+    assert paper[4] == "| MS-VAE + V | - | 68.3 | - | 10.86 |"  # no runs yet
+    tests = {line.split(" | ")[0] + " | " + line.split(" | ")[1]: line
+             for line in collect_results.table_tests("gotoseqlocal", root)[2:]}
+    full_vs_paired = tests["| MS-VAE full > MS-VAE paired only | test SR (%)"]
+    p = student_p_greater([66.0, 63.0, 65.0], [50.0, 52.0, 53.0])
+    assert f"| 64.67 vs 51.67 (n = 3, 3) | {p:.2g} [" in full_vs_paired and full_vs_paired.endswith("| 71.7 vs 51 |")
+    assert tests["| MS-VAE full > supervised | test BLEU-4"].endswith(
+        "| 20.50 vs 30.00 (n = 2, 1) | - | 11.73 vs 10.43 |")  # one speaker seed: no test
+
+
+def test_runs_table_lists_seeds_and_the_floor(root):
+    lines = collect_results.table_runs("gotoseqlocal", "follower,msvae", root)
+    assert [line.split(" | ")[1] for line in lines[2:8]] == ["0", "1", "2", "0", "1", "2"]
+    assert "best valid SR (update 10)" in lines[5] and "best valid BLEU (update 8)" in lines[6]
+    assert lines[-1].startswith("| floor: random 3 actions | - | 0.100 |")
+
+
+def test_a_document_is_refreshed_and_checked(root, tmp_path):
+    doc = tmp_path / "doc.md"
+    mark = "<!-- table: python experiments/collect_results.py gotoseqlocal --table seeds:follower,msvae -->\n"
+    doc.write_text(f"# Title\n\n{mark}| stale |\n<!-- end table -->\n\nProse after.\n")
+    text, changed = collect_results.refresh(doc, root)
+    assert changed == ["gotoseqlocal seeds:follower,msvae"]
+    assert text.startswith(f"# Title\n\n{mark}| method |") and text.endswith("<!-- end table -->\n\nProse after.\n")
+    doc.write_text(text)
+    assert collect_results.refresh(doc, root) == (text, [])
+    doc.write_text(mark.replace("seeds:", "nonsense:") + "<!-- end table -->\n")
+    with pytest.raises(SystemExit, match="unknown table 'nonsense'"):
+        collect_results.refresh(doc, root)
+
+
+def test_committed_documents_match_the_committed_results(monkeypatch):
+    """Every marked table of docs/results/*.md is what its command renders from results/ today."""
+    monkeypatch.chdir(REPO)
+    documents = sorted((REPO / "docs" / "results").glob("*.md"))
+    assert documents, "no results documents"
+    for document in documents:
+        text, changed = collect_results.refresh(document)
+        assert not changed, f"{document.name}: re-run python experiments/collect_results.py ... --write {document}"
+        assert collect_results.MARK.search(text), f"{document.name} has no generated table"
