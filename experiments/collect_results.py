@@ -16,12 +16,12 @@ benchmarks' JSON. A results document marks each table with the command that prin
     | ... |
     <!-- end table -->
 
-Tables: ``paper`` (Tables 2 and 3 beside the paper's numbers), ``tests`` (the paper's one-sided t-tests
-over seeds), ``runs:ROW,...`` (every run of those rows, one line each, with the random floor),
-``seeds:ROW,...`` (mean +- sd over seeds, t-tests against the first row), ``speakers:FILE``,
-``pragmatics:FILE``, ``probes:FILE``, ``gradients:FILE``; for ``benchmarks``: ``train_step:FILE``,
-``speaker_decode:FILE``, ``rollout:FILE``, ``demo_generation:FILE`` (FILE: a JSON name under the folder,
-without ``.json``).
+Tables: ``paper`` (Tables 2 and 3 beside the paper's numbers), ``headline`` (the same in one short table),
+``tests`` (the paper's one-sided t-tests over seeds), ``runs:ROW,...`` (every run of those rows, one line
+each, with the random floor), ``seeds:ROW,...`` (mean +- sd over seeds, t-tests against the first row),
+``speakers:FILE``, ``pragmatics:FILE``, ``probes:FILE``, ``gradients:FILE``; for ``benchmarks``:
+``train_step:FILE``, ``speaker_decode:FILE``, ``rollout:FILE``, ``demo_generation:FILE`` (FILE: a JSON name
+under the folder, without ``.json``).
 """
 
 from __future__ import annotations
@@ -159,6 +159,29 @@ def table_paper(level: str, root: Path = RESULTS) -> list[str]:
                        ("msvae_speaker_follower", "MS-VAE-speaker-follower")):
         lines.append(f"| {label} | {mean_sd(values(rows.get(row, []), 'sr'))} | "
                      f"{fmt(paper.get(row, {}).get('table3_sr'), '.1f')} |")
+    return lines
+
+
+def table_headline(level: str, root: Path = RESULTS) -> list[str]:
+    """One line per method of Tables 2 and 3: our test SR and BLEU (mean over seeds, n) beside the paper's."""
+    rows = records_by_row(load_records(level, root))
+    paper = PAPER[level]
+    lines = [f"| {LEVELS[level]} | SR % (n) | paper SR | BLEU-4 (n) | paper BLEU |", "| --- | --- | --- | --- | --- |"]
+    methods = (("supervised follower / speaker", "follower", "speaker", "sr"),
+               ("MS-VAE, paired only", "msvae_paired", "msvae_paired", "sr"),
+               ("MS-VAE + V", "msvae_v", "msvae_v", "sr"), ("MS-VAE full", "msvae", "msvae", "sr"),
+               ("speaker-follower", "speaker_follower", None, "table3_sr"),
+               ("MS-VAE-speaker-follower", "msvae_speaker_follower", None, "table3_sr"))
+
+    def short(xs: list[float], digits: int) -> str:
+        return "-" if not xs else f"{statistics.fmean(xs):.{digits}f} ({len(xs)})"
+
+    for label, follower, speaker, key in methods:
+        srs = values(rows.get(follower, []), "sr")
+        bleus = values(rows.get(speaker, []), "bleu") if speaker else []
+        lines.append(f"| {label} | {short(srs, 1)} | {fmt(paper.get(follower, {}).get(key), '.1f')} | "
+                     f"{short(bleus, 2) if speaker else '-'} | "
+                     f"{fmt(paper.get(speaker, {}).get('bleu') if speaker else None, '.2f')} |")
     return lines
 
 
@@ -341,7 +364,7 @@ def table_demo_generation(level: str, name: str, root: Path = RESULTS) -> list[s
 
 
 TABLES: dict[str, Callable[..., list[str]]] = {
-    "paper": table_paper, "tests": table_tests, "runs": table_runs, "seeds": table_seeds,
+    "paper": table_paper, "headline": table_headline, "tests": table_tests, "runs": table_runs, "seeds": table_seeds,
     "speakers": table_speakers, "pragmatics": table_pragmatics, "probes": table_probes,
     "gradients": table_gradients, "train_step": table_train_step, "speaker_decode": table_speaker_decode,
     "rollout": table_rollout, "demo_generation": table_demo_generation,
