@@ -117,10 +117,10 @@ def test_a_document_is_refreshed_and_checked(root, tmp_path):
 
 
 def test_committed_documents_match_the_committed_results(monkeypatch):
-    """Every marked table of docs/results/*.md is what its command renders from results/ today."""
+    """Every marked table of README.md and docs/results/*.md is what its command renders from results/ today."""
     monkeypatch.chdir(REPO)
-    documents = sorted((REPO / "docs" / "results").glob("*.md"))
-    assert documents, "no results documents"
+    documents = [REPO / "README.md", *sorted((REPO / "docs" / "results").glob("*.md"))]
+    assert len(documents) > 1, "no results documents"
     for document in documents:
         text, changed = collect_results.refresh(document)
         assert not changed, f"{document.name}: re-run python experiments/collect_results.py ... --write {document}"
