@@ -3,6 +3,7 @@
 
     python experiments/plot_curves.py runs/bosslocal/follower runs/bosslocal/msvae --out results/curves.png
     python experiments/plot_curves.py runs/a runs/b --metric valid/success_rate --metric train/loss
+    python experiments/plot_curves.py --level gotoseqlocal --out results/gotoseqlocal/validation_curves.png
 
 Each run is an ``output_dir`` of ``scripts/train.py``. Scalars are read from its TensorBoard event files
 (``tb/``, via tensorboard's EventAccumulator); a run without event files falls back to the validation
@@ -99,14 +100,66 @@ def plot_curves(
     return drawn
 
 
+#: Table 2's rows, each drawn in the panels of the metrics it is selected on.
+TABLE2_ROWS = {"valid/success_rate": ("follower", "msvae_paired", "msvae_v", "msvae"),
+               "valid/bleu": ("speaker", "msvae_paired", "msvae_v", "msvae")}
+
+
+def plot_level(level: str, out: str | Path, results: str | Path = "results") -> list[str]:
+    """Validation SR and BLEU against updates for every Table 2 row of ``level``, from its committed run records
+    (``results/<level>/runs/*.json``): the mean over seeds, and a band from the lowest to the highest seed.
+    Returns the rows drawn."""
+    from cells import row_label
+    from collect_results import load_records, records_by_row
+
+    rows = records_by_row(load_records(level, Path(results)))
+    fig, axes = plt.subplots(1, len(TABLE2_ROWS), figsize=(6 * len(TABLE2_ROWS), 4), squeeze=False)
+    colors = dict(zip(("follower", "speaker", "msvae_paired", "msvae_v", "msvae"), ("C0", "C0", "C1", "C2", "C3")))
+    drawn = set()
+    for ax, (metric, names) in zip(axes[0], TABLE2_ROWS.items()):
+        for row in names:
+            curves = [{h["step"]: h[metric] for h in r.get("history", []) if metric in h} for r in rows.get(row, [])]
+            curves = [c for c in curves if c]
+            if not curves:
+                continue
+            steps = sorted(set.intersection(*(set(c) for c in curves)))
+            ys = [[c[s] for c in curves] for s in steps]
+            ax.plot(steps, [sum(y) / len(y) for y in ys], color=colors[row], marker=".",
+                    label=f"{row_label(level, row)} (n = {len(curves)})")
+            if len(curves) > 1:
+                ax.fill_between(steps, [min(y) for y in ys], [max(y) for y in ys], color=colors[row], alpha=0.2)
+            drawn.add(row)
+        ax.set_xlabel("update")
+        ax.set_title(f"{level}: {metric} (mean over seeds, band: min-max)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    if not drawn:
+        raise ValueError(f"no run of {level} has a validation history under {results}/{level}/runs")
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return sorted(drawn)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", help="run directories (output_dir of scripts/train.py)")
+    parser.add_argument("runs", nargs="*", help="run directories (output_dir of scripts/train.py)")
+    parser.add_argument("--level", help="instead of runs: Table 2's rows of a level from results/<level>/runs")
     parser.add_argument("--out", default="results/curves.png", help="image to write (png, pdf, svg)")
     parser.add_argument("--metric", action="append", dest="metrics",
                         help=f"a scalar tag to plot; repeat for several (default: {' '.join(DEFAULT_METRICS)})")
     parser.add_argument("--label", action="append", dest="labels", help="a legend label per run, in order")
     args = parser.parse_args(argv)
+    if args.level:
+        try:
+            rows = plot_level(args.level, args.out)
+        except ValueError as err:
+            sys.exit(f"error: {err}")
+        print(f"wrote {args.out} ({', '.join(rows)})")
+        return
+    if not args.runs:
+        parser.error("give run directories or --level")
     metrics = args.metrics or list(DEFAULT_METRICS)
     try:
         drawn = plot_curves(args.runs, args.out, metrics, args.labels)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import plot_curves
@@ -21,3 +22,20 @@ def test_plot_curves(baseline_runs, tmp_path):
     assert drawn == ["valid/success_rate"] and (tmp_path / "bare.png").is_file()
     with pytest.raises(SystemExit):
         plot_curves.main([str(bare), "--metric", "valid/nothing", "--out", str(tmp_path / "x.png")])
+
+
+def test_plot_level_from_run_records(tmp_path):
+    """Table 2's rows of a level from its committed records: mean and band over seeds; no history: an error."""
+    runs = tmp_path / "gotoseqlocal" / "runs"
+    runs.mkdir(parents=True)
+    for run, sr in (("msvae", 0.5), ("msvae_seed1", 0.6), ("follower", 0.4)):
+        history = [{"step": s, "valid/success_rate": sr + s / 1000, "valid/bleu": 20.0} for s in (200, 400)]
+        (runs / f"{run}.json").write_text(json.dumps({"run": run, "history": history}))
+    out = tmp_path / "curves.png"
+    assert plot_curves.plot_level("gotoseqlocal", out, tmp_path) == ["follower", "msvae"]
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (runs / "speaker.json").write_text(json.dumps({"run": "speaker"}))
+    for run in ("msvae", "msvae_seed1", "follower"):
+        (runs / f"{run}.json").unlink()
+    with pytest.raises(ValueError, match="no run of gotoseqlocal has a validation history"):
+        plot_curves.plot_level("gotoseqlocal", tmp_path / "none.png", tmp_path)
