@@ -132,7 +132,8 @@ def plot_level(level: str, out: str | Path, results: str | Path = "results") -> 
         ax.set_xlabel("update")
         ax.set_title(f"{level}: {metric} (mean over seeds, band: min-max)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
+        if ax.lines:
+            ax.legend(fontsize="small")
     if not drawn:
         raise ValueError(f"no run of {level} has a validation history under {results}/{level}/runs")
     fig.tight_layout()
