@@ -19,9 +19,16 @@ benchmarks' JSON. A results document marks each table with the command that prin
 Tables: ``paper`` (Tables 2 and 3 beside the paper's numbers), ``headline`` (the same in one short table),
 ``tests`` (the paper's one-sided t-tests over seeds), ``runs:ROW,...`` (every run of those rows, one line
 each, with the random floor), ``seeds:ROW,...`` (mean +- sd over seeds, t-tests against the first row),
-``speakers:FILE``, ``pragmatics:FILE``, ``probes:FILE``, ``gradients:FILE``; for ``benchmarks``:
-``train_step:FILE``, ``speaker_decode:FILE``, ``rollout:FILE``, ``demo_generation:FILE`` (FILE: a JSON name
-under the folder, without ``.json``).
+``speakers:FILE``, ``pragmatics:FILE``, ``rescoring:FILE`` (pragmatic_speakers per system and seed: lam chosen
+on valid and the best on test), ``probes:FILE``, ``probe_data:FILE`` (how many trajectories each probe read),
+``gradients:FILE``, ``validation:FILE`` (a table of experiments/validation_table.py kept as FILE.md: each
+row's maxima over its seeds); for ``benchmarks``: ``train_step:FILE``, ``train_step_compare:FILE,...`` (one
+line per benchmark, times against the first), ``train_step_log:LOG,...`` (the seconds per update that
+benchmarks/gpu_check.sh prints into its log, each matched to the benchmark's own JSON),
+``speaker_decode:FILE``, ``rollout:FILE``, ``rollout_ratios:FILE``, ``demo_generation:FILE``, ``smoke:FOLDER``
+(the short training runs ``smoke_*.json`` of gpu_check.sh), ``resume:FILE`` (gpu_check.sh's weight
+comparisons). FILE: a JSON name under the folder, without ``.json`` (LOG: a ``.txt`` name without ``.txt``;
+both may include a subfolder).
 """
 
 from __future__ import annotations
@@ -315,6 +322,69 @@ def table_gradients(level: str, name: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
+def system_name(name: str) -> str:
+    """``NAME#k`` (experiments/pragmatic_speakers.py's seed mark) -> ``NAME, seed k``."""
+    base, mark, seed = name.rpartition("#")
+    return f"{base}, seed {seed}" if mark else name
+
+
+def table_rescoring(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """experiments/pragmatic_speakers.py's JSON, one line per system and seed: the lam (speaker weight) chosen on
+    the valid pairs, test BLEU greedy / beam / rescored with it, the bootstrap p of rescored against greedy, and
+    the lam that would have been best on the test pairs."""
+    data = read_json(level, name, root)
+    lines = [f"| speaker + follower | lam chosen on {data['valid_split']} | test BLEU greedy | test BLEU beam "
+             f"(lam = 1) | test BLEU rescored | p rescored vs greedy | lam best on {data['test_split']} | "
+             "test BLEU at that lam |", "| --- |" + " --- |" * 7]
+    for system, s in data["systems"].items():
+        by_lam = {float(k): v for k, v in s["test_bleu_by_lam"].items()}
+        best = max(by_lam, key=by_lam.get)
+        lines.append(f"| {system_name(system)} | {s['lam']:g} | {s['test_bleu_greedy']:.2f} | "
+                     f"{s['test_bleu_beam']:.2f} | {s['test_bleu_rescored']:.2f} | {s['p_rescored_vs_greedy']:.3f} | "
+                     f"{best:g} | {by_lam[best]:.2f} |")
+    return lines
+
+
+def table_probe_data(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """experiments/probe_speaker.py's JSON: the trajectories read, those facing an object at their last step,
+    and the held-out share each probe was scored on."""
+    data = read_json(level, name, root)
+    lines = ["| model | trajectories read | facing an object at the last step | held-out examples per probe |",
+             "| --- | --- | --- | --- |"]
+    for label, m in data["models"].items():
+        held_out = sorted({v["test_examples"] for v in m.values() if isinstance(v, dict)})
+        lines.append(f"| {label} | {data['examples']} | {m['examples_facing_an_object']} | "
+                     f"{', '.join(map(str, held_out))} |")
+    return lines
+
+
+def table_validation(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """A table printed by experiments/validation_table.py (kept as ``FILE.md``, its command in an HTML comment
+    on the first line): each row's maximum validation BLEU and SR, its seeds side by side, and their mean."""
+    path = root / level / f"{name}.md"
+    if not path.exists():
+        raise SystemExit(f"no {path}")
+    text = path.read_text()
+    upto = re.search(r"--upto (\d+)", text)
+    within = f", updates <= {upto.group(1)}" if upto else ""
+    rows: dict[str, dict[int, tuple[float, float]]] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or cells[0] in ("run", "---"):
+            continue
+        row, seed = run_row(cells[0])
+        rows.setdefault(row, {})[seed] = (float(cells[2]), float(cells[4]))
+    lines = [f"| runs | seeds | max valid BLEU{within} | mean | max valid SR{within} | mean |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for row, seeds in rows.items():
+        order = sorted(seeds)
+        bleus, srs = [seeds[k][0] for k in order], [seeds[k][1] for k in order]
+        lines.append(f"| {row_label(level, row)} | {', '.join(map(str, order))} | "
+                     f"{' / '.join(f'{b:.1f}' for b in bleus)} | {statistics.fmean(bleus):.1f} | "
+                     f"{' / '.join(f'{v:.3f}' for v in srs)} | {statistics.fmean(srs):.3f} |")
+    return lines
+
+
 # ---------------------------------------------------------------------------------------------- benchmarks
 def table_train_step(level: str, name: str, root: Path = RESULTS) -> list[str]:
     """benchmarks/train_step.py: seconds per update and the fraction of the GEMM peak, per model."""
@@ -363,11 +433,127 @@ def table_demo_generation(level: str, name: str, root: Path = RESULTS) -> list[s
     ]
 
 
+PRECISION = {"no": "fp32", "bf16": "bf16 autocast", "fp16": "fp16 autocast"}
+
+
+def train_step_where(data: dict) -> str:
+    return (f"{data.get('device_name', data['device'])}, {data['torch_threads']} thread(s), "
+            f"{PRECISION[data.get('mixed_precision', 'no')]}")
+
+
+def table_train_step_compare(level: str, names: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/train_step.py's JSONs side by side: milliseconds per update of each model, and how many times
+    faster than the first JSON each is."""
+    runs = [(name, read_json(level, name, root)) for name in names.split(",")]
+    models = list(runs[0][1]["models"])
+    lines = ["| benchmark | where | " + " | ".join(f"{m} ms / update" for m in models) + " | msvae / follower |",
+             "| --- | --- |" + " --- |" * (len(models) + 1)]
+    first = runs[0][1]["models"]
+    for name, data in runs:
+        cells = []
+        for m in models:
+            s = data["models"][m]["seconds_per_update"]
+            cells.append(f"{1000 * s:.1f}" + ("" if name == runs[0][0] else
+                                               f" ({first[m]['seconds_per_update'] / s:.1f}x)"))
+        lines.append(f"| {name}.json | {train_step_where(data)} | " + " | ".join(cells) +
+                     f" | {data['ratio_msvae_over_follower']:.2f} |")
+    return lines
+
+
+TRAIN_STEP_LINE = re.compile(r'"(seconds_per_update|ratio_msvae_over_follower)": ([-+0-9.e]+)')
+
+
+def train_step_groups(text: str) -> list[tuple[list[float], float]]:
+    """The benchmarks in a gpu_check.sh log: (seconds per update of each model, msvae / follower), in order."""
+    groups, seconds = [], []
+    for key, value in TRAIN_STEP_LINE.findall(text):
+        if key == "seconds_per_update":
+            seconds.append(float(value))
+        else:
+            groups.append((seconds, float(value)))
+            seconds = []
+    return groups
+
+
+def table_train_step_log(level: str, names: str, root: Path = RESULTS) -> list[str]:
+    """Seconds per update that benchmarks/gpu_check.sh printed into each LOG (a ``.txt``). The script runs
+    benchmarks/train_step.py once in fp32 and once in bf16 autocast and prints its JSON's times without the
+    precision; a benchmark whose times equal a train_step JSON of the same folder takes that JSON's precision,
+    and the other benchmark of the same log the other precision."""
+    lines = ["| log | benchmark | precision | follower ms | speaker ms | msvae ms | msvae / follower |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name in names.split(","):
+        path = root / level / f"{name}.txt"
+        if not path.exists():
+            raise SystemExit(f"no {path}")
+        jsons = {p.name: json.loads(p.read_text()) for p in sorted(path.parent.glob("train_step*.json"))}
+        groups = train_step_groups(path.read_text())
+        matched: dict[int, tuple[str, str]] = {}
+        for i, (seconds, _) in enumerate(groups):
+            for file, data in jsons.items():
+                if [m["seconds_per_update"] for m in data["models"].values()] == seconds:
+                    matched[i] = (data.get("mixed_precision", "no"), file)
+        for i, (seconds, ratio) in enumerate(groups):
+            if i in matched:
+                precision = f"{PRECISION[matched[i][0]]} (= {matched[i][1]})"
+            else:
+                others = {"no", "bf16"} - {p for p, _ in matched.values()}
+                precision = f"{PRECISION[others.pop()]} (log only)" if len(groups) == 2 and len(others) == 1 else "?"
+            lines.append(f"| {path.name} | {i + 1} of {len(groups)} | {precision} | "
+                         + " | ".join(f"{1000 * s:.1f}" for s in seconds) + f" | {ratio:.2f} |")
+    return lines
+
+
+def table_rollout_ratios(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/rollout.py: its ratios between the ways of rolling out, and the targets it was written for."""
+    data = read_json(level, name, root)
+    lines = ["| ratio | value |", "| --- | --- |"]
+    for key, value in data["ratios"].items():
+        lines.append(f"| {key.replace('_over_', ' / ').replace('_per_s', '/s').replace('_', ' ')} | {value:.2f} |")
+    for key, value in data.get("targets", {}).items():
+        lines.append(f"| target: {key.replace('_over_', ' / ').replace('_', ' ')} | {value:g} |")
+    return lines
+
+
+def table_smoke(level: str, folder: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/gpu_check.sh's short training runs (``smoke_<model>_<precision>.json``, each run's
+    results.json): that scripts/train.py ran to the end and saved, with the metrics of a barely trained model."""
+    lines = ["| model | --mixed-precision | updates | wall (s) | best/ at update | test SR (episodes) | test BLEU-4 |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    paths = sorted((root / level / folder).glob("smoke_*.json"))
+    if not paths:
+        raise SystemExit(f"no smoke_*.json under {root / level / folder}")
+    for path in paths:
+        r = json.loads(path.read_text())
+        flag = path.stem.split("_", 2)[2]
+        precision = f"{flag.removeprefix('launch-')} ({PRECISION[flag.removeprefix('launch-')]})"
+        if flag.startswith("launch-"):
+            precision += ", under accelerate launch"
+        test = r.get("test") or {}
+        sr_text = "-" if not test else f"{test['success_rate']:.3f} ({test['episodes']})"
+        lines.append(f"| {r['model_type']} | {precision} | {r['updates']} | {r['wall_time_s']:.1f} | "
+                     f"{r['best']['step']} | {sr_text} | {fmt(r.get('test_bleu'), '.2f')} |")
+    return lines
+
+
+def table_resume(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/gpu_check.sh's resume.json: the weights after 30 updates of two runs, compared."""
+    data = read_json(level, name, root)
+    lines = ["| weights after 30 updates | bit-identical | max abs difference |", "| --- | --- | --- |"]
+    for key, c in data.items():
+        lines.append(f"| {key.replace('_vs_', ' vs ').replace('_', ' ')} | {'yes' if c['bit_identical'] else 'no'} | "
+                     f"{c['max_abs_diff']:.2g} |")
+    return lines
+
+
 TABLES: dict[str, Callable[..., list[str]]] = {
     "paper": table_paper, "headline": table_headline, "tests": table_tests, "runs": table_runs, "seeds": table_seeds,
-    "speakers": table_speakers, "pragmatics": table_pragmatics, "probes": table_probes,
-    "gradients": table_gradients, "train_step": table_train_step, "speaker_decode": table_speaker_decode,
-    "rollout": table_rollout, "demo_generation": table_demo_generation,
+    "speakers": table_speakers, "pragmatics": table_pragmatics, "rescoring": table_rescoring,
+    "probes": table_probes, "probe_data": table_probe_data, "gradients": table_gradients,
+    "validation": table_validation, "train_step": table_train_step, "train_step_compare": table_train_step_compare,
+    "train_step_log": table_train_step_log, "speaker_decode": table_speaker_decode, "rollout": table_rollout,
+    "rollout_ratios": table_rollout_ratios, "demo_generation": table_demo_generation, "smoke": table_smoke,
+    "resume": table_resume,
 }
 
 

@@ -125,3 +125,99 @@ def test_committed_documents_match_the_committed_results(monkeypatch):
         text, changed = collect_results.refresh(document)
         assert not changed, f"{document.name}: re-run python experiments/collect_results.py ... --write {document}"
         assert collect_results.MARK.search(text), f"{document.name} has no generated table"
+
+
+def test_rescoring_and_probe_data_tables(tmp_path):
+    level = tmp_path / "bosslocal"
+    level.mkdir()
+    system = {"lam": 0.2, "test_bleu_greedy": 24.0, "test_bleu_beam": 24.5, "test_bleu_rescored": 25.0,
+              "p_rescored_vs_greedy": 0.05, "test_bleu_by_lam": {"0.0": 25.5, "0.2": 25.0, "1.0": 24.5}}
+    (level / "rescore.json").write_text(json.dumps(
+        {"valid_split": "valid", "test_split": "test", "systems": {"paired only#1": system, "baseline": system}}))
+    lines = collect_results.table_rescoring("bosslocal", "rescore", tmp_path)
+    assert lines[2] == "| paired only, seed 1 | 0.2 | 24.00 | 24.50 | 25.00 | 0.050 | 0 | 25.50 |"
+    assert lines[3].startswith("| baseline | 0.2 |")
+    probe = {"accuracy": 0.4, "majority": 0.35, "test_examples": 20}
+    (level / "probes.json").write_text(json.dumps({"examples": 300, "models": {
+        "speaker": {"path": "x", "examples_facing_an_object": 100, "type": probe, "colour": probe}}}))
+    assert collect_results.table_probe_data("bosslocal", "probes", tmp_path)[2] == "| speaker | 300 | 100 | 20 |"
+
+
+def test_validation_table_gives_each_row_its_seeds_maxima(tmp_path):
+    level = tmp_path / "bosslocal"
+    level.mkdir()
+    (level / "valid.md").write_text(
+        "<!-- python experiments/validation_table.py --upto 1000 a b c -->\n"
+        "| run | valid BLEU per evaluation | max BLEU | valid SR per evaluation | max SR |\n"
+        "| --- | --- | --- | --- | --- |\n"
+        "| msvae_seed1 | 18.0 16.1 | 18.0 | 0.450 0.625 | 0.625 |\n"
+        "| msvae | 16.9 16.6 | 16.9 | 0.510 0.550 | 0.550 |\n"
+        "| msvae_paired | 24.2 22.7 | 24.2 | 0.535 0.480 | 0.535 |\n")
+    lines = collect_results.table_validation("bosslocal", "valid", tmp_path)
+    assert lines[0] == ("| runs | seeds | max valid BLEU, updates <= 1000 | mean | max valid SR, updates <= 1000 "
+                        "| mean |")
+    assert lines[2] == "| MS-VAE full (+ V + D') | 0, 1 | 16.9 / 18.0 | 17.4 | 0.550 / 0.625 | 0.588 |"
+    assert lines[3] == "| MS-VAE, paired only | 0 | 24.2 | 24.2 | 0.535 | 0.535 |"
+
+
+def test_committed_validation_table_holds_the_maxima_of_the_committed_logs():
+    """results/bosslocal/gpu_grid/validation_upto1000.md's own-encoder rows are what valid_logs/ hold."""
+    import validation_table
+
+    grid = REPO / "results" / "bosslocal" / "gpu_grid"
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in
+            (grid / "validation_upto1000.md").read_text().splitlines() if line.startswith("| msvae")}
+    logs = sorted((grid / "valid_logs").glob("*.txt"))
+    assert logs
+    for log in logs:
+        curves = validation_table.read_text(log)
+        bleu = max(v for s, v in curves["valid/bleu"].items() if s <= 1000)
+        sr = max(v for s, v in curves["valid/success_rate"].items() if s <= 1000)
+        assert (float(rows[log.stem][2]), float(rows[log.stem][4].rstrip(" |"))) == (round(bleu, 1), round(sr, 3))
+
+
+def train_step_json(precision: str, seconds: tuple[float, float, float]) -> dict:
+    models = {m: {"seconds_per_update": s, "flops_fwd_bwd": 1e9} for m, s in zip(("follower", "speaker", "msvae"),
+                                                                              seconds)}
+    return {"device": "cuda", "device_name": "GPU", "torch_threads": 4, "mixed_precision": precision,
+            "models": models, "ratio_msvae_over_follower": seconds[2] / seconds[0]}
+
+
+def test_train_step_tables_compare_benchmarks_and_match_log_lines_to_their_json(tmp_path):
+    gpu = tmp_path / "benchmarks" / "gpu"
+    gpu.mkdir(parents=True)
+    (tmp_path / "benchmarks" / "cpu.json").write_text(json.dumps(train_step_json("no", (0.3, 0.4, 1.2))))
+    (gpu / "train_step_fp32.json").write_text(json.dumps(train_step_json("no", (0.01, 0.02, 0.04))))
+    lines = collect_results.table_train_step_compare("benchmarks", "cpu,gpu/train_step_fp32", tmp_path)
+    assert lines[2] == "| cpu.json | GPU, 4 thread(s), fp32 | 300.0 | 400.0 | 1200.0 | 4.00 |"
+    assert lines[3] == ("| gpu/train_step_fp32.json | GPU, 4 thread(s), fp32 | 10.0 (30.0x) | 20.0 (20.0x) "
+                        "| 40.0 (30.0x) | 4.00 |")
+    (gpu / "log.txt").write_text(  # gpu_check.sh greps the seconds and the ratio out of each benchmark's JSON
+        'torch 2.x\n      "seconds_per_update": 0.015,\n      "seconds_per_update": 0.02,\n'
+        '      "seconds_per_update": 0.045,\n  "ratio_msvae_over_follower": 3.0,\n'
+        '      "seconds_per_update": 0.01,\n      "seconds_per_update": 0.02,\n'
+        '      "seconds_per_update": 0.04,\n  "ratio_msvae_over_follower": 4.0,\n')
+    lines = collect_results.table_train_step_log("benchmarks", "gpu/log", tmp_path)
+    assert lines[2] == "| log.txt | 1 of 2 | bf16 autocast (log only) | 15.0 | 20.0 | 45.0 | 3.00 |"
+    assert lines[3] == "| log.txt | 2 of 2 | fp32 (= train_step_fp32.json) | 10.0 | 20.0 | 40.0 | 4.00 |"
+
+
+def test_gpu_check_tables(tmp_path):
+    gpu = tmp_path / "benchmarks" / "gpu"
+    gpu.mkdir(parents=True)
+    (gpu / "smoke_msvae_launch-bf16.json").write_text(json.dumps(
+        {"model_type": "msvae", "updates": 30, "wall_time_s": 13.7, "best": {"step": 30},
+         "test": {"success_rate": 0.03125, "episodes": 64}, "test_bleu": 12.5}))
+    (gpu / "smoke_speaker_no.json").write_text(json.dumps(
+        {"model_type": "speaker", "updates": 30, "wall_time_s": 9.0, "best": {"step": 15}, "test_bleu": 7.5}))
+    lines = collect_results.table_smoke("benchmarks", "gpu", tmp_path)
+    assert lines[2] == "| msvae | bf16 (bf16 autocast), under accelerate launch | 30 | 13.7 | 30 | 0.031 (64) | 12.50 |"
+    assert lines[3] == "| speaker | no (fp32) | 30 | 9.0 | 15 | - | 7.50 |"
+    (gpu / "resume.json").write_text(json.dumps(
+        {"uninterrupted_vs_resumed": {"bit_identical": False, "max_abs_diff": 1.1920928955078125e-07}}))
+    assert collect_results.table_resume("benchmarks", "gpu/resume", tmp_path)[2] == \
+        "| uninterrupted vs resumed | no | 1.2e-07 |"
+    (gpu / "rollout.json").write_text(json.dumps(
+        {"ratios": {"batched_over_one_at_a_time_steps_per_s": 3.86}, "targets": {"batched_over_one_at_a_time": 10.0}}))
+    assert collect_results.table_rollout_ratios("benchmarks", "gpu/rollout", tmp_path)[2:] == [
+        "| batched / one at a time steps/s | 3.86 |", "| target: batched / one at a time | 10 |"]
