@@ -505,13 +505,11 @@ def table_train_step_log(level: str, names: str, root: Path = RESULTS) -> list[s
 
 
 def table_rollout_ratios(level: str, name: str, root: Path = RESULTS) -> list[str]:
-    """benchmarks/rollout.py: its ratios between the ways of rolling out, and the targets it was written for."""
+    """benchmarks/rollout.py: its ratios between the ways of rolling out."""
     data = read_json(level, name, root)
     lines = ["| ratio | value |", "| --- | --- |"]
     for key, value in data["ratios"].items():
         lines.append(f"| {key.replace('_over_', ' / ').replace('_per_s', '/s').replace('_', ' ')} | {value:.2f} |")
-    for key, value in data.get("targets", {}).items():
-        lines.append(f"| target: {key.replace('_over_', ' / ').replace('_', ' ')} | {value:g} |")
     return lines
 
 
