@@ -32,7 +32,8 @@ def commands() -> list[tuple[str, str]]:
         lines = [line.split(" #")[0].strip() for block in blocks for line in block.replace("\\\n", " ").splitlines()]
         spans = SPAN.findall(re.sub(r"```.*?```", "", text, flags=re.DOTALL))
         for command in [*lines, *spans]:
-            if command.startswith(("python ", "accelerate launch ", "bash ")):
+            if command.startswith(("python ", "accelerate launch ", "bash ")) and re.search(
+                    r"\.(py|sh)\b|^python -m ", command):  # a command, not prose naming a tool
                 found.append((doc.relative_to(REPO).as_posix(), command))
     return found
 
