@@ -6,8 +6,8 @@
 #
 # The arguments are experiments/reproduce.py's: it skips finished cells, resumes checkpointed runs and starts
 # each cell once what it needs is done; every run shares the GPU, which the trainer (accelerate) picks by
-# itself. Cells still going DEADLINE seconds in (default 540, one device call) are stopped; their runs resume
-# from their last checkpoint next time. The cells' inputs (data/<level>_100k, the baselines' best/) travel
+# itself. Cells still going DEADLINE seconds in (default 540, one device call) are stopped with the driver;
+# their checkpoints stay behind, so on a new machine such a run starts again from scratch. The cells' inputs (data/<level>_100k, the baselines' best/) travel
 # with the working tree or are made as cells. $OUT/grid_<level>.tar.gz then holds every file this call
 # wrote under runs/<level>/ (results.json, curves, logs, best/, best_speaker/, pre-trained encoders) and
 # results/<level>/runs/, without checkpoints/ (optimizer states).

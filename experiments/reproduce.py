@@ -23,6 +23,7 @@ import fnmatch
 import json
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -112,6 +113,27 @@ def main(argv: list[str] | None = None) -> None:
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     done = {c.name for c in every if c.output.exists()}  # a finished need is not among the selected cells
     failed: list[str] = []
+    signal.signal(signal.SIGTERM, _stop)  # e.g. gpu_grid.sh's deadline: stop the cells too, not only this loop
+    try:
+        schedule(cells, todo, running, done, failed, logs, args)
+    except KeyboardInterrupt:
+        for name, (proc, _) in running.items():
+            proc.terminate()
+            print(f"stopped {name}", flush=True)
+        for proc, _ in running.values():
+            proc.wait()
+        sys.exit(124)
+    if failed:
+        sys.exit(f"failed or blocked: {', '.join(failed)}")
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def schedule(cells: list[Cell], todo: list[Cell], running: dict[str, tuple[subprocess.Popen, float]],
+             done: set[str], failed: list[str], logs: Path, args: argparse.Namespace) -> None:
+    """Start each cell once what it needs is done, at most ``args.jobs`` at a time, until none is left."""
     while todo or running:
         for name, (proc, started) in list(running.items()):
             if proc.poll() is None:
@@ -129,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"FAILED {name} (exit {proc.returncode}; see {logs / (name.replace('/', '_') + '.log')})",
                       flush=True)
         while blocked := {c.name for c in todo if any(n in failed for n in c.needs)}:  # and what needs those
-            todo = [c for c in todo if c.name not in blocked]
+            todo[:] = [c for c in todo if c.name not in blocked]
             failed += sorted(blocked)
         ready = [c for c in todo if all(n in done for n in c.needs)]
         if todo and not ready and not running:
@@ -145,8 +167,6 @@ def main(argv: list[str] | None = None) -> None:
             todo.remove(cell)
             print(f"start  {cell.name}: {shlex.join(command)}", flush=True)
         time.sleep(2)
-    if failed:
-        sys.exit(f"failed or blocked: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -59,3 +60,29 @@ def test_runs_what_is_left_in_order_and_blocks_what_needs_a_failure(tmp_path: Pa
     out = capsys.readouterr().out
     assert "start  a" not in out and out.index("done   b") < out.index("start  c")
     assert Path("b.done").exists() and Path("c.done").exists() and not Path("e.done").exists()
+
+
+def test_a_stop_signal_stops_the_running_cells(tmp_path: Path) -> None:
+    """SIGTERM (gpu_grid.sh's deadline) ends the cells it started too, and the driver exits 124."""
+    import signal
+    import subprocess
+    import time
+
+    script = tmp_path / "driver.py"
+    script.write_text(
+        "import sys\nfrom pathlib import Path\nimport reproduce\nfrom cells import Cell\n"
+        "cell = Cell('slow', (sys.executable, '-c', 'import time; open(\"started\", \"w\"); time.sleep(60)'),"
+        " Path('slow.done'))\n"
+        "reproduce.level_cells = lambda level, seeds, threads: [cell]\n"
+        "reproduce.main(['gotoseqlocal'])\n")
+    path = os.pathsep.join([str(Path(reproduce.__file__).parent), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env={**os.environ, "PYTHONPATH": path})
+    deadline = time.time() + 60
+    while not (tmp_path / "started").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    log = (tmp_path / "runs" / "gotoseqlocal" / "logs" / "slow.log").read_text()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 124
+    assert "import time" in log
+    children = subprocess.run(["pgrep", "-f", "open(\"started\""], capture_output=True, text=True).stdout
+    assert not children.strip(), "the cell's process outlived the driver"
