@@ -187,7 +187,7 @@ def runs_read(level: str, command: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int = 1) -> list[Cell]:
+def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int = 1, num_proc: int = 2) -> list[Cell]:
     """Every cell of ``level``'s study, needs first. ``seeds``: None for each row's own seeds (the study as
     run), or the seeds to run every row on (seed 0 always: the others start from it); a comparison that reads
     a run not among them is left out."""
@@ -196,7 +196,7 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
     cells = [Cell(
         "demos",
         ("python", "scripts/make_demos.py", "--level", LEVELS[level], "--paired", "1000", "--unpaired", "100000",
-         "--valid", "500", "--test", "500", "--seed", "0", "--num-proc", "2", "--out", str(demos)),
+         "--valid", "500", "--test", "500", "--seed", "0", "--num-proc", str(num_proc), "--out", str(demos)),
         demos / "README.md",  # the dataset card, written last
         question="demos",
     ), Cell(

@@ -92,11 +92,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="*", type=int, default=None, help="default: each row's own seeds")
     parser.add_argument("--jobs", type=int, default=2, help="cells run at once")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each cell")
+    parser.add_argument("--num-proc", type=int, default=2, help="bot processes of the demos cell (same data)")
     parser.add_argument("--dry-run", action="store_true", help="print the cells that would run, in order")
     args = parser.parse_args(argv)
     try:
         seeds = None if args.seeds is None else tuple(args.seeds)
-        every = level_cells(args.level, seeds, args.threads)
+        every = level_cells(args.level, seeds, args.threads, num_proc=args.num_proc)
         cells = select(every, args.cells)
     except ValueError as err:
         raise SystemExit(f"error: {err}") from err

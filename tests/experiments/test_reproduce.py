@@ -53,7 +53,7 @@ def test_runs_what_is_left_in_order_and_blocks_what_needs_a_failure(tmp_path: Pa
     Path("a.done").write_text("x")  # finished: its command would fail if it ran again
     cells = [stub("a", fails=True), stub("b", ("a",)), stub("c", ("b",)), stub("d", fails=True), stub("e", ("d",)),
              stub("f", ("e",))]
-    monkeypatch.setattr(reproduce, "level_cells", lambda level, seeds, threads: cells)
+    monkeypatch.setattr(reproduce, "level_cells", lambda level, seeds, threads, num_proc: cells)
     monkeypatch.setattr(reproduce.time, "sleep", lambda s: None)
     with pytest.raises(SystemExit, match="failed or blocked: d, e, f"):
         reproduce.main(["gotoseqlocal", "--cells", "c", "f", "--jobs", "1"])
@@ -73,7 +73,7 @@ def test_a_stop_signal_stops_the_running_cells(tmp_path: Path) -> None:
         "import sys\nfrom pathlib import Path\nimport reproduce\nfrom cells import Cell\n"
         "cell = Cell('slow', (sys.executable, '-c', 'import time; open(\"started\", \"w\"); time.sleep(60)'),"
         " Path('slow.done'))\n"
-        "reproduce.level_cells = lambda level, seeds, threads: [cell]\n"
+        "reproduce.level_cells = lambda level, seeds, threads, num_proc: [cell]\n"
         "reproduce.main(['gotoseqlocal'])\n")
     path = os.pathsep.join([str(Path(reproduce.__file__).parent), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env={**os.environ, "PYTHONPATH": path})
