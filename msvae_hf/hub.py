@@ -22,7 +22,6 @@ from huggingface_hub.repocard import RepoCard
 from .card_templates import template_path
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
 
-
 #: model_kind -> (card title, what the checkpoint is).
 MODEL_KINDS: dict[str, tuple[str, str]] = {
     "msvae": ("MS-VAE", "The multimodal sequential VAE, holding both its follower and its speaker."),
