@@ -340,8 +340,9 @@ class SpeakerMixin:
         tokenizer = self._resolve_tokenizer(tokenizer)
         if isinstance(observations, (list, tuple)):
             from .data.collator import DemoCollator
+            from .data.frames import encode_frames
 
-            rows = [{"observations": o, "directions": d, "actions": a}
+            rows = [{"observations": encode_frames(o), "directions": d, "actions": a}
                     for o, d, a in zip(observations, directions, actions, strict=True)]
             batch = DemoCollator(tokenizer)(rows)
             observations, directions, actions = batch["observations"], batch["directions"], batch["actions"]

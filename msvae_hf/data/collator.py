@@ -7,9 +7,10 @@
     input_ids       long  [B, L_max]           <bos> words <eos> <pad>..., only when rows carry "instruction"
     attention_mask  long  [B, L_max]
 
-Rows come from a `datasets.Dataset` in "numpy" or "python" format (or plain dicts). Paired rows carry the
-bot's "instruction"; pseudo-labelled rows carry a speaker's (see `with_pseudo_labels`); unpaired rows carry
-none and give no input_ids.
+Rows come from a `datasets.Dataset` in "numpy" or "python" format (or plain dicts). A row's "observations"
+is the stored value, T x 49 one-byte cell codes, decoded here by `msvae_hf.data.frames.decode_frames`. Paired
+rows carry the bot's "instruction"; pseudo-labelled rows carry a speaker's (see `with_pseudo_labels`); unpaired
+rows carry none and give no input_ids.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from .frames import FRAME_SHAPE, decode_frames
 
 TRAJECTORY_COLUMNS = ("observations", "directions", "actions")
 
@@ -38,10 +41,10 @@ class DemoCollator:
     def __call__(self, rows: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         if not rows:
             raise ValueError("DemoCollator got an empty batch")
-        obs = [np.asarray(row["observations"], dtype=np.uint8) for row in rows]
+        obs = [decode_frames(row["observations"]) for row in rows]
         lengths = [len(o) for o in obs]
         batch, t_max = len(rows), max(lengths)
-        observations = np.zeros((batch, t_max, *obs[0].shape[1:]), dtype=np.uint8)
+        observations = np.zeros((batch, t_max, *FRAME_SHAPE), dtype=np.uint8)
         directions = np.zeros((batch, t_max), dtype=np.int64)
         actions = np.zeros((batch, t_max), dtype=np.int64)
         mask = np.zeros((batch, t_max), dtype=bool)
