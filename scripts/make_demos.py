@@ -25,8 +25,14 @@ import sys
 
 import datasets
 
-from msvae_hf.data.convert import convert_demos
-from msvae_hf.data.demos import DEFAULT_CHUNK_SIZE, DEFAULT_TIME_LIMIT_S, SPLITS, make_demos, push_demos_to_hub
+from msvae_hf.data.demos import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_TIME_LIMIT_S,
+    SPLITS,
+    convert_demos,
+    make_demos,
+    push_demos_to_hub,
+)
 from msvae_hf.envs.levels import resolve_level
 
 

@@ -9,9 +9,8 @@ import torch
 from datasets import Array4D, Dataset, Features, Sequence, Value
 from torch.utils.data import DataLoader
 
-from msvae_hf.data.collator import DemoCollator, for_loader, read_rows, with_pseudo_labels
+from msvae_hf.data.collator import DemoCollator, decode_frames, encode_frames, for_loader, read_rows, with_pseudo_labels
 from msvae_hf.data.demos import load_demos, replay_episode
-from msvae_hf.data.frames import decode_frames, encode_frames
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 FEATURES = Features(

@@ -17,6 +17,7 @@ import pytest
 from datasets import Array4D, Dataset, DatasetDict
 
 from msvae_hf.data import demos as demos_lib
+from msvae_hf.data.collator import decode_frames
 from msvae_hf.data.demos import (
     MAX_DATASET_SEED,
     SPLIT_OFFSET_GAP,
@@ -28,7 +29,6 @@ from msvae_hf.data.demos import (
     replay_episode,
     work_dir,
 )
-from msvae_hf.data.frames import decode_frames
 from msvae_hf.envs.seeds import TEST_SEED_START, VALID_SEED_START
 
 COUNTS = {"paired": 6, "unpaired": 5, "valid": 3, "test": 3}
@@ -183,7 +183,7 @@ def test_convert_gives_the_generated_dataset(demos, old_demos, tmp_path) -> None
 
 def test_convert_a_pseudo_labelled_split(demos, tmp_path) -> None:
     """A single Dataset (scripts/label_unpaired.py's output) converts too, keeping its pseudo_labels.json."""
-    from msvae_hf.data.convert import convert_demos
+    from msvae_hf.data.demos import convert_demos
 
     old = tmp_path / "labels"
     as_array4d(demos["valid"]).save_to_disk(str(old))

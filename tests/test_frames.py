@@ -8,7 +8,7 @@ import pytest
 from datasets import Dataset, Features, Value
 from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
 
-from msvae_hf.data.frames import CHANNELS, NUM_CODES, decode_frames, encode_frames
+from msvae_hf.data.collator import CHANNELS, NUM_CODES, decode_frames, encode_frames
 
 
 def all_cells() -> np.ndarray:

@@ -15,7 +15,7 @@ by the next seeds of the same range, so each split has exactly the requested siz
 limit is the one input that is not a function of the seed; it only matters for a stuck bot.)
 
 Row layout: observations are the egocentric views [T, 7, 7, 3] before each of the T actions, stored as one
-`binary` value of T x 49 one-byte cell codes (`msvae_hf.data.frames`: read them with `decode_frames`),
+`binary` value of T x 49 one-byte cell codes (`msvae_hf.data.collator`: read them with `decode_frames`),
 directions[T] the agent's heading before each action, actions[T] the bot's action ids, instruction the mission
 text (absent from `unpaired`), level the gymnasium id, seed.
 
@@ -32,6 +32,7 @@ import logging
 import os
 import shlex
 import shutil
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ from minigrid.utils.baby_ai_bot import BabyAIBot
 from ..card_templates import template_path
 from ..envs.levels import resolve_level
 from ..envs.seeds import TEST_SEED_START
-from .frames import CONVERT_COMMAND, encode_frames
+from .collator import CONVERT_COMMAND, FRAME_SHAPE, encode_frames
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ def run_bot(
         status = "bot_error"
     if status != STATUS_OK:
         images, directions, actions = [], [], []
-    frames = encode_frames(np.asarray(images, dtype=np.uint8).reshape(-1, 7, 7, 3))
+    frames = encode_frames(np.asarray(images, dtype=np.uint8).reshape(-1, *FRAME_SHAPE))
     return {**row, "observations": frames, "directions": directions, "actions": actions, "status": status}
 
 
@@ -421,6 +422,60 @@ def load_demos(path: str | Path) -> DatasetDict:
         raise ValueError(f"{path} has no 'paired' split (splits: {list(dd)})")
     require_cell_codes(dd, path)
     return dd
+
+
+def _encode_batch(batch: dict[str, Any]) -> dict[str, list[bytes]]:
+    return {"observations": [encode_frames(np.asarray(frames, np.uint8).reshape(-1, *FRAME_SHAPE))
+                             for frames in batch["observations"]]}
+
+
+def convert_demos(old: str | Path, out: str | Path, overwrite: bool = False) -> Dataset | DatasetDict:
+    """Copy a dataset stored before the cell codes (observations as `Array4D` [T, 7, 7, 3]) to `out` with its
+    observations as cell codes; every other column, row and the card, stats and label files come along.
+
+    Takes a `make_demos` DatasetDict or a single Dataset (a pseudo-labelled split of scripts/label_unpaired.py).
+    Nothing is written to `old`. Refuses a non-empty `out` unless `overwrite`.
+    """
+    old, out = Path(old), Path(out)
+    if old.resolve() == out.resolve():
+        raise ValueError("convert to a new folder: --out must differ from the dataset converted")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        raise FileExistsError(f"{out} exists and is not empty; pass overwrite=True (--overwrite) to replace")
+    data = load_from_disk(str(old))
+    named = dict(data) if isinstance(data, DatasetDict) else {"rows": data}
+    if all(ds.features.get("observations") == OBSERVATIONS_FEATURE for ds in named.values()):
+        raise ValueError(f"{old} already stores observations as cell codes")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        converted = {}
+        for name, ds in named.items():
+            features = ds.features.copy()
+            features["observations"] = OBSERVATIONS_FEATURE
+            converted[name] = ds.with_format("numpy", columns=["observations"], output_all_columns=True).map(
+                _encode_batch, batched=True, batch_size=1000, features=features,
+                cache_file_name=str(tmp / f"{name}.arrow"), desc=f"converting {name}",
+            ).with_format(None)
+        final = tmp / "dataset"
+        if isinstance(data, DatasetDict):
+            empty = {s: 1 for s, ds in converted.items() if len(ds) == 0}
+            DatasetDict(converted).save_to_disk(str(final), num_shards=empty)
+        else:
+            converted["rows"].save_to_disk(str(final))
+        for extra in [*old.glob("*.json"), *old.glob("*.md")]:  # card, stats, pseudo-label record
+            if not (final / extra.name).exists():
+                shutil.copy2(extra, final / extra.name)
+        stats_file = final / "stats.json"
+        if stats_file.exists() and (final / "README.md").exists():  # the card describes the columns: renew it
+            info = json.loads(stats_file.read_text())
+            render_dataset_card(info["level"], info["splits"], info["dropped"], info["command"]).save(
+                final / "README.md")
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        os.replace(final, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return load_from_disk(str(out))
 
 
 @dataclass

@@ -23,9 +23,8 @@ def test_linear_probe_separable_and_uninformative_features():
 
 def test_features_label_the_object_in_front_at_the_last_step(tiny_demos):
     from msvae_hf import MSVAEConfig, MSVAEModel, MSVAETokenizer
-    from msvae_hf.data.collator import for_loader, read_rows
+    from msvae_hf.data.collator import decode_frames, for_loader, read_rows
     from msvae_hf.data.demos import load_demos
-    from msvae_hf.data.frames import decode_frames
 
     tok = MSVAETokenizer.from_grammar()
     model = MSVAEModel(MSVAEConfig(**{**TINY_MODEL, "vocab_size": len(tok)})).eval()
