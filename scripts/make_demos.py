@@ -56,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--push-to-hub", metavar="REPO", default=None, help="upload --out to this dataset repo")
     args = p.parse_args(argv)
     if args.convert:
+        given = [f"--{s}" for s in SPLITS if getattr(args, s)] + (["--level"] if args.level else [])
+        if given:
+            p.error(f"--convert copies a dataset as it is: drop {' '.join(given)}")
         return args
     if args.level is None:
         p.error("--level is required (unless --convert)")

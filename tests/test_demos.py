@@ -267,6 +267,8 @@ def test_hopeless_step_limit_raises(tmp_path: Path) -> None:
         (["--level", "BossLocl", "--paired", "1"], "unknown level 'BossLocl'; valid names: GoToSeqLocal"),
         (["--level", "BossLocal", "--paired", "-1"], "must be >= 0"),
         (["--level", "BossLocal"], "all episode counts are zero"),
+        (["--paired", "1"], "--level is required (unless --convert)"),
+        (["--convert", "old", "--level", "BossLocal", "--paired", "1"], "drop --paired --level"),
     ],
 )
 def test_script_rejects_bad_arguments(args, message, tmp_path: Path, capsys) -> None:

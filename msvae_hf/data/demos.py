@@ -381,6 +381,7 @@ def make_demos(
         raise
     final = work / "dataset"  # complete before it becomes `out`, in one rename
     shutil.rmtree(final, ignore_errors=True)
+    logger.info("saving %s to %s", ", ".join(f"{len(ds)} {s}" for s, ds in splits.items()), out)
     empty = {s: 1 for s, ds in splits.items() if len(ds) == 0}  # datasets writes no shard for an empty split
     DatasetDict(splits).save_to_disk(str(final), num_shards=empty)
     stats = {s: split_stats(ds) for s, ds in load_from_disk(str(final)).items()}
