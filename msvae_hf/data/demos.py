@@ -426,6 +426,7 @@ def load_demos(path: str | Path) -> DatasetDict:
 
 
 def _encode_batch(batch: dict[str, Any]) -> dict[str, list[bytes]]:
+    """`Dataset.map` target: a batch of [T, 7, 7, 3] observations -> their cell codes."""
     return {"observations": [encode_frames(np.asarray(frames, np.uint8).reshape(-1, *FRAME_SHAPE))
                              for frames in batch["observations"]]}
 
