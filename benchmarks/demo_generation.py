@@ -1,16 +1,17 @@
 """Benchmark of the demo pipeline: bot demos/s with 1 and 2 processes, bytes per demo on disk, and the
 resident memory of iterating a large memory-mapped dataset with a DataLoader.
 
-    python benchmarks/demo_generation.py                        # quick: 1,000 demos timed, 200,000 rows
-    python benchmarks/demo_generation.py --num-demos 1000000    # the paper's N = 1M unpaired pool (App. D)
+    python benchmarks/demo_generation.py                                  # 20,000 demos timed, 1M rows iterated
+    python benchmarks/demo_generation.py --rate-demos 200 --num-demos 2000 --big-dir /tmp/big --out /tmp/x.json
 
-The large dataset is synthesized: the timed demos repeated (`concatenate_datasets`) up to --num-demos
-rows, saved once to --big-dir and reused. Its rows have the real per-row size, which is what the memory
-check needs; generating 1M real demos takes ~2 h on one core here. Iteration runs in a fresh process so
-its RSS is the loader's alone; RSS is split into anonymous memory (Python objects, batches) and
-file-backed pages of the memory map (page cache the kernel may reclaim). Writes results/demo_generation.json.
-Measured here: anonymous RSS stays ~0.4 GB at 200k and 1M rows; file-backed RSS grows to the size of the
-data touched (one shuffled epoch of 1M rows maps all 3.3 GB), so total RSS passes 2 GB at 1M rows.
+Each timing run generates --rate-demos demos of the `unpaired` split (20,000 by default, so that starting the
+processes does not decide the 2-process ratio). Bytes per demo are those of the stored format: every file
+`save_to_disk` writes for the 1-process demos (what `du -sb` counts), divided by their number, and the size of
+a million such demos. The large dataset is synthesized: the timed demos repeated (`concatenate_datasets`) up
+to --num-demos rows (default 1M, the paper's unpaired pool, App. D), saved once to --big-dir and reused. Its
+rows are real rows, which is what the memory check needs; generating 1M demos takes hours. Iteration runs in
+a fresh process so its RSS is the loader's alone; RSS is split into anonymous memory (Python objects,
+batches) and file-backed pages of the memory map (page cache the kernel may reclaim). Writes --out (JSON).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import psutil
 from datasets import concatenate_datasets, load_from_disk
 from report import write_report
 
-from msvae_hf.data.demos import generate_split
+from msvae_hf.data.demos import OBSERVATIONS_FEATURE, generate_split
 from msvae_hf.envs.levels import resolve_level
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,19 +53,16 @@ def iterate(path: str, batch_size: int, max_seconds: float) -> dict[str, float]:
     import torch
     from torch.utils.data import DataLoader
 
-    ds = load_from_disk(path)["unpaired"]
-    try:  # the project's collator when present; otherwise plain numpy rows
-        from msvae_hf.data.collator import DemoCollator, for_loader
+    from msvae_hf.data.collator import DemoCollator, for_loader
 
-        loader_ds, collate = for_loader(ds), DemoCollator(tokenizer=None)
-    except ImportError:
-        loader_ds, collate = ds.with_format("numpy"), lambda rows: rows
+    ds = load_from_disk(path)["unpaired"]
+    loader_ds, collate = for_loader(ds), DemoCollator(tokenizer=None)  # decodes the frames, as training does
     torch.manual_seed(0)
     loader = DataLoader(loader_ds, batch_size=batch_size, shuffle=True, collate_fn=collate)
     start, rows, peak = time.perf_counter(), 0, rss_parts()
     first = dict(peak)
     for i, batch in enumerate(loader):
-        rows += len(batch["actions"]) if isinstance(batch, dict) else len(batch)
+        rows += len(batch["actions"])
         if i % 20 == 0:
             now = rss_parts()
             peak = {k: max(v, now.get(k, 0.0)) for k, v in peak.items()}
@@ -82,21 +80,29 @@ def timed_generation(level: str, n: int, num_proc: int, cache_dir: str) -> tuple
     return ds, time.perf_counter() - start
 
 
+def folder_bytes(path: Path) -> int:
+    """Bytes of every file below `path` (as `du -sb` counts them)."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
 def build_big(base: datasets.Dataset, num_demos: int, path: Path) -> dict:
-    """Save `num_demos` rows (base repeated) at `path`, or reuse what is there."""
-    if path.exists() and len(load_from_disk(str(path))["unpaired"]) >= num_demos:
-        return {"reused": True}
+    """Save `num_demos` rows (base repeated) at `path`, or reuse what is there if it is in the stored format."""
+    if path.exists():
+        there = load_from_disk(str(path))["unpaired"]
+        if len(there) >= num_demos and there.features["observations"] == OBSERVATIONS_FEATURE:
+            return {"reused": True, "bytes": folder_bytes(path)}
     start = time.perf_counter()
     parts = [base] * (num_demos // len(base)) + [base.select(range(num_demos % len(base)))]
     datasets.DatasetDict({"unpaired": concatenate_datasets(parts)}).save_to_disk(str(path))
-    return {"reused": False, "build_seconds": time.perf_counter() - start}
+    return {"reused": False, "build_seconds": time.perf_counter() - start, "bytes": folder_bytes(path)}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--level", default="GoToSeqLocal")
-    p.add_argument("--rate-demos", type=int, default=1000, help="demos generated per timing run")
-    p.add_argument("--num-demos", type=int, default=200_000, help="rows of the memory-map check (paper: 1M)")
+    p.add_argument("--rate-demos", type=int, default=20_000,
+                   help="demos generated per timing run (enough that process start-up does not decide the ratio)")
+    p.add_argument("--num-demos", type=int, default=1_000_000, help="rows of the memory-map check (paper: 1M)")
     p.add_argument("--big-dir", default=str(ROOT / "data" / "bench_big"))
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--max-iter-seconds", type=float, default=300.0)
@@ -115,12 +121,14 @@ def main() -> None:
         two, t2 = timed_generation(level, args.rate_demos, 2, f"{tmp}/c2")
         assert one["seed"] == two["seed"], "num_proc changed the dataset"
         datasets.DatasetDict({"unpaired": one}).save_to_disk(f"{tmp}/saved")
-        size = sum(f.stat().st_size for f in Path(f"{tmp}/saved").rglob("*.arrow"))
+        size = folder_bytes(Path(f"{tmp}/saved"))
         result.update(demos_per_s_1proc=args.rate_demos / t1, demos_per_s_2proc=args.rate_demos / t2,
-                      speedup_2_vs_1=t1 / t2, bytes_per_demo=size / args.rate_demos,
+                      speedup_2_vs_1=t1 / t2, observations_feature=str(one.features["observations"]),
+                      bytes_per_demo=size / args.rate_demos, gb_per_million_demos=size / args.rate_demos * 1e6 / 1e9,
                       mean_steps=sum(map(len, one["actions"])) / len(one))
+        big = build_big(one, args.num_demos, Path(args.big_dir))
         result["big"] = {"path": args.big_dir, "num_demos": args.num_demos, "synthesized_by_repeating": True,
-                         **build_big(one, args.num_demos, Path(args.big_dir))}
+                         "bytes_per_row": big["bytes"] / args.num_demos, **big}
     cmd = [sys.executable, __file__, "--iterate-only", args.big_dir, "--batch-size", str(args.batch_size),
            "--max-iter-seconds", str(args.max_iter_seconds)]
     it = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])

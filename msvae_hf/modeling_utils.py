@@ -339,9 +339,9 @@ class SpeakerMixin:
         """Instructions for trajectories, as text. Accepts padded tensors or lists of per-episode arrays."""
         tokenizer = self._resolve_tokenizer(tokenizer)
         if isinstance(observations, (list, tuple)):
-            from .data.collator import DemoCollator
+            from .data.collator import DemoCollator, encode_frames
 
-            rows = [{"observations": o, "directions": d, "actions": a}
+            rows = [{"observations": encode_frames(o), "directions": d, "actions": a}
                     for o, d, a in zip(observations, directions, actions, strict=True)]
             batch = DemoCollator(tokenizer)(rows)
             observations, directions, actions = batch["observations"], batch["directions"], batch["actions"]

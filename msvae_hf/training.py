@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 
 from .configuration_msvae import FollowerConfig, MSVAEConfig, SpeakerConfig
 from .data.collator import DemoCollator, for_loader, read_rows
-from .data.demos import load_demos
+from .data.demos import load_demos, require_cell_codes
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
 from .evaluation import evaluate_follower, evaluate_speaker
 from .metrics import smoothed_max
@@ -271,6 +271,7 @@ def load_training_data(cfg: TrainConfig) -> tuple[Any, Any, Any, Any, str]:
         unpaired = unpaired.select(range(min(cfg.num_unpaired, len(unpaired))))
     if cfg.pseudo_labels:
         pseudo = load_from_disk(cfg.pseudo_labels)
+        require_cell_codes(pseudo, cfg.pseudo_labels)
         columns = [c for c in paired.column_names if c in pseudo.column_names]
         paired = concatenate_datasets([paired.select_columns(columns), pseudo.select_columns(columns)])
     level = cfg.level or paired[0]["level"]

@@ -1,4 +1,5 @@
-"""DemoCollator: shapes, dtypes, masks, padding values, unpaired rows, DataLoader over a Dataset."""
+"""DemoCollator: shapes, dtypes, masks, padding values, unpaired rows, DataLoader over a Dataset, and the same
+batches as from the frames stored as [T, 7, 7, 3] arrays before the cell codes."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import torch
 from datasets import Array4D, Dataset, Features, Sequence, Value
 from torch.utils.data import DataLoader
 
-from msvae_hf.data.collator import DemoCollator, for_loader, with_pseudo_labels
+from msvae_hf.data.collator import DemoCollator, decode_frames, encode_frames, for_loader, read_rows, with_pseudo_labels
+from msvae_hf.data.demos import load_demos, replay_episode
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 FEATURES = Features(
     {
-        "observations": Array4D((None, 7, 7, 3), "uint8"),
+        "observations": Value("binary"),
         "directions": Sequence(Value("int8")),
         "actions": Sequence(Value("int8")),
         "instruction": Value("string"),
@@ -29,8 +31,9 @@ def make_rows(paired: bool = True) -> list[dict]:
     rng = np.random.default_rng(0)
     rows = []
     for i, t in enumerate(LENGTHS):
+        frames = np.stack([rng.integers(0, n, size=(t, 7, 7), dtype=np.uint8) for n in (11, 6, 3)], axis=-1)
         row = {
-            "observations": rng.integers(1, 11, size=(t, 7, 7, 3), dtype=np.uint8),
+            "observations": encode_frames(frames),
             "directions": rng.integers(0, 4, size=t).astype(np.int8),
             "actions": rng.integers(1, 7, size=t).astype(np.int8),
             "level": "BabyAI-GoToSeqLocal-v0",
@@ -58,7 +61,7 @@ def check_batch(batch: dict, rows: list[dict], paired: bool) -> None:
     for i, row in enumerate(rows):
         t = len(row["actions"])
         assert mask[i, :t].all() and not mask[i, t:].any()
-        np.testing.assert_array_equal(batch["observations"][i, :t].numpy(), np.asarray(row["observations"]))
+        np.testing.assert_array_equal(batch["observations"][i, :t].numpy(), decode_frames(row["observations"]))
         np.testing.assert_array_equal(batch["actions"][i, :t].numpy(), np.asarray(row["actions"]))
         np.testing.assert_array_equal(batch["directions"][i, :t].numpy(), np.asarray(row["directions"]))
     assert (batch["observations"][~mask] == 0).all()
@@ -105,7 +108,7 @@ def test_dataloader_over_dataset(collator, format_type):
     rows = make_rows()
     ds = Dataset.from_list(rows, features=FEATURES)
     view = for_loader(ds, format_type)
-    assert isinstance(view[0]["observations"], np.ndarray if format_type == "numpy" else list)
+    assert isinstance(view[0]["observations"], bytes)  # numpy.bytes_ in "numpy" format
     loader = DataLoader(view, batch_size=4, collate_fn=collator)
     (batch,) = list(loader)
     check_batch(batch, rows, paired=True)
@@ -143,3 +146,53 @@ def test_collator_pickles_for_worker_processes(collator):
     rows = make_rows()
     copy = pickle.loads(pickle.dumps(collator))
     assert torch.equal(copy(rows)["input_ids"], collator(rows)["input_ids"])
+
+
+def legacy_collate(rows: list[dict], tokenizer) -> dict[str, torch.Tensor]:
+    """The collator as it was when rows held frames [T, 7, 7, 3] (Array4D): the reference batches."""
+    obs = [np.asarray(row["observations"], dtype=np.uint8) for row in rows]
+    lengths = [len(o) for o in obs]
+    batch, t_max = len(rows), max(lengths)
+    observations = np.zeros((batch, t_max, *obs[0].shape[1:]), dtype=np.uint8)
+    directions = np.zeros((batch, t_max), dtype=np.int64)
+    actions = np.zeros((batch, t_max), dtype=np.int64)
+    mask = np.zeros((batch, t_max), dtype=bool)
+    for i, (row, o, t) in enumerate(zip(rows, obs, lengths, strict=True)):
+        observations[i, :t] = o
+        directions[i, :t] = np.asarray(row["directions"])
+        actions[i, :t] = np.asarray(row["actions"])
+        mask[i, :t] = True
+    out = {"observations": torch.from_numpy(observations), "directions": torch.from_numpy(directions),
+           "actions": torch.from_numpy(actions), "trajectory_mask": torch.from_numpy(mask)}
+    if all("instruction" in row for row in rows):
+        enc = tokenizer([str(row["instruction"]) for row in rows], padding=True, return_tensors="pt")
+        out.update(input_ids=enc["input_ids"].long(), attention_mask=enc["attention_mask"].long())
+    return out
+
+
+def as_array4d(split: Dataset) -> Dataset:
+    """``split`` with observations as [T, 7, 7, 3] arrays, taken from replaying each episode (not from the codes)."""
+    features = split.features.copy()
+    features["observations"] = Array4D((None, 7, 7, 3), "uint8")
+    rows = [{**row, "observations": replay_episode(row["level"], row["seed"], row["actions"]).observations}
+            for row in split]
+    return Dataset.from_list(rows, features=features)
+
+
+def assert_same_batch(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert list(a) == list(b)
+    for key in a:
+        assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, key
+        assert torch.equal(a[key], b[key]), key
+
+
+@pytest.mark.parametrize("split", ["paired", "unpaired"])
+@pytest.mark.parametrize("format_type", ["numpy", "python"])
+def test_batches_equal_those_of_the_array4d_frames(tiny_demos, collator, split, format_type):
+    """Real bot episodes: the cell-coded rows collate to the very tensors the [T, 7, 7, 3] rows gave."""
+    coded = load_demos(tiny_demos)[split].select(range(24))
+    old = as_array4d(coded)
+    new_view, old_view = for_loader(coded, format_type), for_loader(old, format_type)
+    for indices in ([0, 1, 2, 3, 4, 5, 6, 7], list(range(8, 24)), [5]):
+        assert_same_batch(collator(read_rows(new_view, indices)), legacy_collate(read_rows(old_view, indices),
+                                                                                 collator.tokenizer))

@@ -1,16 +1,23 @@
-"""Bot demos as a DatasetDict: determinism across processes, splits, replay, card, bad inputs, push."""
+"""Bot demos as a DatasetDict: determinism across processes and chunks, resuming an interrupted run, splits,
+replay, card, bad inputs, converting a dataset stored before the cell codes, push."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
-from datasets import Dataset, DatasetDict
+from datasets import Array4D, Dataset, DatasetDict
 
 from msvae_hf.data import demos as demos_lib
+from msvae_hf.data.collator import decode_frames
 from msvae_hf.data.demos import (
     MAX_DATASET_SEED,
     SPLIT_OFFSET_GAP,
@@ -20,10 +27,12 @@ from msvae_hf.data.demos import (
     load_demos,
     make_demos,
     replay_episode,
+    work_dir,
 )
 from msvae_hf.envs.seeds import TEST_SEED_START, VALID_SEED_START
 
 COUNTS = {"paired": 6, "unpaired": 5, "valid": 3, "test": 3}
+PLAY_CHUNK = demos_lib.play_chunk
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -45,6 +54,145 @@ def test_same_dataset_for_any_num_proc(demos: DatasetDict, tmp_path: Path) -> No
         assert demos[split].to_dict() == two[split].to_dict(), split
 
 
+class Interrupt(KeyboardInterrupt):
+    """What Ctrl-C raises, from inside the n-th chunk played."""
+
+
+def interrupt_after(monkeypatch: pytest.MonkeyPatch, chunks: int) -> list[int]:
+    """Let ``chunks`` chunks be played, then stop the run; returns the list of seeds each played chunk began at."""
+    played = []
+
+    def stopping(level, split, seeds, *args):
+        if len(played) == chunks:
+            raise Interrupt
+        played.append(seeds[0])
+        return PLAY_CHUNK(level, split, seeds, *args)
+
+    monkeypatch.setattr(demos_lib, "play_chunk", stopping)
+    return played
+
+
+def test_interrupted_run_resumes_to_the_uninterrupted_dataset(demos, tmp_path, monkeypatch) -> None:
+    out = tmp_path / "resumed"
+    played = interrupt_after(monkeypatch, 5)
+    with pytest.raises(Interrupt):
+        make_demos("BossLocal", COUNTS, out, chunk_size=2, command="test")
+    work = work_dir(out)
+    assert not out.exists() and len(played) == 5
+    assert sorted(p.name for p in (work / "paired").iterdir()) == ["chunk-00000", "chunk-00001", "chunk-00002"]
+    assert sorted(p.name for p in (work / "unpaired").iterdir()) == ["chunk-00000", "chunk-00001"]
+    (work / "unpaired" / "chunk-00002.partial").mkdir()  # a chunk cut off while being written
+    (work / "unpaired" / "chunk-00002.partial" / "data-00000-of-00001.arrow").write_bytes(b"half")
+
+    # chunk size and processes do not change the data: the rerun may use others
+    played = interrupt_after(monkeypatch, 100)
+    resumed = make_demos("BossLocal", COUNTS, out, num_proc=2, chunk_size=3, command="test")
+    assert played[0] == episode_seeds("unpaired", 4, 1)[0]  # it went on where the interruption was
+    assert not work.exists()
+    for split in SPLITS:
+        assert resumed[split].features == demos[split].features
+        assert resumed[split].to_dict() == demos[split].to_dict(), split
+    one = Path(demos["paired"].cache_files[0]["filename"]).parents[1]
+    assert json.loads((out / "stats.json").read_text()) == json.loads((one / "stats.json").read_text())
+    assert (out / "README.md").read_text() == (one / "README.md").read_text()
+
+
+
+def test_killed_script_resumes_to_the_uninterrupted_dataset(demos, tmp_path) -> None:
+    """SIGKILL (no clean-up runs) in the middle of a run of the script; the same command then finishes it."""
+    out = tmp_path / "killed"
+    args = ["--level", "BossLocal", *(f"--{s}={n}" for s, n in COUNTS.items()), "--chunk-size", "1", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "make_demos.py"), *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    third = work_dir(out) / "paired" / "chunk-00002"
+    deadline = time.monotonic() + 300
+    while not third.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    if out.exists():
+        pytest.skip("the script finished before it could be killed")
+    assert third.exists()
+    _load_script().main(args)
+    resumed = load_demos(out)
+    for split in SPLITS:
+        assert resumed[split].to_dict() == demos[split].to_dict(), split
+
+def test_resume_refuses_other_arguments(tmp_path, monkeypatch, capsys) -> None:
+    out = tmp_path / "stopped"
+    interrupt_after(monkeypatch, 1)
+    counts = {"paired": 3, "unpaired": 2, "valid": 0, "test": 0}
+    with pytest.raises(Interrupt):
+        make_demos("GoToSeqLocal", counts, out, chunk_size=2)
+    with pytest.raises(ValueError, match=r"unpaired: 2 there, 4 now; valid: 0 there, 1 now") as err:
+        make_demos("GoToSeqLocal", {**counts, "unpaired": 4, "valid": 1}, out, chunk_size=2)
+    assert f"delete {work_dir(out)} to start over" in str(err.value)
+    with pytest.raises(ValueError, match=r"max_steps: None there, 30 now"):
+        make_demos("GoToSeqLocal", counts, out, max_steps=30)
+    args = ["--level", "BossLocal", "--paired", "3", "--unpaired", "2", "--out", str(out)]
+    with pytest.raises(SystemExit, match=r"level: 'BabyAI-GoToSeqLocal-v0' there, 'BabyAI-BossLocal-v0' now"):
+        _load_script().main(args)
+    assert sorted(p.name for p in (work_dir(out) / "paired").iterdir()) == ["chunk-00000"]  # left as it was
+
+
+def as_array4d(split: Dataset) -> Dataset:
+    """``split`` stored as before the cell codes: observations Array4D [T, 7, 7, 3], taken from replays."""
+    features = split.features.copy()
+    features["observations"] = Array4D((None, 7, 7, 3), "uint8")
+    rows = [{**row, "observations": replay_episode(row["level"], row["seed"], row["actions"]).observations}
+            for row in split]
+    return Dataset.from_list(rows, features=features)
+
+
+@pytest.fixture(scope="module")
+def old_demos(demos: DatasetDict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``demos`` fixture's folder as written before the cell codes (arrays, card, stats)."""
+    one = Path(demos["paired"].cache_files[0]["filename"]).parents[1]
+    old = tmp_path_factory.mktemp("old") / "demos"
+    DatasetDict({split: as_array4d(ds) for split, ds in demos.items()}).save_to_disk(str(old), num_shards={"test": 1})
+    for name in ("README.md", "stats.json"):
+        (old / name).write_text((one / name).read_text().replace("one-byte cell codes", "uint8 arrays"))
+    return old
+
+
+def test_old_datasets_are_refused_with_the_command_that_converts_them(old_demos: Path) -> None:
+    with pytest.raises(ValueError) as err:
+        load_demos(old_demos)
+    message = str(err.value)
+    assert "not as one-byte cell codes" in message
+    assert f"python scripts/make_demos.py --convert {old_demos} --out NEW_DIR" in message
+
+
+def test_convert_gives_the_generated_dataset(demos, old_demos, tmp_path) -> None:
+    from conftest import tree_digest
+
+    before = tree_digest(old_demos)
+    _load_script().main(["--convert", str(old_demos), "--out", str(tmp_path / "new")])
+    converted = load_demos(tmp_path / "new")
+    assert tree_digest(old_demos) == before  # nothing written to the old folder
+    for split in SPLITS:
+        assert converted[split].features == demos[split].features
+        assert converted[split].to_dict() == demos[split].to_dict(), split
+    one = Path(demos["paired"].cache_files[0]["filename"]).parents[1]
+    assert (tmp_path / "new" / "README.md").read_text() == (one / "README.md").read_text()
+    assert (tmp_path / "new" / "stats.json").read_text() == (old_demos / "stats.json").read_text()
+    with pytest.raises(SystemExit, match="already stores observations as cell codes"):
+        _load_script().main(["--convert", str(tmp_path / "new"), "--out", str(tmp_path / "again")])
+
+
+def test_convert_a_pseudo_labelled_split(demos, tmp_path) -> None:
+    """A single Dataset (scripts/label_unpaired.py's output) converts too, keeping its pseudo_labels.json."""
+    from msvae_hf.data.demos import convert_demos
+
+    old = tmp_path / "labels"
+    as_array4d(demos["valid"]).save_to_disk(str(old))
+    (old / "pseudo_labels.json").write_text('{"speaker": "s"}')
+    converted = convert_demos(old, tmp_path / "labels_codes")
+    assert converted.to_dict() == demos["valid"].to_dict()
+    assert (tmp_path / "labels_codes" / "pseudo_labels.json").read_text() == '{"speaker": "s"}'
+
+
 def test_features_and_sizes(demos: DatasetDict) -> None:
     assert list(demos) == list(SPLITS)
     for split, ds in demos.items():
@@ -53,9 +201,10 @@ def test_features_and_sizes(demos: DatasetDict) -> None:
         assert ("instruction" in ds.column_names) == (split != "unpaired")
         row = ds.with_format("numpy")[0]
         t = len(row["actions"])
-        assert row["observations"].shape == (t, 7, 7, 3) and len(row["directions"]) == t
+        assert decode_frames(row["observations"]).shape == (t, 7, 7, 3) and len(row["directions"]) == t
+        assert len(row["observations"]) == t * 49
         assert row["level"] == "BabyAI-BossLocal-v0"
-    assert demos["paired"].data.column("observations").type.value_type == "uint8"
+    assert demos["paired"].data.column("observations").type == pa.binary()
 
 
 def test_split_seeds_disjoint_and_sorted(demos: DatasetDict) -> None:
@@ -80,7 +229,7 @@ def test_seed_ranges_keep_demonstrations_test_and_validation_apart() -> None:
 def test_replay_reproduces_episode(demos: DatasetDict) -> None:
     for row in demos["paired"].select(range(3)):
         replay = replay_episode(row["level"], row["seed"], row["actions"])
-        np.testing.assert_array_equal(replay.observations, np.asarray(row["observations"], np.uint8))
+        np.testing.assert_array_equal(replay.observations, decode_frames(row["observations"]))
         np.testing.assert_array_equal(replay.directions, row["directions"])
         assert replay.instruction == row["instruction"] and replay.success
 
@@ -97,8 +246,11 @@ def test_step_limit_drops_and_counts(tmp_path: Path) -> None:
     counts = {"paired": 5, "unpaired": 0, "valid": 0, "test": 0}
     dd = make_demos("BossLocal", counts, tmp_path / "short", max_steps=8)
     assert len(dd["paired"]) == 5 and max(len(a) for a in dd["paired"]["actions"]) <= 8
-    dropped = json.loads((tmp_path / "short" / "stats.json").read_text())["dropped"]
+    stats = json.loads((tmp_path / "short" / "stats.json").read_text())
+    dropped = stats["dropped"]
     assert dropped.get("paired/step_limit", 0) > 0
+    # the mean over the kept episodes only (the dropped ones stay in the chunks, without frames)
+    assert stats["splits"]["paired"]["mean_steps"] == np.mean([len(a) for a in dd["paired"]["actions"]])
     assert "paired/step_limit" in (tmp_path / "short" / "README.md").read_text()
 
 
@@ -115,6 +267,8 @@ def test_hopeless_step_limit_raises(tmp_path: Path) -> None:
         (["--level", "BossLocl", "--paired", "1"], "unknown level 'BossLocl'; valid names: GoToSeqLocal"),
         (["--level", "BossLocal", "--paired", "-1"], "must be >= 0"),
         (["--level", "BossLocal"], "all episode counts are zero"),
+        (["--paired", "1"], "--level is required (unless --convert)"),
+        (["--convert", "old", "--level", "BossLocal", "--paired", "1"], "drop --paired --level"),
     ],
 )
 def test_script_rejects_bad_arguments(args, message, tmp_path: Path, capsys) -> None:

@@ -108,6 +108,10 @@ def test_greedy_reproduces_training_instructions(kind: str, trained: dict, tok: 
         batch["input_ids"], skip_special_tokens=True
     )
     assert model.describe(**trajectory(batch)) == tok.batch_decode(ids, skip_special_tokens=True)
+    # per-episode arrays, as scripts/evaluate.py passes a rollout's observations, go through the cell codes
+    episodes = {k: [batch[k][i][mask] for i, mask in enumerate(batch["trajectory_mask"])]
+                for k in ("observations", "directions", "actions")}
+    assert model.describe(**episodes) == tok.batch_decode(ids, skip_special_tokens=True)
 
 
 @pytest.mark.parametrize("kind", ["msvae", "speaker"])

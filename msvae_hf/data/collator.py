@@ -10,6 +10,20 @@
 Rows come from a `datasets.Dataset` in "numpy" or "python" format (or plain dicts). Paired rows carry the
 bot's "instruction"; pseudo-labelled rows carry a speaker's (see `with_pseudo_labels`); unpaired rows carry
 none and give no input_ids.
+
+A row's "observations" is stored as one byte per cell. minigrid describes a cell by (object type, colour,
+state): 11 types (unseen, empty, wall, floor, door, key, ball, box, goal, lava, agent), 6 colours and 3 states
+(open, closed, locked), 11 x 6 x 3 = 198 combinations:
+
+    frames  uint8 [T, 7, 7, 3]  (type, colour, state) of each cell, as `env.step` returns them
+    codes   bytes of T * 49     cells in C order (frame t, then x, then y): byte t * 49 + x * 7 + y
+    code  = 1 + type + 11 * colour + 66 * state                             in [1, 198]
+    type  = (code - 1) % 11,  colour = (code - 1) // 11 % 6,  state = (code - 1) // 66
+
+Codes start at 1 so that no byte is 0: datasets' "numpy" format returns a `binary` value as `numpy.bytes_`,
+which drops trailing NUL bytes, and a frame may well end with unseen cells. A value outside its range raises
+a ValueError naming it; nothing wraps. `encode_frames` and `decode_frames` are the only code that knows this
+layout: everything that reads observations from rows goes through `decode_frames`.
 """
 
 from __future__ import annotations
@@ -23,6 +37,69 @@ import torch
 TRAJECTORY_COLUMNS = ("observations", "directions", "actions")
 
 
+# ------------------------------------------------------------------------------------ stored frames
+VIEW_SIZE = 7
+FRAME_SHAPE = (VIEW_SIZE, VIEW_SIZE, 3)
+CELLS_PER_FRAME = VIEW_SIZE * VIEW_SIZE
+#: (name, number of values) of the three channels of a cell, in minigrid's order.
+CHANNELS = (("object type", 11), ("colour", 6), ("state", 3))
+NUM_CODES = 11 * 6 * 3  # 198, codes 1 .. 198
+CONVERT_COMMAND = "python scripts/make_demos.py --convert OLD_DIR --out NEW_DIR"
+
+
+def _cell_table() -> np.ndarray:
+    """uint8 [256, 3]: the (type, colour, state) of every code; rows 0 and 199..255 are never read."""
+    code = np.arange(NUM_CODES)
+    table = np.zeros((256, 3), dtype=np.uint8)
+    table[1 : NUM_CODES + 1] = np.stack([code % 11, code // 11 % 6, code // 66], axis=1)
+    return table
+
+
+_CELLS = _cell_table()
+
+
+def encode_frames(frames: Any) -> bytes:
+    """uint8 [T, 7, 7, 3] frames -> bytes of T * 49 cell codes (formula in the module docstring)."""
+    frames = np.asarray(frames)
+    if frames.ndim != 4 or frames.shape[1:] != FRAME_SHAPE:
+        raise ValueError(f"frames must have shape [T, 7, 7, 3], got {list(frames.shape)}")
+    if frames.dtype.kind not in "iu":
+        raise ValueError(f"frames must hold integers, got dtype {frames.dtype}")
+    for channel, (name, count) in enumerate(CHANNELS):
+        values = frames[..., channel]
+        outside = (values < 0) | (values >= count)
+        if outside.any():
+            t, x, y = (int(i) for i in np.argwhere(outside)[0])
+            raise ValueError(f"{name} {values[t, x, y]} at frame {t}, cell ({x}, {y}) is outside [0, {count})")
+    cells = frames.astype(np.int64)
+    codes = 1 + cells[..., 0] + 11 * cells[..., 1] + 66 * cells[..., 2]
+    return codes.astype(np.uint8).tobytes()
+
+
+def decode_frames(codes: Any) -> np.ndarray:
+    """Bytes (or a 1-D integer array) of T * 49 cell codes -> uint8 frames [T, 7, 7, 3]; inverse of `encode_frames`."""
+    if isinstance(codes, (bytes, bytearray, memoryview)):
+        values = np.frombuffer(codes, dtype=np.uint8)
+    else:
+        values = np.asarray(codes)
+        if values.ndim == 4 and values.shape[1:] == FRAME_SHAPE:
+            raise ValueError(
+                f"observations are [T, 7, 7, 3] frames, not cell codes: a dataset stored before the one-byte cell "
+                f"codes; convert it with `{CONVERT_COMMAND}`"
+            )
+        if values.ndim != 1 or (values.size and values.dtype.kind not in "iu"):
+            raise ValueError(f"cell codes must be bytes or a 1-D integer array, got {values.dtype} "
+                             f"{list(values.shape)}")
+    if values.size % CELLS_PER_FRAME:
+        raise ValueError(f"{values.size} cell codes are not a whole number of frames of {CELLS_PER_FRAME} cells")
+    outside = (values < 1) | (values > NUM_CODES)
+    if outside.any():
+        i = int(np.argmax(outside))
+        raise ValueError(f"cell code {values[i]} at position {i} is outside [1, {NUM_CODES}]")
+    return _CELLS[values.astype(np.uint8, copy=False)].reshape(-1, *FRAME_SHAPE)
+
+
+# ------------------------------------------------------------------------------------------- batches
 class DemoCollator:
     """Pads trajectories and tokenizes instructions; usable as a DataLoader `collate_fn`.
 
@@ -38,10 +115,10 @@ class DemoCollator:
     def __call__(self, rows: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         if not rows:
             raise ValueError("DemoCollator got an empty batch")
-        obs = [np.asarray(row["observations"], dtype=np.uint8) for row in rows]
+        obs = [decode_frames(row["observations"]) for row in rows]
         lengths = [len(o) for o in obs]
         batch, t_max = len(rows), max(lengths)
-        observations = np.zeros((batch, t_max, *obs[0].shape[1:]), dtype=np.uint8)
+        observations = np.zeros((batch, t_max, *FRAME_SHAPE), dtype=np.uint8)
         directions = np.zeros((batch, t_max), dtype=np.int64)
         actions = np.zeros((batch, t_max), dtype=np.int64)
         mask = np.zeros((batch, t_max), dtype=bool)
@@ -97,4 +174,7 @@ def with_pseudo_labels(dataset: Any, instructions: Sequence[str]) -> Any:
     return without_instructions(dataset).add_column("instruction", list(instructions))
 
 
-__all__ = ["DemoCollator", "for_loader", "read_rows", "with_pseudo_labels", "without_instructions"]
+__all__ = [
+    "DemoCollator", "decode_frames", "encode_frames", "for_loader", "read_rows", "with_pseudo_labels",
+    "without_instructions",
+]

@@ -14,14 +14,23 @@ Episodes the bot fails, or that exceed the step or wall-time limit, are dropped,
 by the next seeds of the same range, so each split has exactly the requested size. (The wall-time
 limit is the one input that is not a function of the seed; it only matters for a stuck bot.)
 
-Row layout: observations[T, 7, 7, 3] uint8 are the egocentric views
-before each of the T actions, directions[T] the agent's heading before each action, actions[T] the bot's
-action ids, instruction the mission text (absent from `unpaired`), level the gymnasium id, seed.
+Row layout: observations are the egocentric views [T, 7, 7, 3] before each of the T actions, stored as one
+`binary` value of T x 49 one-byte cell codes (`msvae_hf.data.collator`: read them with `decode_frames`),
+directions[T] the agent's heading before each action, actions[T] the bot's action ids, instruction the mission
+text (absent from `unpaired`), level the gymnasium id, seed.
+
+`make_demos` plays each split in chunks of seeds and saves every chunk as it completes, under a work folder
+beside the output (`<out>.chunks/<split>/chunk-00042`); a rerun with the same arguments reads the chunks there
+and plays on from the first missing one, so an interrupted run loses at most one chunk and ends with the
+dataset an uninterrupted run gives. `convert_demos` rewrites a dataset stored before the cell codes.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import shlex
 import shutil
 import tempfile
 import time
@@ -34,7 +43,6 @@ import gymnasium as gym
 import numpy as np
 import pyarrow.compute as pc
 from datasets import (
-    Array4D,
     Dataset,
     DatasetDict,
     Features,
@@ -49,6 +57,9 @@ from minigrid.utils.baby_ai_bot import BabyAIBot
 from ..card_templates import template_path
 from ..envs.levels import resolve_level
 from ..envs.seeds import TEST_SEED_START
+from .collator import CONVERT_COMMAND, FRAME_SHAPE, encode_frames
+
+logger = logging.getLogger(__name__)
 
 SPLITS = ("paired", "unpaired", "valid", "test")
 SPLIT_OFFSET_GAP = 10_000_000
@@ -58,7 +69,15 @@ SEED_STRIDE = len(SPLITS) * SPLIT_OFFSET_GAP  # one dataset seed's four split ra
 #: seed: (10**9 - 4 * 10**7) // (4 * 10**7) = 24.
 MAX_DATASET_SEED = (TEST_SEED_START - SEED_STRIDE) // SEED_STRIDE
 DEFAULT_TIME_LIMIT_S = 10.0
+#: Seeds per chunk that make_demos saves as it goes: what an interruption can lose.
+DEFAULT_CHUNK_SIZE = 10_000
 STATUS_OK = "ok"
+#: How observations are stored; a dataset whose observations feature differs predates the cell codes.
+OBSERVATIONS_FEATURE = Value("binary")
+
+
+class TooManyDroppedError(RuntimeError):
+    """The bot fails so many episodes that the requested count is out of reach (e.g. a too small max_steps)."""
 
 
 def demo_features(with_instruction: bool) -> Features:
@@ -66,7 +85,7 @@ def demo_features(with_instruction: bool) -> Features:
     feats: dict[str, Any] = {
         "level": Value("string"),
         "seed": Value("int64"),
-        "observations": Array4D((None, 7, 7, 3), "uint8"),
+        "observations": OBSERVATIONS_FEATURE,
         "directions": Sequence(Value("int8")),
         "actions": Sequence(Value("int8")),
     }
@@ -90,8 +109,8 @@ def run_bot(
 ) -> dict[str, Any]:
     """Play one episode of `env` with `BabyAIBot`; returns the row plus `status` ("ok" or why it failed).
 
-    The step limit is the level's own `max_steps` unless `max_steps` is given. A dropped episode's row
-    carries no frames.
+    The step limit is the level's own `max_steps` unless `max_steps` is given. The frames are stored as cell
+    codes (`encode_frames`); a dropped episode's row carries none.
     """
     obs, _ = env.reset(seed=seed)
     row = {"level": env.spec.id, "seed": seed, "instruction": obs["mission"]}
@@ -121,7 +140,7 @@ def run_bot(
         status = "bot_error"
     if status != STATUS_OK:
         images, directions, actions = [], [], []
-    frames = np.asarray(images, dtype=np.uint8).reshape(-1, 7, 7, 3)
+    frames = encode_frames(np.asarray(images, dtype=np.uint8).reshape(-1, *FRAME_SHAPE))
     return {**row, "observations": frames, "directions": directions, "actions": actions, "status": status}
 
 
@@ -133,6 +152,52 @@ def _generate_rows(seeds: list[int], level: str, max_steps: int | None, time_lim
     env.close()
 
 
+def play_chunk(
+    level: str,
+    split: str,
+    seeds: list[int],
+    num_proc: int = 1,
+    max_steps: int | None = None,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    cache_dir: str | None = None,
+) -> Dataset:
+    """One row per seed, in seed order, with a `status` column ("ok" or why the episode was dropped)."""
+    features = demo_features(True)
+    features["status"] = Value("string")
+    chunk = Dataset.from_generator(
+        _generate_rows,
+        features=features,
+        cache_dir=cache_dir,
+        gen_kwargs={"seeds": seeds, "level": level, "max_steps": max_steps, "time_limit_s": time_limit_s},
+        num_proc=num_proc if len(seeds) >= 2 * num_proc else None,
+        split=split,
+    )
+    if chunk.data.column("seed").to_pylist() != list(seeds):  # the processes' shards should come back in order
+        chunk = chunk.sort("seed")
+    return chunk
+
+
+def _save_chunk(chunk: Dataset, path: Path) -> Dataset:
+    """Write `chunk` to `path` in one rename (a half-written chunk is never taken for a complete one)."""
+    partial = path.with_name(path.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    chunk.save_to_disk(str(partial))
+    os.replace(partial, path)
+    return load_from_disk(str(path))
+
+
+def _read_chunk(path: Path, first_seed: int, most: int) -> Dataset:
+    """A saved chunk, checked to play consecutive seeds from `first_seed`, at most `most` of them."""
+    chunk = load_from_disk(str(path))
+    seeds = np.asarray(chunk.data.column("seed"))
+    if not (0 < len(seeds) <= most and seeds[0] == first_seed and (np.diff(seeds) == 1).all()):
+        raise ValueError(
+            f"{path} does not continue the chunks before it (expected up to {most} seeds from {first_seed}, found "
+            f"{len(seeds)} from {seeds[0] if len(seeds) else '-'}); delete {path.parent.parent} to start over"
+        )
+    return chunk
+
+
 def generate_split(
     level: str,
     split: str,
@@ -142,35 +207,56 @@ def generate_split(
     max_steps: int | None = None,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     cache_dir: str | None = None,
+    chunk_size: int | None = None,
+    work_dir: str | Path | None = None,
 ) -> tuple[Dataset, Counter]:
-    """`count` successful bot episodes of one split, ordered by seed, and the dropped ones by reason."""
+    """`count` successful bot episodes of one split, ordered by seed, and the dropped ones by reason.
+
+    They are the first `count` episodes of the split's seed range that the bot completes, and `dropped` counts
+    the failures before the last of them. Seeds are played in chunks of at most `chunk_size` (default: all that
+    are still missing); a chunk never holds more seeds than episodes are missing, so the chunk size does not
+    change the result. With `work_dir`, each chunk is saved there as `chunk-00000`, `chunk-00001`, ... as it
+    completes, and chunks already there are read instead of played.
+    """
     level = resolve_level(level)
-    features = demo_features(True)
-    features["status"] = Value("string")
-    parts, dropped, next_index = [], Counter(), 0
-    while (missing := count - sum(len(p) for p in parts)) > 0:
+    work = Path(work_dir) if work_dir is not None else None
+    if work is not None:
+        work.mkdir(parents=True, exist_ok=True)
+        for leftover in [*work.glob("*.partial"), *work.glob(".cache-*")]:  # an interrupted chunk
+            shutil.rmtree(leftover, ignore_errors=True)
+    parts, dropped, kept, start, index = [], Counter(), 0, 0, 0
+    played, started = 0, time.monotonic()
+    while kept < count:
         if sum(dropped.values()) > 10 * count + 100:
-            raise RuntimeError(f"the bot failed {dict(dropped)} of {next_index} {split} episodes; check max_steps")
-        seeds = episode_seeds(split, next_index, missing, dataset_seed)
-        next_index += missing
-        ds = Dataset.from_generator(
-            _generate_rows,
-            features=features,
-            cache_dir=cache_dir,
-            gen_kwargs={"seeds": seeds, "level": level, "max_steps": max_steps, "time_limit_s": time_limit_s},
-            num_proc=num_proc if missing >= 2 * num_proc else None,
-            split=split,
-        )
-        status = ds.data.column("status").to_pylist()
+            raise TooManyDroppedError(f"the bot failed {dict(dropped)} of {start} {split} episodes; check max_steps")
+        missing = count - kept
+        size = missing if chunk_size is None else min(chunk_size, missing)
+        path = None if work is None else work / f"chunk-{index:05d}"
+        if path is not None and path.exists():
+            chunk, source = _read_chunk(path, episode_seeds(split, start, 1, dataset_seed)[0], missing), "read"
+        else:
+            seeds = episode_seeds(split, start, size, dataset_seed)
+            cache = cache_dir if work is None else str(work / f".cache-{index:05d}")
+            chunk, source = play_chunk(level, split, seeds, num_proc, max_steps, time_limit_s, cache), "played"
+            if path is not None:
+                chunk = _save_chunk(chunk, path)
+                shutil.rmtree(cache, ignore_errors=True)
+            played += len(chunk)
+        status = chunk.data.column("status").to_pylist()
+        ok = [i for i, s in enumerate(status) if s == STATUS_OK]
         dropped.update(s for s in status if s != STATUS_OK)
-        parts.append(ds.select([i for i, s in enumerate(status) if s == STATUS_OK]))
+        parts.append(chunk.select(ok))
+        kept, start, index = kept + len(ok), start + len(chunk), index + 1
+        rate = played / (time.monotonic() - started)
+        logger.info(
+            "%s: chunk %05d %s (%d seeds: %d kept, %d dropped); %d / %d kept%s", split, index - 1, source,
+            len(chunk), len(ok), len(chunk) - len(ok), kept, count,
+            f"; {rate:.1f} episodes/s, about {(count - kept) / rate / 60:.0f} min to go" if played else "",
+        )
     if parts:
         ds = concatenate_datasets(parts).remove_columns("status")
     else:
-        ds = Dataset.from_dict({k: [] for k in features if k != "status"}, demo_features(True))
-    seeds = ds.data.column("seed").to_pylist()
-    if seeds != sorted(seeds):
-        ds = ds.sort("seed")
+        ds = Dataset.from_dict({k: [] for k in demo_features(True)}, demo_features(True))
     if split == "unpaired":
         ds = ds.remove_columns("instruction")
     return ds, dropped
@@ -180,7 +266,10 @@ def split_stats(ds: Dataset) -> dict[str, float]:
     """Episode count and mean trajectory / instruction lengths (App. C's table)."""
     stats: dict[str, float] = {"episodes": len(ds)}
     if len(ds):
-        stats["mean_steps"] = float(pc.mean(pc.list_value_length(ds.data.column("actions"))).as_py())
+        steps = pc.list_value_length(ds.data.column("actions"))
+        if ds._indices is not None:  # `ds.data` is the whole table, not the rows a `select` kept
+            steps = pc.take(steps, ds._indices.column(0))
+        stats["mean_steps"] = float(pc.mean(steps).as_py())
         if "instruction" in ds.column_names:
             stats["mean_words"] = float(np.mean([len(t.split()) for t in ds["instruction"]]))
     return stats
@@ -214,6 +303,35 @@ def render_dataset_card(level: str, stats: dict[str, dict], dropped: dict, comma
     )
 
 
+def work_dir(out: str | Path) -> Path:
+    """Where `make_demos` keeps the chunks of an unfinished `out`: `<out>.chunks` beside it."""
+    out = Path(out)
+    return out.with_name(out.name + ".chunks")
+
+
+def _claim_work_dir(work: Path, arguments: dict[str, Any]) -> bool:
+    """Record `arguments` in a new `work` folder, or check them against the run that left `work` behind.
+
+    Returns whether chunks of an earlier run are there; raises ValueError naming every argument that differs.
+    """
+    record = work / "arguments.json"
+    if record.exists():
+        before = json.loads(record.read_text())
+        differ = [f"{k}: {before.get(k)!r} there, {arguments.get(k)!r} now"
+                  for k in sorted(set(before) | set(arguments)) if before.get(k) != arguments.get(k)]
+        if differ:
+            raise ValueError(
+                f"{work} holds chunks of an interrupted run with other arguments ({'; '.join(differ)}): rerun with "
+                f"its arguments to finish it, or delete {work} to start over"
+            )
+        return True
+    if work.exists() and any(work.iterdir()):
+        raise ValueError(f"{work} exists without arguments.json: not a make_demos work folder; move or delete it")
+    work.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(arguments, indent=2) + "\n")
+    return False
+
+
 def make_demos(
     level: str,
     counts: dict[str, int],
@@ -224,39 +342,70 @@ def make_demos(
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     overwrite: bool = False,
     command: str = "",
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> DatasetDict:
     """Generate every split, save it with `save_to_disk` at `out` plus a README.md card and stats.json.
 
-    Refuses a non-empty `out` unless `overwrite` (which replaces it only once generation succeeded).
+    Every split is played in chunks of `chunk_size` seeds, each saved under `work_dir(out)` as it completes. If
+    that folder is there, it is an interrupted run: its arguments must equal these (else ValueError naming the
+    ones that differ; `num_proc` and `chunk_size` do not change the data and may differ), and generation goes on
+    from its chunks. The folder is removed once `out` is complete. Refuses a non-empty `out` unless `overwrite`
+    (which replaces it only once generation succeeded).
     """
     level = resolve_level(level)
     if set(counts) != set(SPLITS) or any(c < 0 for c in counts.values()) or not sum(counts.values()):
         raise ValueError(f"counts must give each of {SPLITS} a count >= 0, not all zero; got {counts}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise FileExistsError(f"{out} exists and is not empty; pass overwrite=True (--overwrite) to replace")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    work = work_dir(out)
+    arguments = {"level": level, **counts, "dataset_seed": dataset_seed, "max_steps": max_steps,
+                 "time_limit_s": time_limit_s, "observations": OBSERVATIONS_FEATURE.dtype}
+    if _claim_work_dir(work, arguments):
+        logger.info("resuming from the chunks in %s", work)
+    splits, dropped = {}, Counter()
     try:
-        splits, dropped = {}, Counter()
         for split in SPLITS:
             splits[split], d = generate_split(
-                level, split, counts[split], dataset_seed, num_proc, max_steps, time_limit_s, str(tmp)
+                level, split, counts[split], dataset_seed, num_proc, max_steps, time_limit_s,
+                chunk_size=chunk_size, work_dir=work / split,
             )
             dropped.update({f"{split}/{k}": v for k, v in d.items()})
-        dd = DatasetDict(splits)
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        empty = {s: 1 for s, ds in dd.items() if len(ds) == 0}  # datasets writes no shard for an empty split
-        dd.save_to_disk(str(out), num_shards=empty)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    stats = {s: split_stats(ds) for s, ds in dd.items()}
+    except TooManyDroppedError:
+        shutil.rmtree(work, ignore_errors=True)  # a rerun would fail the same way: nothing worth keeping
+        raise
+    except BaseException:
+        logger.warning("stopped: the chunks written so far stay in %s; rerun the same command to go on", work)
+        raise
+    final = work / "dataset"  # complete before it becomes `out`, in one rename
+    shutil.rmtree(final, ignore_errors=True)
+    logger.info("saving %s to %s", ", ".join(f"{len(ds)} {s}" for s, ds in splits.items()), out)
+    empty = {s: 1 for s, ds in splits.items() if len(ds) == 0}  # datasets writes no shard for an empty split
+    DatasetDict(splits).save_to_disk(str(final), num_shards=empty)
+    stats = {s: split_stats(ds) for s, ds in load_from_disk(str(final)).items()}
     info = {"level": level, "dataset_seed": dataset_seed, "splits": stats, "dropped": dict(dropped),
             "max_steps": max_steps, "time_limit_s": time_limit_s, "command": command}
-    (out / "stats.json").write_text(json.dumps(info, indent=2))
-    render_dataset_card(level, stats, dict(dropped), command).save(out / "README.md")
+    (final / "stats.json").write_text(json.dumps(info, indent=2))
+    render_dataset_card(level, stats, dict(dropped), command).save(final / "README.md")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists():
+        shutil.rmtree(out) if out.is_dir() else out.unlink()
+    os.replace(final, out)
+    shutil.rmtree(work)
     return load_demos(out)
+
+
+def require_cell_codes(data: Dataset | DatasetDict, path: str | Path) -> None:
+    """Refuse demonstrations whose observations are not stored as cell codes, naming the command that converts."""
+    for name, ds in (data.items() if isinstance(data, DatasetDict) else [("rows", data)]):
+        feature = ds.features.get("observations")
+        if feature is not None and feature != OBSERVATIONS_FEATURE:
+            raise ValueError(
+                f"{path} ({name}) stores observations as {feature}, not as one-byte cell codes; convert it with "
+                f"`{CONVERT_COMMAND.replace('OLD_DIR', shlex.quote(str(path)))}`"
+            )
 
 
 def load_demos(path: str | Path) -> DatasetDict:
@@ -272,7 +421,63 @@ def load_demos(path: str | Path) -> DatasetDict:
         raise ValueError(f"{path} holds a single Dataset, expected a DatasetDict with splits {SPLITS}")
     if "paired" not in dd:
         raise ValueError(f"{path} has no 'paired' split (splits: {list(dd)})")
+    require_cell_codes(dd, path)
     return dd
+
+
+def _encode_batch(batch: dict[str, Any]) -> dict[str, list[bytes]]:
+    """`Dataset.map` target: a batch of [T, 7, 7, 3] observations -> their cell codes."""
+    return {"observations": [encode_frames(np.asarray(frames, np.uint8).reshape(-1, *FRAME_SHAPE))
+                             for frames in batch["observations"]]}
+
+
+def convert_demos(old: str | Path, out: str | Path, overwrite: bool = False) -> Dataset | DatasetDict:
+    """Copy a dataset stored before the cell codes (observations as `Array4D` [T, 7, 7, 3]) to `out` with its
+    observations as cell codes; every other column, row and the card, stats and label files come along.
+
+    Takes a `make_demos` DatasetDict or a single Dataset (a pseudo-labelled split of scripts/label_unpaired.py).
+    Nothing is written to `old`. Refuses a non-empty `out` unless `overwrite`.
+    """
+    old, out = Path(old), Path(out)
+    if old.resolve() == out.resolve():
+        raise ValueError("convert to a new folder: --out must differ from the dataset converted")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        raise FileExistsError(f"{out} exists and is not empty; pass overwrite=True (--overwrite) to replace")
+    data = load_from_disk(str(old))
+    named = dict(data) if isinstance(data, DatasetDict) else {"rows": data}
+    if all(ds.features.get("observations") == OBSERVATIONS_FEATURE for ds in named.values()):
+        raise ValueError(f"{old} already stores observations as cell codes")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        converted = {}
+        for name, ds in named.items():
+            features = ds.features.copy()
+            features["observations"] = OBSERVATIONS_FEATURE
+            converted[name] = ds.with_format("numpy", columns=["observations"], output_all_columns=True).map(
+                _encode_batch, batched=True, batch_size=1000, features=features,
+                cache_file_name=str(tmp / f"{name}.arrow"), desc=f"converting {name}",
+            ).with_format(None)
+        final = tmp / "dataset"
+        if isinstance(data, DatasetDict):
+            empty = {s: 1 for s, ds in converted.items() if len(ds) == 0}
+            DatasetDict(converted).save_to_disk(str(final), num_shards=empty)
+        else:
+            converted["rows"].save_to_disk(str(final))
+        for extra in [*old.glob("*.json"), *old.glob("*.md")]:  # card, stats, pseudo-label record
+            if not (final / extra.name).exists():
+                shutil.copy2(extra, final / extra.name)
+        stats_file = final / "stats.json"
+        if stats_file.exists() and (final / "README.md").exists():  # the card describes the columns: renew it
+            info = json.loads(stats_file.read_text())
+            render_dataset_card(info["level"], info["splits"], info["dropped"], info["command"]).save(
+                final / "README.md")
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        os.replace(final, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return load_from_disk(str(out))
 
 
 @dataclass

@@ -23,7 +23,7 @@ def test_linear_probe_separable_and_uninformative_features():
 
 def test_features_label_the_object_in_front_at_the_last_step(tiny_demos):
     from msvae_hf import MSVAEConfig, MSVAEModel, MSVAETokenizer
-    from msvae_hf.data.collator import for_loader, read_rows
+    from msvae_hf.data.collator import decode_frames, for_loader, read_rows
     from msvae_hf.data.demos import load_demos
 
     tok = MSVAETokenizer.from_grammar()
@@ -32,7 +32,7 @@ def test_features_label_the_object_in_front_at_the_last_step(tiny_demos):
     split = load_demos(tiny_demos)["unpaired"]
     rows = read_rows(for_loader(split), range(len(split)))
     feats, cells = probe_speaker.features(model, rows, batch_size=7)
-    fronts = [row["observations"][len(row["actions"]) - 1][3][5] for row in rows]
+    fronts = [decode_frames(row["observations"])[len(row["actions"]) - 1, 3, 5] for row in rows]
     expected = [f for f in fronts if f[0] in probe_speaker.OBJECT_TYPES]
     assert 0 < len(expected) < len(rows)  # some end facing an object, some do not
     assert cells.tolist() == [list(map(int, f)) for f in expected]
