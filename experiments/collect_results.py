@@ -25,7 +25,7 @@ on valid and the best on test), ``probes:FILE``, ``probe_data:FILE`` (how many t
 row's maxima over its seeds); for ``benchmarks``: ``train_step:FILE``, ``train_step_compare:FILE,...`` (one
 line per benchmark, times against the first), ``train_step_log:LOG,...`` (the seconds per update that
 benchmarks/gpu_check.sh prints into its log, each matched to the benchmark's own JSON),
-``speaker_decode:FILE``, ``rollout:FILE``, ``rollout_ratios:FILE``, ``demo_generation:FILE``, ``smoke:FOLDER``
+``speaker_decode:FILE``, ``rollout:FILE``, ``rollout_ratios:FILE``, ``demo_generation:FILE``, ``demo_storage:FILE``, ``smoke:FOLDER``
 (the short training runs ``smoke_*.json`` of gpu_check.sh), ``resume:FILE`` (gpu_check.sh's weight
 comparisons). FILE: a JSON name under the folder, without ``.json`` (LOG: a ``.txt`` name without ``.txt``;
 both may include a subfolder).
@@ -544,13 +544,27 @@ def table_resume(level: str, name: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
+def table_demo_storage(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """Bytes per demonstration on disk, frames as nested lists against one byte per cell, per level and split."""
+    data = read_json(level, name, root)
+    lines = ["| level | split | episodes | nested lists (B/demo) | cell codes (B/demo) | ratio |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for lvl, entry in data["levels"].items():
+        for split, new in entry["cell_codes"].items():
+            old = entry["nested_lists"][split]
+            lines.append(f"| {LEVELS.get(lvl, lvl)} | {split} | {new['episodes']} | {old['bytes_per_demo']:.0f} | "
+                         f"{new['bytes_per_demo']:.0f} | {old['bytes_per_demo'] / new['bytes_per_demo']:.1f}x |")
+    return lines
+
+
 TABLES: dict[str, Callable[..., list[str]]] = {
     "paper": table_paper, "headline": table_headline, "tests": table_tests, "runs": table_runs, "seeds": table_seeds,
     "speakers": table_speakers, "pragmatics": table_pragmatics, "rescoring": table_rescoring,
     "probes": table_probes, "probe_data": table_probe_data, "gradients": table_gradients,
     "validation": table_validation, "train_step": table_train_step, "train_step_compare": table_train_step_compare,
     "train_step_log": table_train_step_log, "speaker_decode": table_speaker_decode, "rollout": table_rollout,
-    "rollout_ratios": table_rollout_ratios, "demo_generation": table_demo_generation, "smoke": table_smoke,
+    "rollout_ratios": table_rollout_ratios, "demo_generation": table_demo_generation,
+    "demo_storage": table_demo_storage, "smoke": table_smoke,
     "resume": table_resume,
 }
 
