@@ -25,7 +25,8 @@ on valid and the best on test), ``probes:FILE``, ``probe_data:FILE`` (how many t
 row's maxima over its seeds); for ``benchmarks``: ``train_step:FILE``, ``train_step_compare:FILE,...`` (one
 line per benchmark, times against the first), ``train_step_log:LOG,...`` (the seconds per update that
 benchmarks/gpu_check.sh prints into its log, each matched to the benchmark's own JSON),
-``speaker_decode:FILE``, ``rollout:FILE``, ``rollout_ratios:FILE``, ``demo_generation:FILE``, ``demo_storage:FILE``, ``smoke:FOLDER``
+``speaker_decode:FILE``, ``rollout:FILE``, ``rollout_ratios:FILE``, ``demo_generation:FILE``,
+``demo_storage:FILE``, ``smoke:FOLDER``
 (the short training runs ``smoke_*.json`` of gpu_check.sh), ``resume:FILE`` (gpu_check.sh's weight
 comparisons). FILE: a JSON name under the folder, without ``.json`` (LOG: a ``.txt`` name without ``.txt``;
 both may include a subfolder).

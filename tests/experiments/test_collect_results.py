@@ -221,3 +221,12 @@ def test_gpu_check_tables(tmp_path):
         {"ratios": {"batched_over_one_at_a_time_steps_per_s": 3.86}, "targets": {"batched_over_one_at_a_time": 10.0}}))
     assert collect_results.table_rollout_ratios("benchmarks", "gpu/rollout", tmp_path)[2:] == [
         "| batched / one at a time steps/s | 3.86 |"]
+
+
+def test_demo_storage_table(tmp_path):
+    entry = {"nested_lists": {"unpaired": {"bytes": 4000, "episodes": 2, "bytes_per_demo": 2000.0}},
+             "cell_codes": {"unpaired": {"bytes": 1000, "episodes": 2, "bytes_per_demo": 500.0}}}
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "storage.json").write_text(json.dumps({"levels": {"bosslocal": entry}}))
+    assert collect_results.table_demo_storage("benchmarks", "storage", tmp_path)[2] == \
+        "| BossLocal | unpaired | 2 | 2000 | 500 | 4.0x |"
