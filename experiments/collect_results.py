@@ -19,17 +19,16 @@ benchmarks' JSON. A results document marks each table with the command that prin
 Tables: ``paper`` (Tables 2 and 3 beside the paper's numbers), ``headline`` (the same in one short table),
 ``tests`` (the paper's one-sided t-tests over seeds), ``runs:ROW,...`` (every run of those rows, one line
 each, with the random floor), ``seeds:ROW,...`` (mean +- sd over seeds, t-tests against the first row),
-``speakers:FILE``, ``pragmatics:FILE``, ``rescoring:FILE`` (pragmatic_speakers per system and seed: lam chosen
-on valid and the best on test), ``probes:FILE``, ``probe_data:FILE`` (how many trajectories each probe read),
-``gradients:FILE``, ``validation:FILE`` (a table of experiments/validation_table.py kept as FILE.md: each
-row's maxima over its seeds); for ``benchmarks``: ``train_step:FILE``, ``train_step_compare:FILE,...`` (one
-line per benchmark, times against the first), ``train_step_log:LOG,...`` (the seconds per update that
-benchmarks/gpu_check.sh prints into its log, each matched to the benchmark's own JSON),
-``speaker_decode:FILE``, ``rollout:FILE``, ``rollout_ratios:FILE``, ``demo_generation:FILE``,
-``demo_storage:FILE``, ``smoke:FOLDER``
-(the short training runs ``smoke_*.json`` of gpu_check.sh), ``resume:FILE`` (gpu_check.sh's weight
-comparisons). FILE: a JSON name under the folder, without ``.json`` (LOG: a ``.txt`` name without ``.txt``;
-both may include a subfolder).
+``flatness:ROW,...`` (has each run's validation SR stopped rising), ``speakers:FILE``, ``pragmatics:FILE``,
+``rescoring:FILE`` (pragmatic_speakers per system and seed: lam chosen on valid and the best on test),
+``probes:FILE``, ``probe_data:FILE`` (how many trajectories each probe read), ``gradients:FILE``,
+``validation:FILE`` (a table of experiments/validation_table.py kept as FILE.md: each row's maxima over its
+seeds); for ``benchmarks``: ``train_step:FILE``, ``train_step_compare:FILE,...`` (one line per benchmark,
+times against the first), ``train_step_log:LOG,...`` (the seconds per update that benchmarks/gpu_check.sh
+prints into its log, each matched to the benchmark's own JSON), ``speaker_decode:FILE``, ``rollout:FILE``,
+``rollout_ratios:FILE``, ``demo_generation:FILE``, ``demo_storage:FILE``, ``smoke:FOLDER`` (the short training
+runs ``smoke_*.json`` of gpu_check.sh), ``resume:FILE`` (gpu_check.sh's weight comparisons). FILE: a JSON name
+under the folder, without ``.json`` (LOG: a ``.txt`` name without ``.txt``; both may include a subfolder).
 """
 
 from __future__ import annotations
@@ -266,6 +265,29 @@ def table_seeds(level: str, rows: str, root: Path = RESULTS) -> list[str]:
             one, two = p_greater(xs, values(reference, metric)) if row != names[0] else (None, None)
             cells.append(cell + ("" if one is None else f", p = {p_text(one)} [{p_text(two)}]"))
         lines.append(f"| {row_label(level, row)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
+    """Has each run's validation SR flattened? The gain over the last quarter of its updates (the evaluation at
+    the end minus the one at three quarters) against the binomial standard error of one validation SR
+    (sqrt(p (1 - p) / episodes) at the final SR). Runs without a recorded validation curve are left out."""
+    by_row = records_by_row(load_records(level, root))
+    lines = ["| run | seed | valid SR at 3/4 of the updates | at the end | gain | standard error | flattened |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for row in rows.split(","):
+        for record in by_row.get(row, []):
+            curve = {h["step"]: h["valid/success_rate"] for h in record.get("history", [])
+                     if "valid/success_rate" in h}
+            episodes = (record.get("config") or {}).get("eval_episodes")
+            if len(curve) < 2 or not episodes:
+                continue
+            end = max(curve)
+            quarter = min((s for s in curve if s >= 0.75 * end), default=end)
+            gain, se = curve[end] - curve[quarter], (curve[end] * (1 - curve[end]) / episodes) ** 0.5
+            lines.append(f"| {row_label(level, row)} | {run_row(record['run'])[1]} | {curve[quarter]:.3f} "
+                         f"(update {quarter}) | {curve[end]:.3f} (update {end}) | {gain:+.3f} | {se:.3f} | "
+                         f"{'yes' if gain < se else 'no'} |")
     return lines
 
 
@@ -559,13 +581,13 @@ def table_demo_storage(level: str, name: str, root: Path = RESULTS) -> list[str]
 
 
 TABLES: dict[str, Callable[..., list[str]]] = {
-    "paper": table_paper, "headline": table_headline, "tests": table_tests, "runs": table_runs, "seeds": table_seeds,
-    "speakers": table_speakers, "pragmatics": table_pragmatics, "rescoring": table_rescoring,
-    "probes": table_probes, "probe_data": table_probe_data, "gradients": table_gradients,
-    "validation": table_validation, "train_step": table_train_step, "train_step_compare": table_train_step_compare,
-    "train_step_log": table_train_step_log, "speaker_decode": table_speaker_decode, "rollout": table_rollout,
-    "rollout_ratios": table_rollout_ratios, "demo_generation": table_demo_generation,
-    "demo_storage": table_demo_storage, "smoke": table_smoke,
+    "flatness": table_flatness, "paper": table_paper, "headline": table_headline, "tests": table_tests,
+    "runs": table_runs, "seeds": table_seeds, "speakers": table_speakers, "pragmatics": table_pragmatics,
+    "rescoring": table_rescoring, "probes": table_probes, "probe_data": table_probe_data,
+    "gradients": table_gradients, "validation": table_validation, "train_step": table_train_step,
+    "train_step_compare": table_train_step_compare, "train_step_log": table_train_step_log,
+    "speaker_decode": table_speaker_decode, "rollout": table_rollout, "rollout_ratios": table_rollout_ratios,
+    "demo_generation": table_demo_generation, "demo_storage": table_demo_storage, "smoke": table_smoke,
     "resume": table_resume,
 }
 

@@ -230,3 +230,18 @@ def test_demo_storage_table(tmp_path):
     (tmp_path / "benchmarks" / "storage.json").write_text(json.dumps({"levels": {"bosslocal": entry}}))
     assert collect_results.table_demo_storage("benchmarks", "storage", tmp_path)[2] == \
         "| BossLocal | unpaired | 2 | 2000 | 500 | 4.0x |"
+
+
+def test_flatness_compares_the_last_quarter_with_a_standard_error(tmp_path):
+    runs = tmp_path / "gotoseqlocal" / "runs"
+    runs.mkdir(parents=True)
+    for run, end in (("msvae", 0.81), ("msvae_seed1", 0.95)):
+        history = [{"step": s, "valid/success_rate": v} for s, v in ((500, 0.5), (1500, 0.8), (2000, end))]
+        record = {"run": run, "history": history, "config": {"eval_episodes": 100}}
+        (runs / f"{run}.json").write_text(json.dumps(record))
+    (runs / "msvae_seed2.json").write_text(json.dumps({"run": "msvae_seed2"}))  # no curve recorded: left out
+    lines = collect_results.table_flatness("gotoseqlocal", "msvae", tmp_path)
+    se = math.sqrt(0.81 * 0.19 / 100)
+    assert lines[2] == ("| MS-VAE full (+ V + D') | 0 | 0.800 (update 1500) | 0.810 (update 2000) | +0.010 | "
+                        f"{se:.3f} | yes |")
+    assert lines[3].endswith("| +0.150 | 0.022 | no |") and len(lines) == 4
