@@ -114,7 +114,9 @@ def main(argv: list[str] | None = None) -> None:
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     done = {c.name for c in every if c.output.exists()}  # a finished need is not among the selected cells
     failed: list[str] = []
-    signal.signal(signal.SIGTERM, _stop)  # e.g. gpu_grid.sh's deadline: stop the cells too, not only this loop
+    # SIGTERM (e.g. gpu_grid.sh's deadline) stops the cells too, not only this loop; the caller's handler is put
+    # back afterwards (a process forked later, e.g. by datasets' worker pools, must not inherit this one).
+    previous = signal.signal(signal.SIGTERM, _stop)
     try:
         schedule(cells, todo, running, done, failed, logs, args)
     except KeyboardInterrupt:
@@ -124,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
         for proc, _ in running.values():
             proc.wait()
         sys.exit(124)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if failed:
         sys.exit(f"failed or blocked: {', '.join(failed)}")
 

@@ -86,3 +86,15 @@ def test_a_stop_signal_stops_the_running_cells(tmp_path: Path) -> None:
     assert "import time" in log
     children = subprocess.run(["pgrep", "-f", "open(\"started\""], capture_output=True, text=True).stdout
     assert not children.strip(), "the cell's process outlived the driver"
+
+
+def test_the_stop_handler_is_put_back(tmp_path: Path, monkeypatch) -> None:
+    """After a run the process's SIGTERM handler is the one it had (forked worker pools must die on SIGTERM)."""
+    import signal
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(reproduce, "level_cells", lambda level, seeds, threads, num_proc: [stub("a")])
+    monkeypatch.setattr(reproduce.time, "sleep", lambda s: None)
+    before = signal.getsignal(signal.SIGTERM)
+    reproduce.main(["gotoseqlocal"])
+    assert signal.getsignal(signal.SIGTERM) is before and Path("a.done").exists()
