@@ -91,3 +91,16 @@ def tree_digest(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
             if p.is_file()}
 
+
+def as_array4d(split: Any) -> Any:
+    """``split`` stored as before the cell codes: observations Array4D [T, 7, 7, 3], taken from replaying each
+    episode (not from the codes)."""
+    from datasets import Array4D, Dataset
+
+    from msvae_hf.data.demos import replay_episode
+
+    features = split.features.copy()
+    features["observations"] = Array4D((None, 7, 7, 3), "uint8")
+    rows = [{**row, "observations": replay_episode(row["level"], row["seed"], row["actions"]).observations}
+            for row in split]
+    return Dataset.from_list(rows, features=features)

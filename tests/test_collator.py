@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from datasets import Array4D, Dataset, Features, Sequence, Value
+from conftest import as_array4d
+from datasets import Dataset, Features, Sequence, Value
 from torch.utils.data import DataLoader
 
 from msvae_hf.data.collator import DemoCollator, decode_frames, encode_frames, for_loader, read_rows, with_pseudo_labels
-from msvae_hf.data.demos import load_demos, replay_episode
+from msvae_hf.data.demos import load_demos
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 FEATURES = Features(
@@ -168,15 +169,6 @@ def legacy_collate(rows: list[dict], tokenizer) -> dict[str, torch.Tensor]:
         enc = tokenizer([str(row["instruction"]) for row in rows], padding=True, return_tensors="pt")
         out.update(input_ids=enc["input_ids"].long(), attention_mask=enc["attention_mask"].long())
     return out
-
-
-def as_array4d(split: Dataset) -> Dataset:
-    """``split`` with observations as [T, 7, 7, 3] arrays, taken from replaying each episode (not from the codes)."""
-    features = split.features.copy()
-    features["observations"] = Array4D((None, 7, 7, 3), "uint8")
-    rows = [{**row, "observations": replay_episode(row["level"], row["seed"], row["actions"]).observations}
-            for row in split]
-    return Dataset.from_list(rows, features=features)
 
 
 def assert_same_batch(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from datasets import Array4D, Dataset, DatasetDict
+from conftest import as_array4d
+from datasets import Dataset, DatasetDict
 
 from msvae_hf.data import demos as demos_lib
 from msvae_hf.data.collator import decode_frames
@@ -134,15 +135,6 @@ def test_resume_refuses_other_arguments(tmp_path, monkeypatch, capsys) -> None:
     with pytest.raises(SystemExit, match=r"level: 'BabyAI-GoToSeqLocal-v0' there, 'BabyAI-BossLocal-v0' now"):
         _load_script().main(args)
     assert sorted(p.name for p in (work_dir(out) / "paired").iterdir()) == ["chunk-00000"]  # left as it was
-
-
-def as_array4d(split: Dataset) -> Dataset:
-    """``split`` stored as before the cell codes: observations Array4D [T, 7, 7, 3], taken from replays."""
-    features = split.features.copy()
-    features["observations"] = Array4D((None, 7, 7, 3), "uint8")
-    rows = [{**row, "observations": replay_episode(row["level"], row["seed"], row["actions"]).observations}
-            for row in split]
-    return Dataset.from_list(rows, features=features)
 
 
 @pytest.fixture(scope="module")
