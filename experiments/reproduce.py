@@ -162,6 +162,10 @@ def schedule(cells: list[Cell], todo: list[Cell], running: dict[str, tuple[subpr
         if todo and not ready and not running:
             sys.exit(f"cannot start {', '.join(c.name for c in todo)}: what they need is neither done nor running")
         for cell in ready:
+            if cell.output.exists():  # finished meanwhile, e.g. by another driver
+                todo.remove(cell)
+                done.add(cell.name)
+                continue
             if len(running) >= args.jobs:
                 break
             command = prepare(cell)
