@@ -10,11 +10,15 @@ loss), from `--demos` (a `make_demos` folder: splits paired / unpaired) or gener
 `msvae_hf.data.demos.generate_split`. Every model sees the same paired batch. Models use the default
 (App. D) config unless `--tiny`. FLOPs of one forward + backward are counted with
 torch.utils.flop_counter.FlopCounterMode (matmul, conv and attention FLOPs, the GRU/LSTM gate matmuls
-included; elementwise ops are not counted); the GEMM peak is a large torch.matmul (fp32, or bf16 with
+included where they run as matmuls: packed, as training runs them; elementwise ops are not counted); the
+GEMM peak is a large torch.matmul (fp32, or bf16 with
 `--mixed-precision bf16`) timed in the same run, on the same thread count (reported as torch_threads)
 and device. On a GPU (`--device cuda`) each timed update ends with `torch.cuda.synchronize()`;
 `--mixed-precision bf16` runs forward and loss under `torch.autocast(dtype=torch.bfloat16)`, as
 `accelerate` does for `--mixed_precision bf16`.
+
+Host memory: MS-VAE is timed first with the C library's default allocator (`msvae_default_allocator`), then
+`msvae_hf.training.retain_freed_memory()` is applied, as `scripts/train.py` does, and every model is timed.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, Spe
 from msvae_hf.data.collator import DemoCollator, for_loader
 from msvae_hf.evaluation import device_name, resolve_device
 from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.training import provenance, retain_freed_memory
 
 TINY = dict(hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32,
             prior_hidden_size=32, obs_embed_dim=8, action_embed_dim=8)
@@ -149,15 +154,25 @@ def main() -> None:
         "mixed_precision": args.mixed_precision, "torch": torch.__version__, "tiny": args.tiny, "level": args.level,
         "batch_paired": int(paired["actions"].shape[0]), "batch_unpaired": int(unpaired["unpaired_actions"].shape[0]),
         "mean_steps": float(paired["trajectory_mask"].sum(1).float().mean()),
-        "gemm_peak_flops_per_s": peak, "models": {},
+        "gemm_peak_flops_per_s": peak, **provenance(device), "models": {},
     }
-    for name, model in models.items():
-        r = time_updates(model.to(device), batches[name], args.steps, args.warmup, device, args.mixed_precision)
+    for label, name in [("msvae_default_allocator", "msvae"), *((n, n) for n in models)]:
+        if label == "follower":
+            results["retain_freed_memory"] = retain_freed_memory()
+        model = models[name].to(device)
+        state = {k: v.clone() for k, v in model.state_dict().items()}
+        r = time_updates(model, batches[name], args.steps, args.warmup, device, args.mixed_precision)
+        model.load_state_dict(state)  # every timing starts from the same weights
         r["fraction_of_gemm_peak"] = r["achieved_flops_per_s"] / peak
-        results["models"][name] = r
+        if label == name:
+            results["models"][name] = r
+        else:
+            results[label] = r
     follower_s = results["models"]["follower"]["seconds_per_update"]
     results["ratio_msvae_over_follower"] = results["models"]["msvae"]["seconds_per_update"] / follower_s
     results["ratio_speaker_over_follower"] = results["models"]["speaker"]["seconds_per_update"] / follower_s
+    results["ratio_msvae_default_allocator_over_retained"] = (
+        results["msvae_default_allocator"]["seconds_per_update"] / results["models"]["msvae"]["seconds_per_update"])
     write_report(results, args.out)
 
 

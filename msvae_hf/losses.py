@@ -17,6 +17,13 @@ def sequence_log_likelihood(logits: torch.Tensor, targets: torch.Tensor, mask: t
     return (logp * mask.to(logp.dtype)).sum(dim=1)
 
 
+def real_positions_log_likelihood(logits: torch.Tensor, targets: torch.Tensor, positions) -> torch.Tensor:
+    """:func:`sequence_log_likelihood` with logits at the real positions only: logits [N, V], targets [B, S]
+    and ``positions`` (a :class:`~msvae_hf.modules.RealPositions` of the [B, S] mask) -> [B]."""
+    logp = -F.cross_entropy(logits.float(), positions.gather(targets), reduction="none")
+    return positions.sum_rows(logp)
+
+
 def reparameterize(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     """z = mu + sigma * eps, eps ~ N(0, I) (the reparameterisation trick)."""
     return mean + torch.randn_like(mean) * torch.exp(0.5 * logvar)

@@ -27,8 +27,8 @@ from .losses import (
     kl_to_prior,
     msvae_loss,
     paired_elbo,
+    real_positions_log_likelihood,
     reparameterize,
-    sequence_log_likelihood,
     unpaired_elbo,
 )
 from .modeling_baselines import FollowerModel, SpeakerModel
@@ -40,6 +40,7 @@ from .modules import (
     InstructionEncoder,
     LatentPrior,
     ObservationEncoder,
+    RealPositions,
     TrajectoryEncoder,
 )
 
@@ -177,21 +178,23 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
     def _action_log_likelihood(self, states, z, actions, mask, frozen_decoder: bool = False) -> torch.Tensor:
         """log p(a | z, o) = sum_t log p(a_t | z, o_1:t, a_1:t-1) (Eq. 5), attention over the K tokens of z.
 
-        ``frozen_decoder``: the decoder's weights are detached, so the gradient reaches z (and the encoder
-        behind it) only (``unpaired_trains_action_decoder=False``)."""
+        The head runs on the real steps only. ``frozen_decoder``: the decoder's weights are detached, so the
+        gradient reaches z (and the encoder behind it) only (``unpaired_trains_action_decoder=False``)."""
         memory_mask = torch.ones(z.shape[:2], dtype=torch.bool, device=z.device)
+        steps = RealPositions(mask)
         if frozen_decoder:
             weights = {name: w.detach() for name, w in self.action_decoder.named_parameters()}
-            logits = torch.func.functional_call(self.action_decoder, weights, (states, z, memory_mask))
+            logits = torch.func.functional_call(self.action_decoder, weights, (states, z, memory_mask, steps))
         else:
-            logits = self.action_decoder.logits(states, z, memory_mask)
-        return sequence_log_likelihood(logits, actions, mask)
+            logits = self.action_decoder.logits(states, z, memory_mask, steps)
+        return real_positions_log_likelihood(logits, actions, steps)
 
     def _instruction_log_likelihood(self, z, input_ids, attention_mask) -> torch.Tensor:
-        """log p(y | z) = sum_l log p(y_l | z, y_<l) (Sec. 3.1), teacher forced."""
+        """log p(y | z) = sum_l log p(y_l | z, y_<l) (Sec. 3.1), teacher forced on the real tokens only."""
         memory_mask = torch.ones(z.shape[:2], dtype=torch.bool, device=z.device)
-        logits = self.instruction_decoder(input_ids[:, :-1], z, memory_mask)
-        return sequence_log_likelihood(logits, input_ids[:, 1:], attention_mask[:, 1:])
+        tokens = RealPositions(attention_mask[:, 1:])
+        logits = self.instruction_decoder(input_ids[:, :-1], z, memory_mask, positions=tokens)
+        return real_positions_log_likelihood(logits, input_ids[:, 1:], tokens)
 
     # ------------------------------------------------------------- forward
     def forward(
@@ -237,7 +240,7 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         mean_y, logvar_y = self.instruction_posterior_params(input_ids, attention_mask)
         z_tau, z_y = reparameterize(mean_tau, logvar_tau), reparameterize(mean_y, logvar_y)
         # h'_t does not depend on z: one LSTM pass serves A_1, C_2 and the unpaired A_1.
-        states = self.action_decoder.states(features, actions)
+        states = self.action_decoder.states(features, actions, trajectory_mask)
 
         p = slice(0, num_paired)
         if unpaired_actions is not None and not self.config.unpaired_trains_action_decoder:

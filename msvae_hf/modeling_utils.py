@@ -181,7 +181,8 @@ class FollowerMixin:
         """Teacher-forced log p(a | y, o) = sum_t log p(a_t | y, o_1:t, a_1:t-1) (Eq. 5 with the instruction
         memory): (log-likelihood [B], logits [B, T, A])."""
         memory, memory_mask = self.instruction_memory(input_ids, attention_mask)
-        states = self.action_decoder.states(self.frame_features(observations, directions, trajectory_mask), actions)
+        features = self.frame_features(observations, directions, trajectory_mask)
+        states = self.action_decoder.states(features, actions, trajectory_mask)
         logits = self.action_decoder.logits(states, memory, memory_mask)
         return sequence_log_likelihood(logits, actions, trajectory_mask), logits
 

@@ -390,8 +390,8 @@ def test_own_trajectory_observation_encoder(tok: MSVAETokenizer, tmp_path: Path)
     def paths():
         with torch.no_grad():
             speaker_memory = model.trajectory_memory(*trajectory)[0]
-            states = model.action_decoder.states(
-                model.frame_features(*trajectory[:2], batch["trajectory_mask"]), batch["actions"])
+            features = model.frame_features(*trajectory[:2], batch["trajectory_mask"])
+            states = model.action_decoder.states(features, batch["actions"], batch["trajectory_mask"])
             follower_memory = model.instruction_memory(batch["input_ids"], batch["attention_mask"])[0]
             every_token = torch.ones(follower_memory.shape[:2], dtype=torch.bool)
             logits = model.action_decoder.logits(states, follower_memory, every_token)

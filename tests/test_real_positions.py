@@ -1,0 +1,180 @@
+"""Layers that skip padding give what the padded computation gives.
+
+Training runs the action decoder's LSTM packed, its head, the instruction decoder's position-wise layers and
+the bottleneck attention's key/value projections on the real positions only (``modules.RealPositions``).
+Each is compared here with the padded computation the model used before (``nn.LSTM`` over the whole padded
+batch, ``nn.MultiheadAttention``, every decoder layer on [B, L]), and the whole MS-VAE objective, every term
+and every gradient, with :func:`padded_reference`, the previous forward written out on the padded batch.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_model import TERMS, build, pad_more, real_batch, tiny_kwargs, unpaired
+
+import msvae_hf.modeling_msvae as modeling_msvae
+from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel
+from msvae_hf.losses import (
+    domain_distance,
+    kl_to_prior,
+    msvae_loss,
+    paired_elbo,
+    reparameterize,
+    sequence_log_likelihood,
+    unpaired_elbo,
+)
+from msvae_hf.modules import RealPositions
+from msvae_hf.tokenization_msvae import MSVAETokenizer
+
+LENGTHS = (5, 2, 4, 3, 7, 1)
+
+
+@pytest.fixture(scope="module")
+def tok() -> MSVAETokenizer:
+    return MSVAETokenizer.from_grammar()
+
+
+def test_real_positions_round_trip_and_row_sums() -> None:
+    mask = torch.tensor([[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    x = torch.randn(3, 4, 5)
+    positions = RealPositions(mask)
+    real = positions.gather(x)
+    assert real.shape == (7, 5)
+    torch.testing.assert_close(real, x[mask], rtol=0, atol=0)
+    torch.testing.assert_close(positions.scatter(real), x * mask.unsqueeze(-1), rtol=0, atol=0)
+    values = torch.arange(7.0)
+    torch.testing.assert_close(positions.sum_rows(values), torch.tensor([0.0 + 1, 2, 3 + 4 + 5 + 6]))
+
+
+def padded_bottleneck(module, states: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bottleneck attention as ``nn.MultiheadAttention`` computes it over the padded keys."""
+    keys = module.key_proj(states)
+    queries = module.queries.unsqueeze(0).expand(states.shape[0], -1, -1)
+    tokens, _ = module.attention(queries, keys, keys, key_padding_mask=~mask.bool(), need_weights=False)
+    return module.to_mean(tokens), module.to_logvar(tokens).clamp(-10.0, 10.0)
+
+
+def padded_action_log_likelihood(model, frame_features, actions, memory, mask) -> torch.Tensor:
+    """log p(a | memory, o) with the LSTM over the whole padded batch and the head at every position."""
+    decoder = model.action_decoder
+    x = torch.cat([frame_features, decoder.action_embedding(decoder.previous_actions(actions))], dim=-1)
+    states, _ = decoder.lstm(x)
+    memory_mask = torch.ones(memory.shape[:2], dtype=torch.bool)
+    logits = decoder.head(torch.cat([decoder.attention(states, memory, memory_mask), states], dim=-1))
+    return sequence_log_likelihood(logits, actions, mask)
+
+
+def padded_reference(model: MSVAEModel, batch: dict, extra: dict) -> dict[str, torch.Tensor]:
+    """The MS-VAE objective (Eq. 9, 3, 10) on the padded batches, every layer at every position."""
+    num_paired = batch["actions"].shape[0]
+    trajectory = modeling_msvae._concat_padded(
+        tuple(batch[k] for k in ("observations", "directions", "actions", "trajectory_mask")),
+        tuple(extra[k] for k in ("observations", "directions", "actions", "trajectory_mask")),
+    )
+    obs, dirs, actions, mask = trajectory[0], trajectory[1], trajectory[2].long(), trajectory[3].bool()
+    features = model.frame_features(obs, dirs, mask)
+    mean_tau, logvar_tau = padded_bottleneck(
+        model.trajectory_posterior, model.trajectory_encoder(features, actions, mask), mask)
+    ids, ids_mask = batch["input_ids"], batch["attention_mask"].bool()
+    mean_y, logvar_y = padded_bottleneck(model.instruction_posterior, model.instruction_encoder(ids, ids_mask)[0],
+                                         ids_mask)
+    z_tau, z_y = reparameterize(mean_tau, logvar_tau), reparameterize(mean_y, logvar_y)
+    p, u = slice(0, num_paired), slice(num_paired, None)
+
+    def instruction_ll(z: torch.Tensor) -> torch.Tensor:
+        logits = model.instruction_decoder(ids[:, :-1], z, torch.ones(z.shape[:2], dtype=torch.bool))
+        return sequence_log_likelihood(logits, ids[:, 1:], batch["attention_mask"][:, 1:])
+
+    a_1_all = padded_action_log_likelihood(model, features, actions, z_tau, mask)
+    b_1_all = -kl_to_prior(mean_tau, logvar_tau, model.prior, z_tau)
+    terms = {
+        "a_1": a_1_all[p], "b_1": b_1_all[p],
+        "c_2": padded_action_log_likelihood(model, features[p], actions[p], z_y, mask[p]),
+        "a_2": instruction_ll(z_y), "c_1": instruction_ll(z_tau[p]),
+        "b_2": -kl_to_prior(mean_y, logvar_y, model.prior, z_y),
+    }
+    betas = model.config.betas
+    terms["j_bar"] = paired_elbo((terms["a_1"], terms["a_2"]), (terms["b_1"], terms["b_2"]),
+                                 (terms["c_1"], terms["c_2"]), betas)
+    terms["v"] = unpaired_elbo(a_1_all[u], b_1_all[u], betas[0])
+    terms["domain_distance"] = domain_distance(mean_tau[p], mean_tau[u], model.config.swd_projections,
+                                               model.config.swd_p)
+    terms["loss"] = msvae_loss(terms["j_bar"], terms["v"], terms["domain_distance"], model.config.gamma,
+                               model.config.alpha)
+    return terms
+
+
+@pytest.mark.parametrize("prior", ["autoregressive", "normal"])
+def test_msvae_objective_and_gradients_equal_the_padded_computation(tok: MSVAETokenizer, prior: str) -> None:
+    """Every term of Eq. 10 and every parameter's gradient, against :func:`padded_reference` (same noise),
+    on batches with extra padding at the end of both axes."""
+    model = build("msvae", tok, prior=prior, gamma=0.7, alpha=2.0).train()
+    batch = pad_more(real_batch(tok, LENGTHS))
+    extra = pad_more(real_batch(tok, (8, 3, 6), seed=1), seed=1)
+
+    def run(forward) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(5)  # the same reparameterisation noise and projections for both
+        terms = forward()
+        terms["loss"].backward()
+        return terms, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    ours, ours_grads = run(lambda: model(**batch, **unpaired(extra), reduction="none"))
+    ref, ref_grads = run(lambda: padded_reference(model, batch, extra))
+    for name in (*TERMS, "v", "domain_distance", "loss"):
+        torch.testing.assert_close(ours[name], ref[name], rtol=1e-5, atol=1e-5, msg=name)
+    assert ours_grads.keys() == ref_grads.keys() and len(ours_grads) == len(list(model.parameters()))
+    for name, grad in ref_grads.items():
+        torch.testing.assert_close(ours_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_follower_log_likelihood_equals_the_padded_lstm(tok: MSVAETokenizer) -> None:
+    """The baseline follower's packed LSTM gives the padded LSTM's likelihood, with garbage in the padding."""
+    torch.manual_seed(0)
+    model = FollowerModel(FollowerConfig(**tiny_kwargs(tok))).eval()
+    batch = pad_more(real_batch(tok, LENGTHS))
+    with torch.no_grad():
+        ours = model(**batch, reduction="none").log_likelihood
+        memory, memory_mask = model.instruction_memory(batch["input_ids"], batch["attention_mask"])
+        features = model.frame_features(batch["observations"], batch["directions"], batch["trajectory_mask"])
+        decoder = model.action_decoder
+        x = torch.cat([features, decoder.action_embedding(decoder.previous_actions(batch["actions"]))], dim=-1)
+        states, _ = decoder.lstm(x)
+        logits = decoder.logits(states, memory, memory_mask)
+        ref = sequence_log_likelihood(logits, batch["actions"], batch["trajectory_mask"])
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_decoder_at_real_positions_equals_the_padded_decoder(tok: MSVAETokenizer) -> None:
+    """Teacher-forced logits at the real tokens, with and without ``positions``."""
+    model = build("msvae", tok)
+    batch = pad_more(real_batch(tok, LENGTHS))
+    z = torch.randn(len(LENGTHS), model.config.num_latent_tokens, model.config.latent_dim)
+    memory_mask = torch.ones(z.shape[:2], dtype=torch.bool)
+    tokens = RealPositions(batch["attention_mask"])
+    with torch.no_grad():
+        padded = model.instruction_decoder(batch["input_ids"], z, memory_mask)
+        real = model.instruction_decoder(batch["input_ids"], z, memory_mask, positions=tokens)
+    assert real.shape == (int(batch["attention_mask"].sum()), len(tok))
+    torch.testing.assert_close(real, padded[batch["attention_mask"].bool()], rtol=1e-5, atol=1e-5)
+
+
+def test_bottleneck_attention_equals_multihead_attention(tok: MSVAETokenizer) -> None:
+    model = build("msvae", tok, num_latent_tokens=3)
+    states = torch.randn(4, 6, model.config.hidden_size)
+    mask = torch.tensor([[1] * 6, [1, 1, 0, 0, 0, 0], [1] * 3 + [0] * 3, [1] + [0] * 5], dtype=torch.bool)
+    states[~mask] = 1e3  # garbage on padding
+    with torch.no_grad():
+        ours = model.trajectory_posterior(states, mask)
+        ref = padded_bottleneck(model.trajectory_posterior, states, mask)
+    for a, b in zip(ours, ref):
+        assert a.shape == (4, 3, model.config.latent_dim)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_state_dict_keeps_the_multihead_attention_names(tok: MSVAETokenizer) -> None:
+    """The state dict keeps nn.MultiheadAttention's names, so earlier checkpoints load."""
+    names = set(MSVAEModel(MSVAEConfig(**tiny_kwargs(tok))).state_dict())
+    assert {"trajectory_posterior.attention.in_proj_weight", "trajectory_posterior.attention.out_proj.weight",
+            "instruction_posterior.attention.in_proj_bias"} <= names
