@@ -11,15 +11,12 @@ import torch
 import torch.nn.functional as F
 
 
-def sequence_log_likelihood(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """log p(x | z) = sum_t log p(x_t | ...) over real positions: logits [B, S, V], targets/mask [B, S] -> [B]."""
-    logp = -F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")
-    return (logp * mask.to(logp.dtype)).sum(dim=1)
+def sequence_log_likelihood(logits: torch.Tensor, targets: torch.Tensor, positions) -> torch.Tensor:
+    """log p(x | z) = sum_t log p(x_t | ...) over the real positions of each sequence -> [B].
 
-
-def real_positions_log_likelihood(logits: torch.Tensor, targets: torch.Tensor, positions) -> torch.Tensor:
-    """:func:`sequence_log_likelihood` with logits at the real positions only: logits [N, V], targets [B, S]
-    and ``positions`` (a :class:`~msvae_hf.modules.RealPositions` of the [B, S] mask) -> [B]."""
+    ``positions`` (a :class:`~msvae_hf.modules.RealPositions` of the [B, S] mask) names the real positions,
+    ``logits`` [N, V] are theirs only (the layers skip padding) and ``targets`` [B, S] are padded.
+    """
     logp = -F.cross_entropy(logits.float(), positions.gather(targets), reduction="none")
     return positions.sum_rows(logp)
 

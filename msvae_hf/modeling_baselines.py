@@ -37,7 +37,7 @@ class FollowerOutput(ModelOutput):
     log_likelihood (`torch.FloatTensor` of shape `(batch_size,)`):
         log p(a | y, o) per trajectory, summed over its real steps (padding excluded). Always returned.
     logits (`torch.FloatTensor` of shape `(batch_size, num_steps, num_actions)`):
-        Teacher-forced action scores (before softmax) at every step; padded steps hold values to ignore.
+        Teacher-forced action scores (before softmax) at every step; zeros at padded steps.
         Always returned.
     """
 
@@ -60,7 +60,7 @@ class SpeakerOutput(ModelOutput):
     logits (`torch.FloatTensor` of shape `(batch_size, sequence_length, vocab_size)`):
         Token scores (before softmax). With `attention_mask` (teacher forcing) `sequence_length` is the
         instruction length minus one (the scores of tokens 2..L); without it (a `generate()` step) it is the
-        number of new tokens in `input_ids`. Always returned.
+        number of new tokens in `input_ids`. Zeros at padded positions. Always returned.
     cache (`transformers.Cache`):
         The instruction decoder's self-attention keys and values of the tokens decoded so far, updated in place.
         Returned only by a decoding step (no `attention_mask`), as the `cache` that was passed in.

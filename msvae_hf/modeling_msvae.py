@@ -27,8 +27,8 @@ from .losses import (
     kl_to_prior,
     msvae_loss,
     paired_elbo,
-    real_positions_log_likelihood,
     reparameterize,
+    sequence_log_likelihood,
     unpaired_elbo,
 )
 from .modeling_baselines import FollowerModel, SpeakerModel
@@ -187,14 +187,12 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
             logits = torch.func.functional_call(self.action_decoder, weights, (states, z, memory_mask, steps))
         else:
             logits = self.action_decoder.logits(states, z, memory_mask, steps)
-        return real_positions_log_likelihood(logits, actions, steps)
+        return sequence_log_likelihood(logits, actions, steps)
 
     def _instruction_log_likelihood(self, z, input_ids, attention_mask) -> torch.Tensor:
-        """log p(y | z) = sum_l log p(y_l | z, y_<l) (Sec. 3.1), teacher forced on the real tokens only."""
+        """log p(y | z) = sum_l log p(y_l | z, y_<l) (Sec. 3.1), teacher forced."""
         memory_mask = torch.ones(z.shape[:2], dtype=torch.bool, device=z.device)
-        tokens = RealPositions(attention_mask[:, 1:])
-        logits = self.instruction_decoder(input_ids[:, :-1], z, memory_mask, positions=tokens)
-        return real_positions_log_likelihood(logits, input_ids[:, 1:], tokens)
+        return self.instruction_log_likelihood(input_ids, attention_mask, z, memory_mask)[0]
 
     # ------------------------------------------------------------- forward
     def forward(

@@ -21,7 +21,7 @@ from transformers import initialization as init
 
 from .configuration_msvae import MSVAEConfig
 from .losses import sequence_log_likelihood
-from .modules import BottleneckAttention, ObservationEncoder, masked_scatter_frames
+from .modules import BottleneckAttention, ObservationEncoder, RealPositions, masked_scatter_frames
 
 
 class MSVAEPreTrainedModel(PreTrainedModel):
@@ -179,12 +179,14 @@ class FollowerMixin:
 
     def action_log_likelihood(self, input_ids, attention_mask, observations, directions, actions, trajectory_mask):
         """Teacher-forced log p(a | y, o) = sum_t log p(a_t | y, o_1:t, a_1:t-1) (Eq. 5 with the instruction
-        memory): (log-likelihood [B], logits [B, T, A])."""
+        memory): (log-likelihood [B], logits [B, T, A], zeros at padded steps). The decoder runs on the real
+        steps only."""
         memory, memory_mask = self.instruction_memory(input_ids, attention_mask)
         features = self.frame_features(observations, directions, trajectory_mask)
         states = self.action_decoder.states(features, actions, trajectory_mask)
-        logits = self.action_decoder.logits(states, memory, memory_mask)
-        return sequence_log_likelihood(logits, actions, trajectory_mask), logits
+        steps = RealPositions(trajectory_mask)
+        logits = self.action_decoder.logits(states, memory, memory_mask, steps)
+        return sequence_log_likelihood(logits, actions, steps), steps.scatter(logits)
 
     def policy(self, tokenizer=None, greedy: bool = True, seed: int | None = None) -> FollowerPolicy:
         """A :class:`~msvae_hf.rollout.RolloutPolicy` for online control (reset / act with recurrent state)."""
@@ -289,9 +291,13 @@ class SpeakerMixin:
         return self.instruction_decoder(input_ids, memory, memory_mask, cache=cache)
 
     def instruction_log_likelihood(self, input_ids, attention_mask, memory, memory_mask):
-        """Teacher-forced log p(y | memory) summed over tokens after <bos>: (log-likelihood [B], logits)."""
-        logits = self.decode_instruction(input_ids[:, :-1], memory, memory_mask)
-        return sequence_log_likelihood(logits, input_ids[:, 1:], attention_mask[:, 1:]), logits
+        """Teacher-forced log p(y | memory) summed over tokens after <bos>: (log-likelihood [B], logits
+        [B, L - 1, vocab], zeros at padded positions). The decoder's position-wise layers run on the real
+        tokens only."""
+        self.check_input_ids(input_ids)
+        tokens = RealPositions(attention_mask[:, 1:])
+        logits = self.instruction_decoder(input_ids[:, :-1], memory, memory_mask, positions=tokens)
+        return sequence_log_likelihood(logits, input_ids[:, 1:], tokens), tokens.scatter(logits)
 
     def prepare_inputs_for_generation(self, input_ids, cache=None, memory=None, memory_mask=None, **kwargs):
         """Feed only the tokens the cache has not seen, with the trajectory memory (expanded per beam)."""

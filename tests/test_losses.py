@@ -23,7 +23,7 @@ from msvae_hf.losses import (
     sliced_wasserstein,
     unpaired_elbo,
 )
-from msvae_hf.modules import LatentPrior
+from msvae_hf.modules import LatentPrior, RealPositions
 
 TINY = dict(hidden_size=32, latent_dim=8, prior_hidden_size=16, decoder_heads=4)
 
@@ -150,11 +150,13 @@ def test_domain_distance_sums_per_token() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ ELBOs
-def test_sequence_log_likelihood_masks_padding() -> None:
-    logits = torch.log(torch.tensor([[[0.5, 0.5], [0.25, 0.75], [0.9, 0.1]]]))
-    targets, mask = torch.tensor([[0, 1, 1]]), torch.tensor([[1, 1, 0]])
-    expected = np.log(0.5) + np.log(0.75)
-    assert float(sequence_log_likelihood(logits, targets, mask)) == pytest.approx(expected, rel=1e-6)
+def test_sequence_log_likelihood_sums_the_real_positions_of_each_row() -> None:
+    """Two rows, [0.5, 0.5] then [0.25, 0.75] (the third step padding), and one real step of [0.9, 0.1]."""
+    targets, mask = torch.tensor([[0, 1, 1], [1, 0, 0]]), torch.tensor([[1, 1, 0], [1, 0, 0]])
+    logits = torch.log(torch.tensor([[0.5, 0.5], [0.25, 0.75], [0.9, 0.1]]))  # the 3 real positions, row-major
+    expected = [np.log(0.5) + np.log(0.75), np.log(0.1)]
+    got = sequence_log_likelihood(logits, targets, RealPositions(mask))
+    assert got.tolist() == pytest.approx(expected, rel=1e-6)
 
 
 def test_paired_elbo_eq9_closed_form() -> None:

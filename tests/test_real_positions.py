@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from test_model import TERMS, build, pad_more, real_batch, tiny_kwargs, unpaired
 
 import msvae_hf.modeling_msvae as modeling_msvae
@@ -21,7 +22,6 @@ from msvae_hf.losses import (
     msvae_loss,
     paired_elbo,
     reparameterize,
-    sequence_log_likelihood,
     unpaired_elbo,
 )
 from msvae_hf.modules import RealPositions
@@ -47,6 +47,12 @@ def test_real_positions_round_trip_and_row_sums() -> None:
     torch.testing.assert_close(positions.sum_rows(values), torch.tensor([0.0 + 1, 2, 3 + 4 + 5 + 6]))
 
 
+def padded_log_likelihood(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """log-likelihood per sequence from padded logits [B, S, V], padding masked out."""
+    logp = -F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+    return (logp * mask.to(logp.dtype)).sum(dim=1)
+
+
 def padded_bottleneck(module, states: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Bottleneck attention as ``nn.MultiheadAttention`` computes it over the padded keys."""
     keys = module.key_proj(states)
@@ -62,7 +68,7 @@ def padded_action_log_likelihood(model, frame_features, actions, memory, mask) -
     states, _ = decoder.lstm(x)
     memory_mask = torch.ones(memory.shape[:2], dtype=torch.bool)
     logits = decoder.head(torch.cat([decoder.attention(states, memory, memory_mask), states], dim=-1))
-    return sequence_log_likelihood(logits, actions, mask)
+    return padded_log_likelihood(logits, actions, mask)
 
 
 def padded_reference(model: MSVAEModel, batch: dict, extra: dict) -> dict[str, torch.Tensor]:
@@ -84,7 +90,7 @@ def padded_reference(model: MSVAEModel, batch: dict, extra: dict) -> dict[str, t
 
     def instruction_ll(z: torch.Tensor) -> torch.Tensor:
         logits = model.instruction_decoder(ids[:, :-1], z, torch.ones(z.shape[:2], dtype=torch.bool))
-        return sequence_log_likelihood(logits, ids[:, 1:], batch["attention_mask"][:, 1:])
+        return padded_log_likelihood(logits, ids[:, 1:], batch["attention_mask"][:, 1:])
 
     a_1_all = padded_action_log_likelihood(model, features, actions, z_tau, mask)
     b_1_all = -kl_to_prior(mean_tau, logvar_tau, model.prior, z_tau)
@@ -142,7 +148,7 @@ def test_follower_log_likelihood_equals_the_padded_lstm(tok: MSVAETokenizer) -> 
         x = torch.cat([features, decoder.action_embedding(decoder.previous_actions(batch["actions"]))], dim=-1)
         states, _ = decoder.lstm(x)
         logits = decoder.logits(states, memory, memory_mask)
-        ref = sequence_log_likelihood(logits, batch["actions"], batch["trajectory_mask"])
+        ref = padded_log_likelihood(logits, batch["actions"], batch["trajectory_mask"])
     torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
 
 
