@@ -22,6 +22,7 @@ batch sampler, checkpoints, evaluation, then :func:`train`.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import math
@@ -183,6 +184,45 @@ def read_config_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str
         raise ValueError(f"base in {path} must be the path of another config file, got {base!r}")
     inherited = read_config_file(path.parent / base, (*_seen, path.resolve()))
     return {**inherited, **values, "model": {**inherited["model"], **values["model"]}}
+
+
+def train_arg_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The training scripts' parser: ``--config`` and one flag per TrainConfig field (``--max-updates``);
+    ``--model.KEY VALUE`` flags are read by :func:`parse_train_args`."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="YAML or JSON file of TrainConfig fields")
+    for f in dataclasses.fields(TrainConfig):
+        if f.name == "model":
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            parser.add_argument(flag, dest=f.name, action="store_true", default=None)
+        elif is_text_field(f):  # as typed: YAML would read `--mixed-precision no` as False
+            parser.add_argument(flag, dest=f.name, type=str, default=None)
+        else:
+            parser.add_argument(flag, dest=f.name, type=parse_yaml, default=None)
+    return parser
+
+
+def parse_train_args(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """(the parsed flags, the TrainConfig overrides they give): values are YAML (``--model.gamma 0`` is a
+    number), ``--model.KEY VALUE`` reaches the model config, and an unknown flag is the parser's error."""
+    args, rest = parser.parse_known_args(argv)
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    i = 0
+    while i < len(rest):
+        key = rest[i]
+        if not key.startswith("--model.") or i + 1 >= len(rest):
+            parser.error(f"unrecognized argument: {key}")
+        name, _, inline = key[2:].partition("=")
+        if inline:
+            overrides[name] = parse_yaml(inline)
+            i += 1
+        else:
+            overrides[name] = parse_yaml(rest[i + 1])
+            i += 2
+    return args, overrides
 
 
 def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
@@ -527,12 +567,13 @@ def _broadcast(state: dict, accelerator: Accelerator) -> dict:
 
 
 def final_evaluation(
-    cfg: TrainConfig, state: dict, level: str, test: Any, device: torch.device | str = "cpu"
+    cfg: TrainConfig, state: dict, level: str, test: Any, device: torch.device | str = "cpu",
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``best/`` on the test seeds (SR) and the speaker checkpoint on the test split (BLEU).
 
     The speaker checkpoint is ``best_speaker/`` for MS-VAE and ``best/`` otherwise; both run on ``device``
-    (the training device); writes ``results.json``.
+    (the training device); writes ``results.json`` (with ``extra``'s keys added).
     """
     model_cls = MODEL_TYPES[cfg.model_type][0]
     best = Path(cfg.output_dir) / "best"
@@ -540,7 +581,7 @@ def final_evaluation(
     results: dict[str, Any] = {
         "model_type": cfg.model_type, "level": level, "seed": cfg.seed, "updates": state["step"],
         "wall_time_s": round(state["wall_time"], 1), **provenance(device),
-        "best": state["best"], "history": state["history"],
+        "best": state["best"], "history": state["history"], **(extra or {}),
     }
     if state.get("best_speaker"):
         results["best_speaker"] = state["best_speaker"]

@@ -11,43 +11,17 @@ is an error that names it.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import shlex
 import sys
 
 import yaml
 
-from msvae_hf.training import TrainConfig, is_text_field, load_config, parse_yaml, train
+from msvae_hf.training import load_config, parse_train_args, train, train_arg_parser
 
 
 def parse_args(argv: list[str]) -> tuple[str | None, dict]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", help="YAML or JSON file of TrainConfig fields")
-    for f in dataclasses.fields(TrainConfig):
-        if f.name == "model":
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in ("bool", bool):
-            parser.add_argument(flag, dest=f.name, action="store_true", default=None)
-        elif is_text_field(f):  # as typed: YAML would read `--mixed-precision no` as False
-            parser.add_argument(flag, dest=f.name, type=str, default=None)
-        else:
-            parser.add_argument(flag, dest=f.name, type=parse_yaml, default=None)
-    args, rest = parser.parse_known_args(argv)
-    overrides = {k: v for k, v in vars(args).items() if k != "config" and v is not None}
-    i = 0
-    while i < len(rest):
-        key = rest[i]
-        if not key.startswith("--model.") or i + 1 >= len(rest):
-            parser.error(f"unrecognized argument: {key}")
-        name, _, inline = key[2:].partition("=")
-        if inline:
-            overrides[name] = parse_yaml(inline)
-            i += 1
-        else:
-            overrides[name] = parse_yaml(rest[i + 1])
-            i += 2
+    """(config path, TrainConfig overrides) from the command line."""
+    args, overrides = parse_train_args(train_arg_parser(__doc__), argv)
     return args.config, overrides
 
 
