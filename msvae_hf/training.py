@@ -486,8 +486,9 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     if cfg.model_type == "msvae" and unpaired is not None and len(unpaired) and raw_model.config.uses_unpaired:
         unpaired_sampler = StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, world, cfg.seed, stream=1)
 
+    commit = provenance()["commit"]  # the code that trains; final_evaluation may run under a later one
     state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,
-             "wall_time": 0.0}
+             "wall_time": 0.0, "commits": [commit]}
     if cfg.resume:
         last = existing[-1]
         saved = json.loads((last / "train_state.json").read_text())
@@ -495,6 +496,7 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
             raise ValueError(f"checkpoint {last} is a {saved.get('model_type')!r} run, not {cfg.model_type!r}")
         accelerator.load_state(str(last))
         state = saved
+        state.setdefault("commits", []).append(commit)
     accelerator.init_trackers("tb", config={k: v for k, v in dataclasses.asdict(cfg).items()
                                             if isinstance(v, (int, float, str, bool))})
     if accelerator.is_main_process:
@@ -583,6 +585,8 @@ def final_evaluation(
         "wall_time_s": round(state["wall_time"], 1), **provenance(device),
         "best": state["best"], "history": state["history"], **(extra or {}),
     }
+    if state.get("commits"):  # the commit each start or resume trained with; "commit" is the first
+        results["commit"], results["training_commits"] = state["commits"][0], state["commits"]
     if state.get("best_speaker"):
         results["best_speaker"] = state["best_speaker"]
     srs = [h["valid/success_rate"] for h in state["history"] if "valid/success_rate" in h]

@@ -38,6 +38,7 @@ from .training import (
     checkpoint_dirs,
     final_evaluation,
     load_training_data,
+    provenance,
     retain_freed_memory,
     save_best,
     selections,
@@ -113,7 +114,8 @@ def train_stacked(cfgs: Sequence[TrainConfig], stack_dir: str | Path, command: s
                  StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, 1, run.seed, stream=1))
                 for run in cfgs]
 
-    state: dict[str, Any] = {"step": 0, "wall_time": 0.0, "seeds": [c.seed for c in cfgs],
+    commit = provenance()["commit"]
+    state: dict[str, Any] = {"step": 0, "wall_time": 0.0, "seeds": [c.seed for c in cfgs], "commits": [commit],
                              "runs": [{"history": [], "best": None, "best_speaker": None} for _ in cfgs]}
     if cfg.resume:
         last = existing[-1]
@@ -121,6 +123,7 @@ def train_stacked(cfgs: Sequence[TrainConfig], stack_dir: str | Path, command: s
         state = json.loads((last / "train_state.json").read_text())
         if state["seeds"] != [c.seed for c in cfgs]:
             raise ValueError(f"checkpoint {last} holds the seeds {state['seeds']}, not {[c.seed for c in cfgs]}")
+        state["commits"].append(commit)
         stacked.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         for generator, generator_state in zip(generators, saved["generators"]):
@@ -182,7 +185,8 @@ def train_stacked(cfgs: Sequence[TrainConfig], stack_dir: str | Path, command: s
         writer.close()
     results = []
     for r, run in enumerate(cfgs):
-        run_state = {"step": state["step"], "wall_time": state["wall_time"], **state["runs"][r]}
+        run_state = {"step": state["step"], "wall_time": state["wall_time"], "commits": state["commits"],
+                     **state["runs"][r]}
         stacked_info = {"runs": len(cfgs), "seeds": state["seeds"], "stack_dir": str(stack_dir)}
         results.append(final_evaluation(run, run_state, level, test, device=device, extra={"stacked": stacked_info}))
     return results

@@ -355,6 +355,9 @@ def test_kill_and_resume_is_bit_identical(tiny_demos, tmp_path):
     commands = (broken / "command.txt").read_text().splitlines()  # the start and the resume, for the card
     assert len(commands) == 2 and commands[0].startswith("python ") and "scripts/train.py" in commands[0]
     assert "--max-updates 8" in commands[0] and commands[1].endswith("--resume")
+    # the commit of each start: the first is the run's commit, whatever the code is at the final evaluation
+    assert len(hist_b["training_commits"]) == 2 and hist_b["commit"] == hist_b["training_commits"][0]
+    assert hist_a["training_commits"] == [hist_a["commit"]]
 
 
 # ---------------------------------------------------------------------------------------------- evaluation, bf16
