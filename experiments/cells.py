@@ -144,6 +144,8 @@ class Cell:
     """for a training cell, its run folder: resumed where it holds a checkpoint"""
     question: str = "tables"
     """the key in :data:`QUESTIONS` of what this cell helps answer"""
+    members: tuple[tuple[str, Path], ...] = ()
+    """for seeds trained as one stack: the (cell name, run folder) of each seed's training cell"""
 
 
 def level_rows(level: str) -> dict[str, Row]:

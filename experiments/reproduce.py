@@ -9,6 +9,10 @@
 Without ``--seeds`` each row runs on the seeds the study ran it on (experiments/cells.py); with them, every
 row on those seeds (and seed 0).
 
+With ``--stack`` the unfinished seeds of each MS-VAE row that trains on unpaired data (V or D') run as one
+cell, ``scripts/train_stacked.py``: one stacked model on one device, the GPU's layout; each seed's folder gets
+what its own cell would write, and the stack's checkpoints go to ``runs/<level>/stacks/<row>_seeds<...>``.
+
 A training cell whose run folder holds a checkpoint continues with ``--resume`` (bit-identical to an
 uninterrupted run); a folder with neither a checkpoint nor ``results.json`` (a start killed before its first
 checkpoint) is started again. A finished run's record goes to ``results/<level>/runs/<run>.json`` (config,
@@ -31,7 +35,8 @@ from pathlib import Path
 
 from cells import Cell, level_cells
 
-from msvae_hf.training import checkpoint_dirs
+from msvae_hf.configuration_msvae import MSVAEConfig
+from msvae_hf.training import checkpoint_dirs, load_config
 
 
 def run_record(run: Path) -> dict:
@@ -54,14 +59,71 @@ def save_record(level: str, run: Path, results_root: Path = Path("results")) -> 
 
 def prepare(cell: Cell, dry_run: bool = False) -> list[str]:
     """The command to run now: with ``--resume`` where the run folder holds a checkpoint. A run folder without
-    one (a start killed before its first checkpoint) is removed, unless ``dry_run``."""
+    one (a start killed before its first checkpoint) is removed, unless ``dry_run``; for a stack, its seeds'
+    folders too."""
     command = list(cell.command)
-    if cell.run_dir is not None and cell.run_dir.exists():
-        if checkpoint_dirs(cell.run_dir):
-            command.append("--resume")
-        elif not dry_run:
-            shutil.rmtree(cell.run_dir)
+    if cell.run_dir is not None and checkpoint_dirs(cell.run_dir):
+        return [*command, "--resume"]
+    if not dry_run:
+        for folder in (cell.run_dir, *(run for _, run in cell.members)):
+            if folder is not None and folder.exists():
+                shutil.rmtree(folder)
     return command
+
+
+def stackable(cell: Cell) -> tuple[str, int] | None:
+    """(row, seed) of a fresh MS-VAE training cell that trains on unpaired data (its batches are stackable),
+    else None."""
+    command = cell.command
+    if command[:2] != ("python", "scripts/train.py") or "--init-from" in command or cell.run_dir is None:
+        return None
+    if checkpoint_dirs(cell.run_dir):
+        return None
+    cfg = load_config(command[command.index("--config") + 1])
+    if cfg.model_type != "msvae" or not MSVAEConfig(**cfg.model).uses_unpaired:
+        return None
+    row, _, seed = cell.name.partition("/seed")
+    return row, int(seed)
+
+
+def stack_seeds(level: str, cells: list[Cell], todo: list[Cell]) -> tuple[list[Cell], list[Cell]]:
+    """``--stack``: the stackable cells of ``todo`` of each row (two seeds or more) become one cell that
+    trains them together; cells that need one of them then wait for the stack. Returns (cells, todo)."""
+    rows: dict[str, list[tuple[int, Cell]]] = {}
+    for cell in todo:
+        if (found := stackable(cell)) is not None:
+            rows.setdefault(found[0], []).append((found[1], cell))
+    for row, group in rows.items():
+        if len(group) < 2:
+            continue
+        seeds = [str(seed) for seed, _ in group]
+        members = [cell for _, cell in group]
+        shared = [_without_run_flags(c.command) for c in members]
+        if any(other != shared[0] for other in shared):
+            continue  # seeds with other flags: each its own cell
+        names = {c.name for c in members}
+        stack_dir = Path("runs", level, "stacks", f"{row}_seeds{'-'.join(seeds)}")
+        command = ("python", "scripts/train_stacked.py", *shared[0][2:], "--seeds", *seeds,
+                   "--output-dirs", *(str(c.run_dir) for c in members), "--stack-dir", str(stack_dir))
+        needs = tuple(dict.fromkeys(n for c in members for n in c.needs if n not in names))
+        stack = Cell(f"{row}/stack{'-'.join(seeds)}", command, members[-1].output, needs, stack_dir,
+                     members[0].question, tuple((c.name, c.run_dir) for c in members))
+        todo = [stack if c is members[0] else c for c in todo if c.name not in names or c is members[0]]
+        cells = [*cells, stack]
+    return cells, todo
+
+
+def _without_run_flags(command: tuple[str, ...]) -> tuple[str, ...]:
+    """A train.py command without its --seed and --output-dir flags."""
+    out, skip = [], False
+    for arg in command:
+        if skip:
+            skip = False
+        elif arg in ("--seed", "--output-dir"):
+            skip = True
+        else:
+            out.append(arg)
+    return tuple(out)
 
 
 def select(cells: list[Cell], patterns: list[str] | None) -> list[Cell]:
@@ -93,6 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=2, help="cells run at once")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each cell")
     parser.add_argument("--num-proc", type=int, default=2, help="bot processes of the demos cell (same data)")
+    parser.add_argument("--stack", action="store_true",
+                        help="the seeds of each MS-VAE row with unpaired data as one stacked cell (for a GPU)")
     parser.add_argument("--dry-run", action="store_true", help="print the cells that would run, in order")
     args = parser.parse_args(argv)
     try:
@@ -102,8 +166,11 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as err:
         raise SystemExit(f"error: {err}") from err
     todo = [c for c in cells if not c.output.exists()]
+    if args.stack:
+        every, todo = stack_seeds(args.level, every, todo)
+        cells = [*cells, *(c for c in every if c.members)]
     for cell in cells:
-        if cell.output.exists() and cell.run_dir is not None:
+        if cell.output.exists() and cell.run_dir is not None and not cell.members:
             save_record(args.level, cell.run_dir)
     if args.dry_run:
         for cell in todo:
@@ -147,10 +214,11 @@ def schedule(cells: list[Cell], todo: list[Cell], running: dict[str, tuple[subpr
             cell = next(c for c in cells if c.name == name)
             minutes = (time.time() - started) / 60
             if proc.returncode == 0 and cell.output.exists():
-                done.add(name)
+                done.update([name, *(member for member, _ in cell.members)])
                 print(f"done   {name} ({minutes:.1f} min)", flush=True)
-                if cell.run_dir is not None:
-                    save_record(args.level, cell.run_dir)
+                for run in [run for _, run in cell.members] or [cell.run_dir]:
+                    if run is not None:
+                        save_record(args.level, run)
             else:
                 failed.append(name)
                 print(f"FAILED {name} (exit {proc.returncode}; see {logs / (name.replace('/', '_') + '.log')})",
@@ -164,7 +232,7 @@ def schedule(cells: list[Cell], todo: list[Cell], running: dict[str, tuple[subpr
         for cell in ready:
             if cell.output.exists():  # finished meanwhile, e.g. by another driver
                 todo.remove(cell)
-                done.add(cell.name)
+                done.update([cell.name, *(member for member, _ in cell.members)])
                 continue
             if len(running) >= args.jobs:
                 break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -98,3 +99,40 @@ def test_the_stop_handler_is_put_back(tmp_path: Path, monkeypatch) -> None:
     before = signal.getsignal(signal.SIGTERM)
     reproduce.main(["gotoseqlocal"])
     assert signal.getsignal(signal.SIGTERM) is before and Path("a.done").exists()
+
+
+def test_stack_joins_the_seeds_of_each_msvae_row_with_unpaired_data(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").symlink_to(Path(__file__).resolve().parents[2] / "configs")
+    reproduce.main(["gotoseqlocal", "--dry-run", "--stack", "--seeds", "0", "1", "2",
+                    "--cells", "msvae/*", "msvae_paired/*", "msvae_speaker_follower/seed1"])
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert "msvae/stack0-1-2" in lines and not any(name.startswith("msvae/seed") for name in lines)
+    assert lines["msvae/stack0-1-2"] == (
+        "python scripts/train_stacked.py --config configs/gotoseqlocal/msvae.yaml --threads 1 --seeds 0 1 2 "
+        "--output-dirs runs/gotoseqlocal/msvae runs/gotoseqlocal/msvae_seed1 runs/gotoseqlocal/msvae_seed2 "
+        "--stack-dir runs/gotoseqlocal/stacks/msvae_seeds0-1-2")
+    order = list(lines)
+    assert order.index("msvae/stack0-1-2") < order.index("labels/msvae") < order.index("msvae_speaker_follower/seed1")
+    # gamma = alpha = 0: no unpaired batch, so each seed stays its own cell
+    assert {"msvae_paired/seed0", "msvae_paired/seed1", "msvae_paired/seed2"} <= set(lines)
+
+
+def test_a_finished_stack_marks_its_seeds_done(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    members = (("m/seed1", Path("runs/x/m_seed1")), ("m/seed2", Path("runs/x/m_seed2")))
+    code = ("import json, pathlib\nfor d in ['runs/x/m_seed1', 'runs/x/m_seed2']:\n"
+            "    p = pathlib.Path(d); p.mkdir(parents=True)\n"
+            "    (p / 'train_config.json').write_text('{}'); (p / 'results.json').write_text('{\"seed\": 1}')")
+    stack = Cell("m/stack1-2", (sys.executable, "-c", code), Path("runs/x/m_seed2/results.json"),
+                 run_dir=Path("runs/x/stacks/m"), members=members)
+    cells = [stack, stub("after", ("m/seed1", "m/seed2"))]
+    monkeypatch.setattr(reproduce.time, "sleep", lambda s: None)
+    Path("logs").mkdir()
+    failed: list[str] = []
+    reproduce.schedule(cells, list(cells), {}, set(), failed, Path("logs"),
+                       argparse.Namespace(level="gotoseqlocal", jobs=1))
+    out = capsys.readouterr().out
+    assert not failed
+    assert out.index("done   m/stack1-2") < out.index("start  after") and Path("after.done").exists()
+    assert {p.name for p in Path("results/gotoseqlocal/runs").iterdir()} == {"m_seed1.json", "m_seed2.json"}
