@@ -141,3 +141,23 @@ def test_bad_stacks_are_refused(tok: MSVAETokenizer) -> None:
         stacked(paired_only, {})
     with pytest.raises(ValueError, match="one generator per run"):
         stacked.draw_noise(generators(), stack_batches(batches))
+
+
+def test_gradient_clipping_is_each_runs_own(tok: MSVAETokenizer) -> None:
+    """clip_grad_norm_per_run clips each run's gradients as torch.nn.utils.clip_grad_norm_ clips the run's alone."""
+    from msvae_hf.training_stacked import clip_grad_norm_per_run
+
+    runs = models(tok)
+    batches = [run_batches(tok, r) for r in range(len(runs))]
+    stacked = StackedMSVAE(runs)
+    batch = stack_batches(batches)
+    stacked(batch, stacked.draw_noise(generators(), batch)).loss.sum().backward()
+    max_norm = 5.0
+    norms = clip_grad_norm_per_run(stacked, max_norm)
+    for r, (model, run_batch, generator) in enumerate(zip(runs, batches, generators())):
+        alone(model, run_batch, generator).loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        torch.testing.assert_close(norms[r], norm, rtol=1e-4, atol=0)
+        assert float(norm) > max_norm  # the test clips
+        for name, param in model.named_parameters():
+            torch.testing.assert_close(stacked.p(name).grad[r], param.grad, rtol=1e-4, atol=1e-6, msg=name)
