@@ -28,7 +28,7 @@ import torch
 import torch.multiprocessing as mp
 from report import write_report
 from torch.utils.flop_counter import FlopCounterMode
-from train_step import TINY, gemm_peak, synchronize
+from train_step import TINY, as_unpaired, gemm_peak, synchronize
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf import MSVAEConfig, MSVAEModel
@@ -61,8 +61,7 @@ def run_batches(args: argparse.Namespace, tok: MSVAETokenizer, runs: int) -> lis
             p = collate(list(for_loader(paired.select(rows))))
             u = collate([{k: v for k, v in row.items() if k != "instruction"}
                          for row in for_loader(unpaired.select(rows))])
-            batches.append({**p, **{f"unpaired_{k}": v for k, v in u.items()
-                                    if k not in ("input_ids", "attention_mask")}})
+            batches.append({**p, **as_unpaired(u)})
     return batches
 
 

@@ -61,14 +61,15 @@ def load_batches(args: argparse.Namespace, tok: MSVAETokenizer) -> tuple[dict, d
             paired, unpaired = paired.flatten_indices(), unpaired.flatten_indices()
             collate = DemoCollator(tok)
             return (collate(list(for_loader(paired.select(range(args.batch_size))))),
-                    _unpaired(collate(list(for_loader(unpaired.select(range(args.batch_size)))))))
+                    as_unpaired(collate(list(for_loader(unpaired.select(range(args.batch_size)))))))
     collate = DemoCollator(tok)
     n_p, n_u = min(args.batch_size, len(paired)), min(args.batch_size, len(unpaired))
     rows_u = [{k: v for k, v in r.items() if k != "instruction"} for r in for_loader(unpaired.select(range(n_u)))]
-    return collate(list(for_loader(paired.select(range(n_p))))), _unpaired(collate(rows_u))
+    return collate(list(for_loader(paired.select(range(n_p))))), as_unpaired(collate(rows_u))
 
 
-def _unpaired(batch: dict) -> dict:
+def as_unpaired(batch: dict) -> dict:
+    """A collated batch's trajectories under the ``unpaired_`` keys MS-VAE's forward takes."""
     return {f"unpaired_{k}": v for k, v in batch.items() if k not in ("input_ids", "attention_mask")}
 
 

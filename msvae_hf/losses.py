@@ -87,15 +87,23 @@ def sliced_wasserstein(
         raise ValueError(f"sliced_wasserstein needs [N, D] and [M, D] inputs, got {list(x.shape)}, {list(y.shape)}")
     if x.shape[0] == 0 or y.shape[0] == 0:
         raise ValueError("sliced_wasserstein needs at least one sample in each set")
-    x, y = x.float(), y.float()
     theta = torch.randn(x.shape[1], num_projections, generator=generator, device=x.device)
-    theta = theta / theta.norm(dim=0, keepdim=True)
-    px, _ = torch.sort(x @ theta, dim=0)
-    py, _ = torch.sort(y @ theta, dim=0)
-    if px.shape[0] == py.shape[0]:
-        return (px - py).abs().pow(p).mean()
-    ix, iy, widths = _merged_quantile_steps(px.shape[0], py.shape[0], px.device)
-    return ((px[ix] - py[iy]).abs().pow(p) * widths.unsqueeze(1)).sum(dim=0).mean()
+    return projected_wasserstein(x, y, theta, p)
+
+
+def projected_wasserstein(x: torch.Tensor, y: torch.Tensor, theta: torch.Tensor, p: int = 2) -> torch.Tensor:
+    """The mean over projections of W_p^p between x [..., N, D] and y [..., M, D] projected on the columns of
+    theta [..., D, P] (normalised here), batched over the leading dims -> [...]; :func:`sliced_wasserstein`
+    with its random directions drawn."""
+    x, y = x.float(), y.float()
+    theta = theta / theta.norm(dim=-2, keepdim=True)
+    px, _ = torch.sort(x @ theta, dim=-2)
+    py, _ = torch.sort(y @ theta, dim=-2)
+    if px.shape[-2] == py.shape[-2]:
+        return (px - py).abs().pow(p).mean(dim=(-2, -1))
+    ix, iy, widths = _merged_quantile_steps(px.shape[-2], py.shape[-2], px.device)
+    gaps = (px[..., ix, :] - py[..., iy, :]).abs().pow(p) * widths.unsqueeze(1)
+    return gaps.sum(dim=-2).mean(dim=-1)
 
 
 def _merged_quantile_steps(n: int, m: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .losses import _merged_quantile_steps, gaussian_kl, msvae_loss, paired_elbo, unpaired_elbo
+from .losses import gaussian_kl, msvae_loss, paired_elbo, projected_wasserstein, unpaired_elbo
 from .modeling_msvae import MSVAEModel
 
 TRAJECTORY_KEYS = ("observations", "directions", "actions", "trajectory_mask")
@@ -157,7 +157,8 @@ class StackedMSVAE(nn.Module):
         a_1, b_1 = a_1_all[:, p], b_1_all[:, p]
         j_bar = paired_elbo((a_1, a_2), (b_1, b_2), (c_1, c_2), betas)
         v = unpaired_elbo(a_1_all[:, u], b_1_all[:, u], betas[0])
-        d = _sliced_wasserstein_per_token(mean_tau[:, p], mean_tau[:, u], noise["theta"], cfg.swd_p).sum(-1)
+        d = projected_wasserstein(mean_tau[:, p].transpose(1, 2), mean_tau[:, u].transpose(1, 2), noise["theta"],
+                                  cfg.swd_p).sum(-1)  # SW per run and token (App. B), summed over tokens
         loss = torch.stack([msvae_loss(j_bar[r], v[r], d[r], cfg.gamma, cfg.alpha) for r in range(self.num_runs)])
         return StackedOutput(loss=loss, j_bar=j_bar, v=v, domain_distance=d, a_1=a_1, a_2=a_2, b_1=b_1, b_2=b_2,
                              c_1=c_1, c_2=c_2)
@@ -358,19 +359,6 @@ def _masked_log_likelihood(logits: torch.Tensor, targets: torch.Tensor, mask: to
     """sum over real positions of log p(target): logits [R, B, S, V] -> [R, B]."""
     logp = -F.cross_entropy(logits.float().flatten(0, 2), targets.flatten(), reduction="none")
     return (logp.view(targets.shape) * mask.to(logp.dtype)).sum(-1)
-
-
-def _sliced_wasserstein_per_token(x: torch.Tensor, y: torch.Tensor, theta: torch.Tensor, p: int) -> torch.Tensor:
-    """SW_p^p per run and token (App. B; losses.sliced_wasserstein): x [R, B, K, D], y [R, U, K, D], theta
-    [R, K, D, P] (unnormalised) -> [R, K]."""
-    theta = theta / theta.norm(dim=2, keepdim=True)
-    px = torch.sort(x.float().transpose(1, 2) @ theta, dim=2).values  # [R, K, B, P]
-    py = torch.sort(y.float().transpose(1, 2) @ theta, dim=2).values
-    if px.shape[2] == py.shape[2]:
-        return (px - py).abs().pow(p).mean(dim=(2, 3))
-    ix, iy, widths = _merged_quantile_steps(px.shape[2], py.shape[2], px.device)
-    gaps = (px[:, :, ix] - py[:, :, iy]).abs().pow(p) * widths.view(1, 1, -1, 1)
-    return gaps.sum(dim=2).mean(dim=-1)
 
 
 def _cat_time(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:

@@ -411,6 +411,17 @@ def validate(model: Any, cfg: TrainConfig, level: str, valid: Any) -> dict[str, 
     return metrics
 
 
+def keep_best(state: dict, metrics: dict[str, float], step: int, cfg: TrainConfig, model: Any) -> None:
+    """Add a validation to ``state["history"]`` and save ``model`` into each :func:`selections` folder whose
+    metric it improves (``state[folder]`` holds the step and score kept)."""
+    state["history"].append({"step": step, **metrics})
+    for name, metric in selections(cfg).items():
+        score, kept = metrics.get(metric), state.get(name)
+        if score is not None and (kept is None or score > kept["score"]):
+            state[name] = {"step": step, "score": score}
+            save_best(model, cfg.output_dir, name)
+
+
 def primary_metric(cfg: TrainConfig) -> str:
     return "valid/bleu" if cfg.model_type == "speaker" else "valid/success_rate"
 
@@ -538,12 +549,7 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
             if accelerator.is_main_process:
                 metrics = validate(raw_model, cfg, level, valid)
                 accelerator.log(metrics, step=step)
-                state["history"].append({"step": step, **metrics})
-                for name, metric in selections(cfg).items():
-                    score, kept = metrics.get(metric), state.get(name)
-                    if score is not None and (kept is None or score > kept["score"]):
-                        state[name] = {"step": step, "score": score}
-                        save_best(raw_model, cfg.output_dir, name)
+                keep_best(state, metrics, step, cfg, raw_model)
                 bar.write(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
             state = _broadcast(state, accelerator)
         if step % cfg.checkpoint_every == 0 or step == cfg.max_updates:

@@ -37,11 +37,10 @@ from .training import (
     build_model,
     checkpoint_dirs,
     final_evaluation,
+    keep_best,
     load_training_data,
     provenance,
     retain_freed_memory,
-    save_best,
-    selections,
     validate,
 )
 
@@ -170,13 +169,7 @@ def train_stacked(cfgs: Sequence[TrainConfig], stack_dir: str | Path, command: s
                 metrics = validate(evaluator, run, level, valid)
                 for name, value in metrics.items():
                     writers[r].add_scalar(name, value, step)
-                kept = state["runs"][r]
-                kept["history"].append({"step": step, **metrics})
-                for name, metric in selections(run).items():
-                    score = metrics.get(metric)
-                    if score is not None and (kept[name] is None or score > kept[name]["score"]):
-                        kept[name] = {"step": step, "score": score}
-                        save_best(evaluator, run.output_dir, name)
+                keep_best(state["runs"][r], metrics, step, run, evaluator)
         if step % cfg.checkpoint_every == 0 or step == cfg.max_updates:
             state["wall_time"] = time.time() - started
             save_stack_checkpoint(stack_dir, state, stacked, optimizer, generators, cfg.keep_checkpoints)
