@@ -47,13 +47,27 @@ def run_record(run: Path) -> dict:
     return record
 
 
+def same_run(a: dict, b: dict) -> bool:
+    """Whether two records hold one training run (a record may have gained fields by hand, e.g. a commit)."""
+    return all(a.get(key) == b.get(key) for key in ("test", "wall_time_s", "updates"))
+
+
 def save_record(level: str, run: Path, results_root: Path = Path("results")) -> Path | None:
-    """Write ``results/<level>/runs/<run>.json`` unless it exists (a finished result is never overwritten)."""
+    """Write ``results/<level>/runs/<run>.json``; a finished result is never overwritten.
+
+    A run folder trained again after its record was written (e.g. a baseline retrained on a new machine, where
+    the old folder is gone, to start other runs from) is kept beside it as ``results/<level>/reruns/<run>_<commit>
+    .json``, so that what the later runs started from is on record too. Returns the path written, if any."""
+    record = run_record(run)
     out = results_root / level / "runs" / f"{run.name}.json"
     if out.exists():
-        return None
+        if same_run(json.loads(out.read_text()), record):
+            return None
+        out = results_root / level / "reruns" / f"{run.name}_{str(record.get('commit', 'unknown'))[:7]}.json"
+        if out.exists():
+            return None
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(run_record(run), indent=2) + "\n")
+    out.write_text(json.dumps(record, indent=2) + "\n")
     return out
 
 

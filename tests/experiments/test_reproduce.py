@@ -43,6 +43,25 @@ def test_finished_cells_are_skipped_and_recorded(tmp_path: Path, monkeypatch, ca
     assert record["run"] == "follower" and record["test"]["success_rate"] == 0.5
 
 
+def test_a_retrained_run_is_recorded_beside_the_first(tmp_path: Path) -> None:
+    """A run folder trained again (the first folder gone) keeps the first record and adds one under reruns/."""
+    run = tmp_path / "runs/bosslocal/follower"
+    run.mkdir(parents=True)
+    (run / "train_config.json").write_text(json.dumps({"model_type": "follower"}))
+    first = {"test": {"success_rate": 0.42}, "wall_time_s": 641.1, "updates": 1200}
+    (run / "results.json").write_text(json.dumps(first))
+    written = reproduce.save_record("bosslocal", run, tmp_path / "results")
+    assert written == tmp_path / "results/bosslocal/runs/follower.json"
+    before = written.read_bytes()
+    assert reproduce.save_record("bosslocal", run, tmp_path / "results") is None  # the same run: nothing new
+    (run / "results.json").write_text(json.dumps({**first, "test": {"success_rate": 0.45}, "commit": "abcdef123"}))
+    again = reproduce.save_record("bosslocal", run, tmp_path / "results")
+    assert again == tmp_path / "results/bosslocal/reruns/follower_abcdef1.json"
+    assert json.loads(again.read_text())["test"]["success_rate"] == 0.45
+    assert written.read_bytes() == before  # the first record is untouched
+    assert reproduce.save_record("bosslocal", run, tmp_path / "results") is None
+
+
 def stub(name: str, needs: tuple[str, ...] = (), fails: bool = False) -> Cell:
     """A cell whose command writes ``<name>.done`` (or fails)."""
     code = "raise SystemExit(1)" if fails else f"open('{name}.done', 'w').write('x')"
