@@ -22,10 +22,11 @@ each, with the random floor), ``seeds:ROW,...`` (mean +- sd over seeds, t-tests 
 ``flatness:ROW,...`` (has each run's validation SR stopped rising), ``speakers:FILE``, ``pragmatics:FILE``,
 ``rescoring:FILE`` (pragmatic_speakers per system and seed: lam chosen on valid and the best on test),
 ``probes:FILE``, ``probe_data:FILE`` (how many trajectories each probe read), ``gradients:FILE``,
-``validation:FILE`` (a table of experiments/validation_table.py kept as FILE.md: each row's maxima over its
-seeds); for ``benchmarks``: ``train_step:FILE``, ``train_step_compare:FILE,...`` (one line per benchmark,
-times against the first), ``train_step_log:LOG,...`` (the seconds per update that benchmarks/gpu_check.sh
-prints into its log, each matched to the benchmark's own JSON), ``speaker_decode:FILE``, ``rollout:FILE``,
+``reruns`` (runs trained again after their record, beside it), ``validation:FILE`` (a table of
+experiments/validation_table.py kept as FILE.md: each row's maxima over its seeds); for ``benchmarks``:
+``train_step:FILE``, ``train_step_compare:FILE,...`` (one line per benchmark, times against the first),
+``train_step_log:LOG,...`` (the seconds per update that benchmarks/gpu_check.sh prints into its log, each
+matched to the benchmark's own JSON), ``speaker_decode:FILE``, ``rollout:FILE``,
 ``rollout_ratios:FILE``, ``demo_generation:FILE``, ``demo_storage:FILE``, ``smoke:FOLDER`` (the short training
 runs ``smoke_*.json`` of gpu_check.sh), ``resume:FILE`` (gpu_check.sh's weight comparisons). FILE: a JSON name
 under the folder, without ``.json`` (LOG: a ``.txt`` name without ``.txt``; both may include a subfolder).
@@ -288,6 +289,23 @@ def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
             lines.append(f"| {row_label(level, row)} | {run_row(record['run'])[1]} | {curve[quarter]:.3f} "
                          f"(update {quarter}) | {curve[end]:.3f} (update {end}) | {gain:+.3f} | {se:.3f} | "
                          f"{'yes' if gain < se else 'no'} |")
+    return lines
+
+
+def table_reruns(level: str, root: Path = RESULTS) -> list[str]:
+    """Runs trained again after their record was written (``results/<level>/reruns/<run>_<commit>.json``, e.g. a
+    baseline retrained on a new machine to start other runs from), each beside its first record."""
+    lines = ["| run | seed | test SR: first | again | test BLEU-4: first | again | commit again | wall again (min) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    first = load_records(level, root)
+    for path in sorted((root / level / "reruns").glob("*.json")):
+        again = json.loads(path.read_text())
+        before = first.get(again["run"], {})
+        row, seed = run_row(again["run"])
+        lines.append(f"| {row_label(level, row)} | {seed} | {fmt(sr(before), '.3f')} | {fmt(sr(again), '.3f')} | "
+                     f"{fmt(bleu(before) or bleu_of_best(before), '.2f')} | "
+                     f"{fmt(bleu(again) or bleu_of_best(again), '.2f')} | {str(again.get('commit', '-'))[:7]} | "
+                     f"{fmt(again.get('wall_time_s') and again['wall_time_s'] / 60, '.0f')} |")
     return lines
 
 
@@ -591,7 +609,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "train_step_compare": table_train_step_compare, "train_step_log": table_train_step_log,
     "speaker_decode": table_speaker_decode, "rollout": table_rollout, "rollout_ratios": table_rollout_ratios,
     "demo_generation": table_demo_generation, "demo_storage": table_demo_storage, "smoke": table_smoke,
-    "resume": table_resume,
+    "resume": table_resume, "reruns": table_reruns,
 }
 
 

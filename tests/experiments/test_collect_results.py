@@ -245,3 +245,14 @@ def test_flatness_compares_the_last_quarter_with_a_standard_error(tmp_path):
     assert lines[2] == ("| MS-VAE full (+ V + D') | 0 | 0.800 (update 1500) | 0.810 (update 2000) | +0.010 | "
                         f"{se:.3f} | yes |")
     assert lines[3].endswith("| +0.150 | 0.022 | no |") and len(lines) == 4
+
+
+def test_reruns_sit_beside_their_first_record_and_stay_out_of_the_tables(root):
+    """A run trained again is listed against its first record; the tables over seeds still read the first."""
+    again = {**record("follower", "follower", 0.47), "commit": "0123456789"}
+    (root / "gotoseqlocal" / "reruns").mkdir()
+    (root / "gotoseqlocal" / "reruns" / "follower_0123456.json").write_text(json.dumps(again))
+    lines = collect_results.table_reruns("gotoseqlocal", root)
+    assert lines[2].split(" | ")[1:7] == ["0", "0.500", "0.470", "-", "-", "0123456"]
+    seeds = collect_results.table_seeds("gotoseqlocal", "follower", root)
+    assert "52.0 +- 2.0 (n = 3)" in seeds[2]
