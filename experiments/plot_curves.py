@@ -107,12 +107,18 @@ TABLE2_ROWS = {"valid/success_rate": ("follower", "msvae_paired", "msvae_v", "ms
 
 def plot_level(level: str, out: str | Path, results: str | Path = "results") -> list[str]:
     """Validation SR and BLEU against updates for every Table 2 row of ``level``, from its committed run records
-    (``results/<level>/runs/*.json``): the mean over seeds, and a band from the lowest to the highest seed.
-    Returns the rows drawn."""
+    (``results/<level>/runs/*.json``): the mean over seeds, and a band from the lowest to the highest seed. A run
+    whose record has no curve (recorded before curves were) is drawn from its run trained again
+    (``results/<level>/reruns/``), if there is one. Returns the rows drawn."""
     from cells import row_label
     from collect_results import load_records, records_by_row
 
-    rows = records_by_row(load_records(level, Path(results)))
+    records = load_records(level, Path(results))
+    for path in sorted((Path(results) / level / "reruns").glob("*.json")):
+        again = json.loads(path.read_text())
+        if again.get("history") and not records.get(again["run"], {}).get("history"):
+            records[again["run"]] = again
+    rows = records_by_row(records)
     fig, axes = plt.subplots(1, len(TABLE2_ROWS), figsize=(6 * len(TABLE2_ROWS), 4), squeeze=False)
     colors = dict(zip(("follower", "speaker", "msvae_paired", "msvae_v", "msvae"), ("C0", "C0", "C1", "C2", "C3")))
     drawn = set()

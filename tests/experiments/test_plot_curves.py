@@ -39,3 +39,16 @@ def test_plot_level_from_run_records(tmp_path):
         (runs / f"{run}.json").unlink()
     with pytest.raises(ValueError, match="no run of gotoseqlocal has a validation history"):
         plot_curves.plot_level("gotoseqlocal", tmp_path / "none.png", tmp_path)
+
+
+def test_plot_level_draws_a_run_without_a_curve_from_its_run_trained_again(tmp_path):
+    """A first record without a curve (made before curves were recorded) is drawn from its rerun's curve."""
+    runs, reruns = tmp_path / "bosslocal" / "runs", tmp_path / "bosslocal" / "reruns"
+    runs.mkdir(parents=True)
+    reruns.mkdir()
+    (runs / "msvae.json").write_text(json.dumps({"run": "msvae"}))
+    with pytest.raises(ValueError, match="no run of bosslocal"):
+        plot_curves.plot_level("bosslocal", tmp_path / "none.png", tmp_path)
+    history = [{"step": s, "valid/success_rate": 0.5, "valid/bleu": 20.0} for s in (200, 400)]
+    (reruns / "msvae_abcdef1.json").write_text(json.dumps({"run": "msvae", "history": history}))
+    assert plot_curves.plot_level("bosslocal", tmp_path / "curves.png", tmp_path) == ["msvae"]
