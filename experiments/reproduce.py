@@ -13,6 +13,12 @@ With ``--stack`` the unfinished seeds of each MS-VAE row that trains on unpaired
 cell, ``scripts/train_stacked.py``: one stacked model on one device, the GPU's layout; each seed's folder gets
 what its own cell would write, and the stack's checkpoints go to ``runs/<level>/stacks/<row>_seeds<...>``.
 
+A run whose record exists (``results/<level>/runs/<run>.json``) is finished, even where its run folder is not
+on this machine: it is trained again only where a cell still to run needs its folder (e.g. a baseline that
+MS-VAE starts from), or with ``--again``; the record of a run trained again goes to
+``results/<level>/reruns/``, beside the first. Cells that only make inputs (demonstrations, pseudo-labels,
+pre-trained encoders) run where a cell needs them, or when named in ``--cells``.
+
 A training cell whose run folder holds a checkpoint continues with ``--resume`` (bit-identical to an
 uninterrupted run); a folder with neither a checkpoint nor ``results.json`` (a start killed before its first
 checkpoint) is started again. A finished run's record goes to ``results/<level>/runs/<run>.json`` (config,
@@ -31,6 +37,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cells import Cell, level_cells
@@ -140,18 +147,34 @@ def _without_run_flags(command: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def select(cells: list[Cell], patterns: list[str] | None) -> list[Cell]:
-    """The cells matching ``patterns`` (fnmatch on names) and, first, every unfinished cell they need."""
+def recorded(level: str, cell: Cell, results_root: Path = Path("results")) -> bool:
+    """Whether a training cell's run has its record, ``results/<level>/runs/<run>.json``: its result exists
+    even where its run folder does not (e.g. on another machine)."""
+    return cell.run_dir is not None and (results_root / level / "runs" / f"{cell.run_dir.name}.json").exists()
+
+
+def is_input(cell: Cell) -> bool:
+    """A cell that makes only what other cells read, under data/ or runs/ (demonstrations, pseudo-labels,
+    pre-trained encoders), not a run with a record."""
+    return cell.run_dir is None and bool({Path("data"), Path("runs")} & set(cell.output.parents))
+
+
+def select(cells: list[Cell], patterns: list[str] | None,
+           finished: Callable[[Cell], bool] = lambda cell: False) -> list[Cell]:
+    """The cells matching ``patterns`` (fnmatch on names; none: every cell that makes a result) but those
+    ``finished`` (e.g. recorded) and, first, every cell they need whose output is missing."""
     by_name = {c.name: c for c in cells}
-    chosen = [c for c in cells if not patterns or any(fnmatch.fnmatch(c.name, p) for p in patterns)]
+    chosen = [c for c in cells if any(fnmatch.fnmatch(c.name, p) for p in patterns)] if patterns else \
+        [c for c in cells if not is_input(c)]
     if patterns and not chosen:
         raise SystemExit(f"no cell matches {patterns}; cells: {', '.join(by_name)}")
+    chosen = [c for c in chosen if c.output.exists() or not finished(c)]
     wanted: dict[str, Cell] = {}
 
     def add(cell: Cell) -> None:
         if cell.name in wanted:
             return
-        for need in cell.needs:
+        for need in () if cell.output.exists() else cell.needs:  # a finished cell needs nothing more
             if not by_name[need].output.exists():
                 add(by_name[need])
         wanted[cell.name] = cell
@@ -171,12 +194,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-proc", type=int, default=2, help="bot processes of the demos cell (same data)")
     parser.add_argument("--stack", action="store_true",
                         help="the seeds of each MS-VAE row with unpaired data as one stacked cell (for a GPU)")
+    parser.add_argument("--again", action="store_true",
+                        help="train recorded runs again too (their records go to results/<level>/reruns/)")
     parser.add_argument("--dry-run", action="store_true", help="print the cells that would run, in order")
     args = parser.parse_args(argv)
     try:
         seeds = None if args.seeds is None else tuple(args.seeds)
         every = level_cells(args.level, seeds, args.threads, num_proc=args.num_proc)
-        cells = select(every, args.cells)
+        cells = select(every, args.cells, lambda cell: not args.again and recorded(args.level, cell))
     except ValueError as err:
         raise SystemExit(f"error: {err}") from err
     todo = [c for c in cells if not c.output.exists()]

@@ -82,6 +82,30 @@ def test_runs_what_is_left_in_order_and_blocks_what_needs_a_failure(tmp_path: Pa
     assert Path("b.done").exists() and Path("c.done").exists() and not Path("e.done").exists()
 
 
+def test_recorded_runs_are_finished_unless_a_cell_to_run_needs_their_folder(tmp_path: Path, monkeypatch,
+                                                                          capsys) -> None:
+    """On a machine without the run folders: recorded runs are skipped, but a baseline that an unrecorded run
+    starts from is trained again, with the input it needs; --again trains every run anew."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(name: str, needs: tuple[str, ...] = ()) -> Cell:
+        folder = Path("runs/bosslocal", name)
+        return Cell(f"{name}/seed0", ("true",), folder / "results.json", needs, folder)
+
+    demos = Cell("demos", ("true",), Path("data/demos/README.md"))
+    cells = [demos, run("follower", ("demos",)), run("speaker", ("demos",)), run("msvae", ("follower/seed0",)),
+             run("msvae_v", ("follower/seed0",))]
+    monkeypatch.setattr(reproduce, "level_cells", lambda level, seeds, threads, num_proc: cells)
+    Path("results/bosslocal/runs").mkdir(parents=True)
+    for name in ("follower", "speaker", "msvae"):
+        Path(f"results/bosslocal/runs/{name}.json").write_text("{}")
+    assert dry_run("bosslocal", capsys) == ["demos", "follower/seed0", "msvae_v/seed0"]
+    assert dry_run("bosslocal", capsys, "--again") == [c.name for c in cells]
+    Path("results/bosslocal/runs/msvae_v.json").write_text("{}")
+    assert dry_run("bosslocal", capsys) == []
+    assert dry_run("bosslocal", capsys, "--cells", "demos") == ["demos"]  # an input named is made
+
+
 def test_a_stop_signal_stops_the_running_cells(tmp_path: Path) -> None:
     """SIGTERM (gpu_grid.sh's deadline) ends the cells it started too, and the driver exits 124."""
     import signal
