@@ -231,7 +231,7 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
     for name, labeller in labellers.items():  # needs_first moves each before its first student
         out = labels_dir(level, name)
         command = ["python", "scripts/label_unpaired.py", "--speaker", f"runs/{level}/{labeller.model}",
-                   "--demos", str(demos), "--out", str(out)]
+                   "--demos", str(demos), "--out", str(out), "--threads", str(threads)]
         if labeller.num_unpaired is not None:
             command += ["--num-unpaired", str(labeller.num_unpaired)]
         cells.append(Cell(f"labels/{name}", tuple(command), out / "pseudo_labels.json",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+import torch
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the models with AutoModel)
@@ -25,7 +26,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sample", action="store_true", help="sample instructions instead of greedy decoding")
     parser.add_argument("--num-unpaired", type=int, default=None, help="label only the first N trajectories")
     parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default: torch's); 1 beside other jobs on the same cores")
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
     try:
         speaker = AutoModel.from_pretrained(args.speaker)
         if not hasattr(speaker, "describe"):
