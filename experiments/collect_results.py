@@ -78,6 +78,17 @@ def load_records(level: str, root: Path = RESULTS) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in sorted((root / level / "runs").glob("*.json"))}
 
 
+def records_with_curves(level: str, root: Path = RESULTS) -> dict[str, dict]:
+    """:func:`load_records`, where a record without a validation curve (made before curves were recorded) gives
+    way to its run trained again (``results/<level>/reruns/``) if that one has a curve."""
+    records = load_records(level, root)
+    for path in sorted((root / level / "reruns").glob("*.json")):
+        again = json.loads(path.read_text())
+        if again.get("history") and not records.get(again["run"], {}).get("history"):
+            records[again["run"]] = {**again, "trained_again": True}
+    return records
+
+
 def records_by_row(records: dict[str, dict]) -> dict[str, list[dict]]:
     """row -> its runs' records in seed order."""
     rows: dict[str, list[tuple[int, dict]]] = {}
@@ -272,8 +283,9 @@ def table_seeds(level: str, rows: str, root: Path = RESULTS) -> list[str]:
 def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     """Has each run's validation SR flattened? The gain over the last quarter of its updates (the evaluation at
     the end minus the one at three quarters) against the binomial standard error of one validation SR
-    (sqrt(p (1 - p) / episodes) at the final SR). Runs without a recorded validation curve are left out."""
-    by_row = records_by_row(load_records(level, root))
+    (sqrt(p (1 - p) / episodes) at the final SR). A run recorded without a curve is read from its run trained
+    again, marked "(again)"; runs without any curve are left out."""
+    by_row = records_by_row(records_with_curves(level, root))
     lines = ["| run | seed | valid SR at 3/4 of the updates | at the end | gain | standard error | flattened |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows.split(","):
@@ -286,7 +298,8 @@ def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
             end = max(curve)
             quarter = min((s for s in curve if s >= 0.75 * end), default=end)
             gain, se = curve[end] - curve[quarter], (curve[end] * (1 - curve[end]) / episodes) ** 0.5
-            lines.append(f"| {row_label(level, row)} | {run_row(record['run'])[1]} | {curve[quarter]:.3f} "
+            again = " (again)" if record.get("trained_again") else ""
+            lines.append(f"| {row_label(level, row)} | {run_row(record['run'])[1]}{again} | {curve[quarter]:.3f} "
                          f"(update {quarter}) | {curve[end]:.3f} (update {end}) | {gain:+.3f} | {se:.3f} | "
                          f"{'yes' if gain < se else 'no'} |")
     return lines

@@ -111,14 +111,9 @@ def plot_level(level: str, out: str | Path, results: str | Path = "results") -> 
     whose record has no curve (recorded before curves were) is drawn from its run trained again
     (``results/<level>/reruns/``), if there is one. Returns the rows drawn."""
     from cells import row_label
-    from collect_results import load_records, records_by_row
+    from collect_results import records_by_row, records_with_curves
 
-    records = load_records(level, Path(results))
-    for path in sorted((Path(results) / level / "reruns").glob("*.json")):
-        again = json.loads(path.read_text())
-        if again.get("history") and not records.get(again["run"], {}).get("history"):
-            records[again["run"]] = again
-    rows = records_by_row(records)
+    rows = records_by_row(records_with_curves(level, Path(results)))
     fig, axes = plt.subplots(1, len(TABLE2_ROWS), figsize=(6 * len(TABLE2_ROWS), 4), squeeze=False)
     colors = dict(zip(("follower", "speaker", "msvae_paired", "msvae_v", "msvae"), ("C0", "C0", "C1", "C2", "C3")))
     drawn = set()

@@ -256,3 +256,16 @@ def test_reruns_sit_beside_their_first_record_and_stay_out_of_the_tables(root):
     assert lines[2].split(" | ")[1:7] == ["0", "0.500", "0.470", "-", "-", "0123456"]
     seeds = collect_results.table_seeds("gotoseqlocal", "follower", root)
     assert "52.0 +- 2.0 (n = 3)" in seeds[2]
+
+
+def test_flatness_reads_a_run_without_a_curve_from_its_run_trained_again(tmp_path):
+    runs, reruns = tmp_path / "bosslocal" / "runs", tmp_path / "bosslocal" / "reruns"
+    runs.mkdir(parents=True)
+    reruns.mkdir()
+    (runs / "msvae.json").write_text(json.dumps({"run": "msvae"}))  # recorded before curves were
+    history = [{"step": s, "valid/success_rate": v} for s, v in ((1500, 0.6), (2000, 0.5))]
+    again = {"run": "msvae", "history": history, "config": {"eval_episodes": 100}}
+    (reruns / "msvae_abcdef1.json").write_text(json.dumps(again))
+    lines = collect_results.table_flatness("bosslocal", "msvae", tmp_path)
+    assert lines[2].startswith("| MS-VAE full (+ V + D') | 0 (again) | 0.600 (update 1500) | 0.500 (update 2000) |")
+    assert collect_results.load_records("bosslocal", tmp_path)["msvae"] == {"run": "msvae"}  # the record as it was
