@@ -78,12 +78,16 @@ def load_records(level: str, root: Path = RESULTS) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in sorted((root / level / "runs").glob("*.json"))}
 
 
+def load_reruns(level: str, root: Path = RESULTS) -> list[dict]:
+    """The records of runs trained again after their first record (``results/<level>/reruns/*.json``)."""
+    return [json.loads(p.read_text()) for p in sorted((root / level / "reruns").glob("*.json"))]
+
+
 def records_with_curves(level: str, root: Path = RESULTS) -> dict[str, dict]:
     """:func:`load_records`, where a record without a validation curve (made before curves were recorded) gives
     way to its run trained again (``results/<level>/reruns/``) if that one has a curve."""
     records = load_records(level, root)
-    for path in sorted((root / level / "reruns").glob("*.json")):
-        again = json.loads(path.read_text())
+    for again in load_reruns(level, root):
         if again.get("history") and not records.get(again["run"], {}).get("history"):
             records[again["run"]] = {**again, "trained_again": True}
     return records
@@ -315,8 +319,7 @@ def table_reruns(level: str, root: Path = RESULTS) -> list[str]:
     def bleu_alike(record: dict) -> float | None:  # every MS-VAE record has best/; older ones lack best_speaker/
         return bleu_of_best(record) if record.get("model_type") == "msvae" else bleu(record)
 
-    for path in sorted((root / level / "reruns").glob("*.json")):
-        again = json.loads(path.read_text())
+    for again in load_reruns(level, root):
         before = first.get(again["run"], {})
         row, seed = run_row(again["run"])
         lines.append(f"| {row_label(level, row)} | {seed} | {fmt(sr(before), '.3f')} | {fmt(sr(again), '.3f')} | "

@@ -59,6 +59,11 @@ def same_run(a: dict, b: dict) -> bool:
     return all(a.get(key) == b.get(key) for key in ("test", "wall_time_s", "updates"))
 
 
+def record_path(level: str, run: Path, results_root: Path = Path("results")) -> Path:
+    """Where a run's record goes: ``results/<level>/runs/<run>.json``."""
+    return results_root / level / "runs" / f"{run.name}.json"
+
+
 def save_record(level: str, run: Path, results_root: Path = Path("results")) -> Path | None:
     """Write ``results/<level>/runs/<run>.json``; a finished result is never overwritten.
 
@@ -66,7 +71,7 @@ def save_record(level: str, run: Path, results_root: Path = Path("results")) -> 
     the old folder is gone, to start other runs from) is kept beside it as ``results/<level>/reruns/<run>_<commit>
     .json``, so that what the later runs started from is on record too. Returns the path written, if any."""
     record = run_record(run)
-    out = results_root / level / "runs" / f"{run.name}.json"
+    out = record_path(level, run, results_root)
     if out.exists():
         if same_run(json.loads(out.read_text()), record):
             return None
@@ -150,7 +155,7 @@ def _without_run_flags(command: tuple[str, ...]) -> tuple[str, ...]:
 def recorded(level: str, cell: Cell, results_root: Path = Path("results")) -> bool:
     """Whether a training cell's run has its record, ``results/<level>/runs/<run>.json``: its result exists
     even where its run folder does not (e.g. on another machine)."""
-    return cell.run_dir is not None and (results_root / level / "runs" / f"{cell.run_dir.name}.json").exists()
+    return cell.run_dir is not None and record_path(level, cell.run_dir, results_root).exists()
 
 
 def is_input(cell: Cell) -> bool:
