@@ -25,7 +25,10 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+MAX_CELL_TABLE = 1 << 16
+"""The most cell values (obs_num_values ** channels) the observation encoder embeds from one table."""
 
 
 class RealPositions:
@@ -79,6 +82,7 @@ class ObservationEncoder(nn.Module):
         self.register_buffer(
             "channel_offsets", torch.arange(channels) * config.obs_num_values, persistent=False
         )
+        self.cell_table = config.obs_num_values**channels <= MAX_CELL_TABLE
         self.conv = nn.Sequential(
             nn.Conv2d(config.obs_embed_dim, config.obs_channels, 3, padding=1),
             nn.ReLU(),
@@ -103,9 +107,29 @@ class ObservationEncoder(nn.Module):
                 f"observation values must be in [0, obs_num_values={self.num_values}), "
                 f"got range [{int(obs.min())}, {int(obs.max())}]"
             )
-        cells = self.cell_embedding(obs + self.channel_offsets).sum(dim=-2)  # [N, H, W, E]
-        x = self.conv(cells.permute(0, 3, 1, 2))
-        return F.relu(self.proj(x.flatten(1)) + self.direction_embedding(directions.long()))
+        cells = self.embed_cells(obs)  # [N, H, W, E]
+        x = self.conv(cells.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)  # [N, h, w, C], as it lies in memory
+        # proj reads the pooled map in (C, h, w) order; its columns are reordered rather than the map, which
+        # would cost a copy of the map and one of its gradient.
+        weight = self.proj.weight.unflatten(1, (x.shape[3], x.shape[1], x.shape[2])).permute(0, 2, 3, 1)
+        features = F.linear(x.flatten(1), weight.flatten(1), self.proj.bias)
+        return F.relu(features + self.direction_embedding(directions.long()))
+
+    def embed_cells(self, obs: torch.Tensor) -> torch.Tensor:
+        """[N, H, W, channels] values -> [N, H, W, E]: the sum of each cell's value embeddings.
+
+        The sums are looked up in a table of every cell's sum (obs_num_values ** channels rows), built from
+        the embedding each time: the same values as summing per cell, and a backward over one index per cell
+        instead of one per value, with no [N, H, W, channels, E] tensor in between.
+        """
+        if not self.cell_table:
+            return self.cell_embedding(obs + self.channel_offsets).sum(dim=-2)
+        values = self.cell_embedding.weight.view(obs.shape[-1], self.num_values, -1)
+        table, rows = values[0], obs[..., 0]  # a cell's row: its values as one number in base obs_num_values
+        for channel in range(1, obs.shape[-1]):
+            table = (table.unsqueeze(1) + values[channel]).flatten(0, 1)
+            rows = rows * self.num_values + obs[..., channel]
+        return F.embedding(rows, table)
 
 
 class TrajectoryEncoder(nn.Module):
@@ -144,12 +168,71 @@ class InstructionEncoder(nn.Module):
 
 
 def _run_packed(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Run an RNN over right-padded sequences so padding never reaches a real position."""
+    """Run an RNN over right-padded sequences so padding never reaches a real position.
+
+    On the CPU a one-layer GRU or LSTM runs through :func:`packed_recurrence`; elsewhere ``rnn`` runs itself.
+    """
     lengths = mask.long().sum(1).clamp(min=1).cpu()
     packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    out, _ = rnn(packed)
+    if x.device.type == "cpu" and isinstance(rnn, nn.GRU | nn.LSTM) and rnn.num_layers == 1:
+        out = packed_recurrence(rnn, packed)
+    else:
+        out, _ = rnn(packed)
     out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
     return out * mask.unsqueeze(-1).to(out.dtype)
+
+
+def packed_recurrence(rnn: nn.GRU | nn.LSTM, packed: PackedSequence) -> PackedSequence:
+    """``rnn(packed)[0]`` for a one-layer GRU or LSTM (either direction) from zero states, the same values.
+
+    The input projections of every step are one matrix product, cut into steps with ``split``. PyTorch's own
+    packed recurrence on the CPU cuts them with one ``narrow`` per step, whose backward writes a zero tensor
+    the size of the whole sequence for each step: time and memory grow with length x positions.
+    """
+    sizes = packed.batch_sizes.tolist()
+    directions = [""] + (["_reverse"] if rnn.bidirectional else [])
+    out = [_one_direction(rnn, packed.data, sizes, suffix) for suffix in directions]
+    data = out[0] if len(out) == 1 else torch.cat(out, dim=-1)
+    return PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+
+
+def _one_direction(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, sizes: list[int], suffix: str) -> torch.Tensor:
+    """One direction of :func:`packed_recurrence` over packed ``data`` [N, I] (steps of ``sizes`` rows)."""
+    weight_hh, bias_hh = getattr(rnn, f"weight_hh_l0{suffix}"), getattr(rnn, f"bias_hh_l0{suffix}")
+    inputs = F.linear(data, getattr(rnn, f"weight_ih_l0{suffix}"), getattr(rnn, f"bias_ih_l0{suffix}")).split(sizes)
+    lstm, hidden = isinstance(rnn, nn.LSTM), weight_hh.shape[1]
+    h = c = data.new_zeros(0, hidden)
+    outputs: list[torch.Tensor] = [data] * len(sizes)
+    # A sequence's rows come first in every step it is in, so the live states are always a prefix.
+    for step in reversed(range(len(sizes))) if suffix else range(len(sizes)):
+        size = sizes[step]
+        if size < h.shape[0]:
+            h, c = h[:size], c[:size]
+        elif size > h.shape[0]:  # the reverse direction: sequences start at their last step, from zeros
+            new = data.new_zeros(size - h.shape[0], hidden)
+            h, c = torch.cat([h, new]), torch.cat([c, new])
+        if lstm:
+            h, c = lstm_update(inputs[step] + F.linear(h, weight_hh, bias_hh), c)
+        else:
+            h = gru_update(inputs[step], F.linear(h, weight_hh, bias_hh), h)
+        outputs[step] = h
+    return torch.cat(outputs)
+
+
+def gru_update(input_gates: torch.Tensor, hidden_gates: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """nn.GRU's step (gate order r, z, n) from the input's and the state's projections [..., 3H]."""
+    xr, xz, xn = input_gates.chunk(3, -1)
+    hr, hz, hn = hidden_gates.chunk(3, -1)
+    reset, update = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
+    candidate = torch.tanh(xn + reset * hn)
+    return candidate + update * (h - candidate)  # (1 - z) n + z h, in PyTorch's order of operations
+
+
+def lstm_update(gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """nn.LSTM's step (gate order i, f, g, o) from the summed projections [..., 4H]: (h, c)."""
+    i, f, g, o = gates.chunk(4, -1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c
 
 
 class BottleneckAttention(nn.Module):

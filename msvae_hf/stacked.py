@@ -31,6 +31,7 @@ from torch import nn
 
 from .losses import gaussian_kl, msvae_loss, paired_elbo, projected_wasserstein, unpaired_elbo
 from .modeling_msvae import MSVAEModel
+from .modules import gru_update, lstm_update
 
 TRAJECTORY_KEYS = ("observations", "directions", "actions", "trajectory_mask")
 
@@ -314,11 +315,7 @@ def _gru(x, weight_ih, weight_hh, bias_ih, bias_hh) -> torch.Tensor:
     h = x.new_zeros(r, b, weight_hh.shape[2])
     outputs = []
     for step in range(t):
-        xr, xz, xn = gates_x[:, :, step].chunk(3, -1)
-        hr, hz, hn = _linear(h, weight_hh, bias_hh).chunk(3, -1)
-        reset, update = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
-        candidate = torch.tanh(xn + reset * hn)
-        h = (1 - update) * candidate + update * h
+        h = gru_update(gates_x[:, :, step], _linear(h, weight_hh, bias_hh), h)
         outputs.append(h)
     return torch.stack(outputs, dim=2)
 
@@ -331,9 +328,7 @@ def _lstm(x, weight_ih, weight_hh, bias_ih, bias_hh) -> torch.Tensor:
     c = torch.zeros_like(h)
     outputs = []
     for step in range(t):
-        i, f, g, o = (gates_x[:, :, step] + _linear(h, weight_hh, bias_hh)).chunk(4, -1)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        h = torch.sigmoid(o) * torch.tanh(c)
+        h, c = lstm_update(gates_x[:, :, step] + _linear(h, weight_hh, bias_hh), c)
         outputs.append(h)
     return torch.stack(outputs, dim=2)
 

@@ -1,0 +1,92 @@
+"""The CPU's recurrence over packed sequences and the observation encoder's shortcuts give what the plain layers give.
+
+``modules.packed_recurrence`` replaces ``nn.GRU``/``nn.LSTM`` on packed input on the CPU; the observation encoder
+looks each cell up in a table of every cell's summed embedding and reads its pooled map in memory order with
+``proj``'s columns reordered. Each is compared with the layers it stands for (values and gradients), and the
+whole MS-VAE objective with all of them put back as they were.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_model import TERMS, build, pad_more, real_batch, unpaired
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
+
+import msvae_hf.modules as modules
+from msvae_hf.tokenization_msvae import MSVAETokenizer
+
+LENGTHS = torch.tensor([9, 1, 4, 4, 7, 2, 9, 3])
+
+
+@pytest.mark.parametrize("kind", [nn.GRU, nn.LSTM])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_packed_recurrence_equals_the_torch_layer(kind: type[nn.RNNBase], bidirectional: bool) -> None:
+    """Outputs and the gradients of input and weights, sequences of lengths 1 to the longest, unsorted."""
+    torch.manual_seed(0)
+    rnn = kind(6, 5, batch_first=True, bidirectional=bidirectional)
+    x = torch.randn(len(LENGTHS), int(LENGTHS.max()), 6, requires_grad=True)
+    weights = torch.randn(int(LENGTHS.sum()), 5 * (2 if bidirectional else 1))
+
+    def run(recurrence) -> tuple[torch.Tensor, ...]:
+        packed = pack_padded_sequence(x, LENGTHS, batch_first=True, enforce_sorted=False)
+        out = recurrence(packed)
+        assert torch.equal(out.batch_sizes, packed.batch_sizes)
+        return (out.data, *torch.autograd.grad((out.data * weights).sum(), [x, *rnn.parameters()]))
+
+    ours = run(lambda packed: modules.packed_recurrence(rnn, packed))
+    ref = run(lambda packed: rnn(packed)[0])
+    for a, b in zip(ours, ref):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def nchw_observation_encoder(self: modules.ObservationEncoder, observations, directions) -> torch.Tensor:
+    """The observation encoder with ``proj`` over the pooled map flattened in (C, h, w) order."""
+    cells = self.cell_embedding(observations.long() + self.channel_offsets).sum(dim=-2)
+    x = self.conv(cells.permute(0, 3, 1, 2).contiguous())
+    return F.relu(self.proj(x.flatten(1)) + self.direction_embedding(directions.long()))
+
+
+@pytest.mark.parametrize("num_values", [16, 41])
+def test_observation_encoder_equals_the_nchw_projection(num_values: int) -> None:
+    """With the table of every cell's embedding (16 values) and with the sum per cell (41 ** 3 > the most)."""
+    config = build("msvae", MSVAETokenizer.from_grammar(), obs_num_values=num_values).config
+    encoder = modules.ObservationEncoder(config)
+    assert encoder.cell_table == (num_values**3 <= modules.MAX_CELL_TABLE)
+    observations = torch.randint(0, config.obs_num_values, (5, 7, 7, 3))
+    directions = torch.randint(0, 4, (5,))
+    ours, ref = encoder(observations, directions), nchw_observation_encoder(encoder, observations, directions)
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-6)
+    ours_grads = torch.autograd.grad(ours.square().sum(), list(encoder.parameters()))
+    ref_grads = torch.autograd.grad(ref.square().sum(), list(encoder.parameters()))
+    for a, b in zip(ours_grads, ref_grads):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_msvae_objective_and_gradients_equal_the_torch_layers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every term of Eq. 10 and every gradient, against the same model with PyTorch's packed recurrence and
+    the (C, h, w) projection (same noise)."""
+    tok = MSVAETokenizer.from_grammar()
+    model = build("msvae", tok, gamma=0.7, alpha=2.0).train()
+    batch = pad_more(real_batch(tok, (5, 2, 4, 3, 7, 1)))
+    extra = pad_more(real_batch(tok, (8, 3, 6), seed=1), seed=1)
+
+    def run() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(5)
+        out = model(**batch, **unpaired(extra), reduction="none")
+        out.loss.backward()
+        return dict(out.items()), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    ours, ours_grads = run()
+    with monkeypatch.context() as patch:
+        patch.setattr(modules, "packed_recurrence", lambda rnn, packed: rnn(packed)[0])
+        patch.setattr(modules.ObservationEncoder, "forward", nchw_observation_encoder)
+        ref, ref_grads = run()
+    for name in (*TERMS, "v", "domain_distance", "loss"):
+        torch.testing.assert_close(ours[name], ref[name], rtol=1e-5, atol=1e-5, msg=name)
+    assert ours_grads.keys() == ref_grads.keys() and len(ours_grads) == len(list(model.parameters()))
+    for name, grad in ref_grads.items():
+        torch.testing.assert_close(ours_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
