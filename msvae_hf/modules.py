@@ -25,7 +25,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 MAX_CELL_TABLE = 1 << 16
 """The most cell values (obs_num_values ** channels) the observation encoder embeds from one table."""
@@ -37,11 +37,17 @@ class RealPositions:
     ``gather`` takes [B, S, ...] to the N real positions [N, ...] (row-major order), ``scatter`` puts [N, ...]
     back into a zero-padded [B, S, ...], and ``sum_rows`` sums a value per real position into one per row [B].
     Training batches are mostly padding (BabyAI episodes: mean 12 steps, longest about 44 in a batch of 128).
+
+    ``packed=True`` orders the positions as a ``PackedSequence`` does (step by step, the longer sequences first
+    in each step; ``batch_sizes[t]`` sequences live at step t), a row of length 0 counting as length 1.
     """
 
-    def __init__(self, mask: torch.Tensor) -> None:
+    def __init__(self, mask: torch.Tensor, packed: bool = False) -> None:
         self.batch_size, self.length = mask.shape
-        self.index = mask.bool().reshape(-1).nonzero().squeeze(1)
+        if packed:
+            self.index, self.batch_sizes = _packed_order(mask)
+        else:
+            self.index = mask.bool().reshape(-1).nonzero().squeeze(1)
         self.rows = torch.div(self.index, self.length, rounding_mode="floor")
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
@@ -56,6 +62,16 @@ class RealPositions:
     def sum_rows(self, x: torch.Tensor) -> torch.Tensor:
         """[N] -> [B]: the sum over each row's real positions."""
         return x.new_zeros(self.batch_size).index_add(0, self.rows, x)
+
+
+def _packed_order(mask: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+    """Flat [B * S] indices of a right-padded batch's positions in packed order, and the live rows per step."""
+    length = mask.shape[1]
+    lengths = mask.long().sum(1).clamp(min=1)
+    order = lengths.argsort(descending=True, stable=True)
+    steps = torch.arange(int(lengths.max()), device=mask.device)
+    live = steps[:, None] < lengths[order][None, :]  # [steps, B]
+    return (order[None, :] * length + steps[:, None])[live], live.sum(1).tolist()
 
 
 def masked_scatter_frames(features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -83,12 +99,14 @@ class ObservationEncoder(nn.Module):
             "channel_offsets", torch.arange(channels) * config.obs_num_values, persistent=False
         )
         self.cell_table = config.obs_num_values**channels <= MAX_CELL_TABLE
+        # The second ReLU after the max-pool: the same values and gradients as before it (ReLU is monotone, its
+        # gradient at 0 is 0), on a map a fifth the size.
         self.conv = nn.Sequential(
             nn.Conv2d(config.obs_embed_dim, config.obs_channels, 3, padding=1),
             nn.ReLU(),
             nn.Conv2d(config.obs_channels, config.obs_channels, 3, padding=1),
-            nn.ReLU(),
             nn.MaxPool2d(2),
+            nn.ReLU(),
         )
         pooled = (height // 2) * (width // 2) * config.obs_channels
         self.proj = nn.Linear(pooled, config.hidden_size)
@@ -170,30 +188,32 @@ class InstructionEncoder(nn.Module):
 def _run_packed(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Run an RNN over right-padded sequences so padding never reaches a real position.
 
-    On the CPU a one-layer GRU or LSTM runs through :func:`packed_recurrence`; elsewhere ``rnn`` runs itself.
+    On the CPU a one-layer GRU or LSTM runs through :func:`packed_recurrence` on the real positions gathered in
+    packed order; elsewhere ``rnn`` runs on a ``PackedSequence``. The CPU's ``pack_padded_sequence`` and
+    ``pad_packed_sequence`` copy step by step, and the backward of each step's copy is a tensor the size of the
+    whole batch.
     """
-    lengths = mask.long().sum(1).clamp(min=1).cpu()
-    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
     if x.device.type == "cpu" and isinstance(rnn, nn.GRU | nn.LSTM) and rnn.num_layers == 1:
-        out = packed_recurrence(rnn, packed)
+        steps = RealPositions(mask, packed=True)
+        out = steps.scatter(packed_recurrence(rnn, steps.gather(x), steps.batch_sizes))
     else:
-        out, _ = rnn(packed)
-    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        lengths = mask.long().sum(1).clamp(min=1).cpu()
+        out, _ = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
     return out * mask.unsqueeze(-1).to(out.dtype)
 
 
-def packed_recurrence(rnn: nn.GRU | nn.LSTM, packed: PackedSequence) -> PackedSequence:
-    """``rnn(packed)[0]`` for a one-layer GRU or LSTM (either direction) from zero states, the same values.
+def packed_recurrence(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, batch_sizes: list[int]) -> torch.Tensor:
+    """``rnn(packed)[0].data`` of a one-layer GRU or LSTM (either direction) from zero states, the same values:
+    packed ``data`` [N, input] whose step t is ``batch_sizes[t]`` rows -> [N, hidden x directions].
 
     The input projections of every step are one matrix product, cut into steps with ``split``. PyTorch's own
     packed recurrence on the CPU cuts them with one ``narrow`` per step, whose backward writes a zero tensor
     the size of the whole sequence for each step: time and memory grow with length x positions.
     """
-    sizes = packed.batch_sizes.tolist()
     directions = [""] + (["_reverse"] if rnn.bidirectional else [])
-    out = [_one_direction(rnn, packed.data, sizes, suffix) for suffix in directions]
-    data = out[0] if len(out) == 1 else torch.cat(out, dim=-1)
-    return PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+    out = [_one_direction(rnn, data, batch_sizes, suffix) for suffix in directions]
+    return out[0] if len(out) == 1 else torch.cat(out, dim=-1)
 
 
 def _one_direction(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, sizes: list[int], suffix: str) -> torch.Tensor:
@@ -391,7 +411,7 @@ class _DecoderLayer(nn.Module):
     def forward(self, x, memory, memory_mask, cache=None, layer_idx: int = 0, positions=None) -> torch.Tensor:
         """x [B, n, d], or [N, d] at ``positions`` (the projections, norms and MLP then skip padding)."""
         pad, unpad = (positions.scatter, positions.gather) if positions is not None else (_same, _same)
-        q, k, v = self._split_qkv(pad(self.norm1(x)))
+        q, k, v = (self._split(t) for t in pad(self.qkv(self.norm1(x))).chunk(3, dim=-1))  # zeros on padding
         past = 0
         if cache is not None:
             past = cache.get_seq_length(layer_idx)
@@ -407,10 +427,6 @@ class _DecoderLayer(nn.Module):
         )
         x = x + self.dropout(self.cross_out(unpad(self._merge(attn))))
         return x + self.dropout(self.mlp(self.norm3(x)))
-
-    def _split_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        q, k, v = self.qkv(x).chunk(3, dim=-1)
-        return self._split(q), self._split(k), self._split(v)
 
 
 def _same(x: torch.Tensor) -> torch.Tensor:

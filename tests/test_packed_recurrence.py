@@ -1,9 +1,10 @@
-"""The CPU's recurrence over packed sequences and the observation encoder's shortcuts give what the plain layers give.
+"""The CPU's packed recurrence and the observation encoder's shortcuts give what the plain layers give.
 
-``modules.packed_recurrence`` replaces ``nn.GRU``/``nn.LSTM`` on packed input on the CPU; the observation encoder
-looks each cell up in a table of every cell's summed embedding and reads its pooled map in memory order with
-``proj``'s columns reordered. Each is compared with the layers it stands for (values and gradients), and the
-whole MS-VAE objective with all of them put back as they were.
+On the CPU the recurrent layers gather the real positions in packed order (``RealPositions(mask, packed=True)``)
+and run ``modules.packed_recurrence`` instead of ``nn.GRU``/``nn.LSTM`` on a ``PackedSequence``. The observation
+encoder looks each cell up in a table of every cell's summed embedding, max-pools before its second ReLU and
+reads the pooled map in memory order with ``proj``'s columns reordered. Each is compared with the layers it
+stands for (values and gradients), and the whole MS-VAE objective with all of them put back as they were.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from test_model import TERMS, build, pad_more, real_batch, unpaired
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import msvae_hf.modules as modules
 from msvae_hf.tokenization_msvae import MSVAETokenizer
@@ -33,19 +34,37 @@ def test_packed_recurrence_equals_the_torch_layer(kind: type[nn.RNNBase], bidire
     def run(recurrence) -> tuple[torch.Tensor, ...]:
         packed = pack_padded_sequence(x, LENGTHS, batch_first=True, enforce_sorted=False)
         out = recurrence(packed)
-        assert torch.equal(out.batch_sizes, packed.batch_sizes)
-        return (out.data, *torch.autograd.grad((out.data * weights).sum(), [x, *rnn.parameters()]))
+        return (out, *torch.autograd.grad((out * weights).sum(), [x, *rnn.parameters()]))
 
-    ours = run(lambda packed: modules.packed_recurrence(rnn, packed))
-    ref = run(lambda packed: rnn(packed)[0])
+    ours = run(lambda packed: modules.packed_recurrence(rnn, packed.data, packed.batch_sizes.tolist()))
+    ref = run(lambda packed: rnn(packed)[0].data)
     for a, b in zip(ours, ref):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_packed_positions_are_the_packed_sequence_layout() -> None:
+    """Gathered in packed order, a batch is ``pack_padded_sequence``'s data (its row order within a step aside,
+    where lengths tie), and scattering it back is ``pad_packed_sequence``, zeros on padding."""
+    mask = torch.arange(int(LENGTHS.max()))[None, :] < LENGTHS[:, None]
+    x = torch.randn(*mask.shape, 3)
+    steps = modules.RealPositions(mask, packed=True)
+    packed = pack_padded_sequence(x, LENGTHS, batch_first=True, enforce_sorted=False)
+    assert steps.batch_sizes == packed.batch_sizes.tolist()
+    ours, start = steps.gather(x), 0
+    for size in steps.batch_sizes:  # each step holds the same rows
+        a, b = ours[start:start + size], packed.data[start:start + size]
+        torch.testing.assert_close(a[a[:, 0].argsort()], b[b[:, 0].argsort()], rtol=0, atol=0)
+        start += size
+    torch.testing.assert_close(steps.scatter(ours), x * mask.unsqueeze(-1), rtol=0, atol=0)
+    torch.testing.assert_close(steps.sum_rows(ours[:, 0]), (x[..., 0] * mask).sum(1))
+
+
 def nchw_observation_encoder(self: modules.ObservationEncoder, observations, directions) -> torch.Tensor:
-    """The observation encoder with ``proj`` over the pooled map flattened in (C, h, w) order."""
+    """The observation encoder with each cell's values embedded and summed, the second ReLU before the max-pool
+    and ``proj`` over the pooled map flattened in (C, h, w) order."""
     cells = self.cell_embedding(observations.long() + self.channel_offsets).sum(dim=-2)
-    x = self.conv(cells.permute(0, 3, 1, 2).contiguous())
+    conv, relu = self.conv[:3], self.conv[-1]
+    x = F.max_pool2d(relu(conv(cells.permute(0, 3, 1, 2).contiguous())), 2)  # ReLU, then the max-pool
     return F.relu(self.proj(x.flatten(1)) + self.direction_embedding(directions.long()))
 
 
@@ -65,6 +84,13 @@ def test_observation_encoder_equals_the_nchw_projection(num_values: int) -> None
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
+def torch_run_packed(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The recurrent layers as PyTorch runs them on a ``PackedSequence``."""
+    lengths = mask.long().sum(1).clamp(min=1)
+    out, _ = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+    return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0] * mask.unsqueeze(-1)
+
+
 def test_msvae_objective_and_gradients_equal_the_torch_layers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every term of Eq. 10 and every gradient, against the same model with PyTorch's packed recurrence and
     the (C, h, w) projection (same noise)."""
@@ -82,7 +108,7 @@ def test_msvae_objective_and_gradients_equal_the_torch_layers(monkeypatch: pytes
 
     ours, ours_grads = run()
     with monkeypatch.context() as patch:
-        patch.setattr(modules, "packed_recurrence", lambda rnn, packed: rnn(packed)[0])
+        patch.setattr(modules, "_run_packed", torch_run_packed)
         patch.setattr(modules.ObservationEncoder, "forward", nchw_observation_encoder)
         ref, ref_grads = run()
     for name in (*TERMS, "v", "domain_distance", "loss"):
