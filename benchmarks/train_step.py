@@ -2,7 +2,7 @@
 
     python benchmarks/train_step.py [--demos DIR] [--level BabyAI-BossLocal-v0] [--episodes 256]
                                     [--batch-size 128] [--steps 10] [--warmup 2] [--tiny]
-                                    [--device cpu] [--mixed-precision no|bf16]
+                                    [--device cpu] [--mixed-precision no|bf16] [--profile-steps N]
                                     [--out results/train_step.json]
 
 The batch: `--batch-size` paired BossLocal bot episodes (+ as many unpaired ones for MS-VAE's full Eq. 10
@@ -17,6 +17,10 @@ kept: a shared machine's speed drifts), on the same thread count (reported as to
 On a GPU (`--device cuda`) each timed update ends with `torch.cuda.synchronize()`;
 `--mixed-precision bf16` runs forward and loss under `torch.autocast(dtype=torch.bfloat16)`, as
 `accelerate` does for `--mixed_precision bf16`.
+
+`--profile-steps N` profiles N more MS-VAE updates with torch.profiler and adds ``msvae_profile``: the time
+per update of the convolutions, the matrix products (with their FLOP/s), the attention kernels and everything
+else, and the operators that take the most time, by their own time (the profiler's overhead included).
 
 Host memory: MS-VAE is timed first with the C library's default allocator (`msvae_default_allocator`), then
 `msvae_hf.training.retain_freed_memory()` is applied, as `scripts/train.py` does, and every model is timed.
@@ -123,6 +127,55 @@ def time_updates(model: torch.nn.Module, batch: dict, steps: int, warmup: int, d
             "parameters": sum(p.numel() for p in model.parameters())}
 
 
+CONVOLUTION = ("aten::mkldnn_convolution", "aten::convolution_backward")
+MATMUL = ("aten::mm", "aten::addmm", "aten::bmm")
+
+
+def matmul_flops(name: str, shapes: list) -> int:
+    """FLOPs of one mm [a, b] x [b, c], addmm (bias, [a, b], [b, c]) or bmm [n, a, b] x [n, b, c]."""
+    if name == "aten::bmm":
+        (n, a, b), (_, _, c) = shapes[0], shapes[1]
+        return 2 * n * a * b * c
+    (a, b), (_, c) = shapes[1:3] if name == "aten::addmm" else shapes[:2]
+    return 2 * a * b * c
+
+
+def profile_updates(model: torch.nn.Module, batch: dict, steps: int, top: int = 15) -> dict[str, Any]:
+    """Where an update's time goes: milliseconds per update by kind of operator, and the top operators."""
+    from torch.profiler import ProfilerActivity, profile
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    model.train()
+
+    def update() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        model(**batch).loss.backward()
+        optimizer.step()
+
+    update()  # Adam's state, outside the profile
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(steps):
+            update()
+    events = prof.key_averages(group_by_input_shape=True)
+    ms = {"convolution": 0.0, "matmul": 0.0, "attention": 0.0, "other": 0.0}
+    matmul_flops_total, by_op = 0, {}
+    for e in events:
+        t = e.self_cpu_time_total / 1e3 / steps
+        kind = ("convolution" if e.key in CONVOLUTION else "matmul" if e.key in MATMUL
+                else "attention" if "scaled_dot_product" in e.key else "other")
+        ms[kind] += t
+        if kind == "matmul":
+            matmul_flops_total += matmul_flops(e.key, e.input_shapes) * e.count // steps
+        by_op.setdefault(e.key, [0.0, 0])
+        by_op[e.key][0] += t
+        by_op[e.key][1] += e.count // steps
+    ranked = sorted(by_op.items(), key=lambda kv: -kv[1][0])[:top]
+    return {"steps": steps, "ms_per_update": ms, "total_ms_per_update": sum(ms.values()),
+            "matmul_flops_per_update": matmul_flops_total,
+            "matmul_flops_per_s": matmul_flops_total / (ms["matmul"] / 1e3) if ms["matmul"] else None,
+            "top_operators": [{"op": k, "ms_per_update": v[0], "calls_per_update": v[1]} for k, v in ranked]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--demos", help="make_demos folder (paired/unpaired splits); generated if absent")
@@ -134,6 +187,7 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="tiny models (a smoke run), not App. D's")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, auto (cuda if visible)")
     parser.add_argument("--mixed-precision", default="no", choices=["no", "bf16"])
+    parser.add_argument("--profile-steps", type=int, default=0, help="MS-VAE updates to profile after timing")
     parser.add_argument("--out", default="results/train_step.json")
     args = parser.parse_args()
 
@@ -180,6 +234,10 @@ def main() -> None:
     results["ratio_speaker_over_follower"] = results["models"]["speaker"]["seconds_per_update"] / follower_s
     results["ratio_msvae_default_allocator_over_retained"] = (
         results["msvae_default_allocator"]["seconds_per_update"] / results["models"]["msvae"]["seconds_per_update"])
+    if args.profile_steps:
+        profile = profile_updates(models["msvae"], batches["msvae"], args.profile_steps)
+        profile["matmul_fraction_of_gemm_peak"] = (profile["matmul_flops_per_s"] or 0) / peak
+        results["msvae_profile"] = profile
     write_report(results, args.out)
 
 

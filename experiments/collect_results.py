@@ -24,7 +24,8 @@ each, with the random floor), ``seeds:ROW,...`` (mean +- sd over seeds, t-tests 
 ``probes:FILE``, ``probe_data:FILE`` (how many trajectories each probe read), ``gradients:FILE``,
 ``reruns`` (runs trained again after their record, beside it), ``validation:FILE`` (a table of
 experiments/validation_table.py kept as FILE.md: each row's maxima over its seeds); for ``benchmarks``:
-``train_step:FILE``, ``train_step_compare:FILE,...`` (one line per benchmark, times against the first),
+``train_step:FILE``, ``train_step_profile:FILE`` (an update's profile),
+``train_step_compare:FILE,...`` (one line per benchmark, times against the first),
 ``train_step_log:LOG,...`` (the seconds per update that benchmarks/gpu_check.sh prints into its log, each
 matched to the benchmark's own JSON), ``speaker_decode:FILE``, ``rollout:FILE``,
 ``rollout_ratios:FILE``, ``demo_generation:FILE``, ``demo_storage:FILE``, ``smoke:FOLDER`` (the short training
@@ -462,6 +463,21 @@ def table_train_step(level: str, name: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
+def table_train_step_profile(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/train_step.py --profile-steps: an MS-VAE update's profiled time by kind of operator."""
+    data = read_json(level, name, root)
+    profile, peak = data["msvae_profile"], data["gemm_peak_flops_per_s"]
+    total = profile["total_ms_per_update"]
+    lines = [f"| operators (MS-VAE, {profile['steps']} profiled updates) | ms / update | share |",
+             "| --- | --- | --- |"]
+    for kind, ms in profile["ms_per_update"].items():
+        lines.append(f"| {kind} | {ms:.1f} | {ms / total:.2f} |")
+    lines.append(f"| all | {total:.1f} | 1.00 |")
+    lines.append(f"| matmul GFLOP/s (fraction of the GEMM peak) | {profile['matmul_flops_per_s'] / 1e9:.1f} "
+                 f"({profile['matmul_flops_per_s'] / peak:.2f}) | |")
+    return lines
+
+
 def table_speaker_decode(level: str, name: str, root: Path = RESULTS) -> list[str]:
     """benchmarks/speaker_decode.py: sequences per second with and without the decoder cache."""
     data = read_json(level, name, root)
@@ -518,7 +534,7 @@ def table_train_step_compare(level: str, names: str, root: Path = RESULTS) -> li
         for m in models:
             s = data["models"][m]["seconds_per_update"]
             cells.append(f"{1000 * s:.1f}" + ("" if name == runs[0][0] else
-                                               f" ({first[m]['seconds_per_update'] / s:.1f}x)"))
+                                               f" ({first[m]['seconds_per_update'] / s:.2f}x)"))
         lines.append(f"| {name}.json | {train_step_where(data)} | " + " | ".join(cells) +
                      f" | {data['ratio_msvae_over_follower']:.2f} |")
     return lines
@@ -627,6 +643,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "rescoring": table_rescoring, "probes": table_probes, "probe_data": table_probe_data,
     "gradients": table_gradients, "validation": table_validation, "train_step": table_train_step,
     "train_step_compare": table_train_step_compare, "train_step_log": table_train_step_log,
+    "train_step_profile": table_train_step_profile,
     "speaker_decode": table_speaker_decode, "rollout": table_rollout, "rollout_ratios": table_rollout_ratios,
     "demo_generation": table_demo_generation, "demo_storage": table_demo_storage, "smoke": table_smoke,
     "resume": table_resume, "reruns": table_reruns,

@@ -190,8 +190,8 @@ def test_train_step_tables_compare_benchmarks_and_match_log_lines_to_their_json(
     (gpu / "train_step_fp32.json").write_text(json.dumps(train_step_json("no", (0.01, 0.02, 0.04))))
     lines = collect_results.table_train_step_compare("benchmarks", "cpu,gpu/train_step_fp32", tmp_path)
     assert lines[2] == "| cpu.json | GPU, 4 thread(s), fp32 | 300.0 | 400.0 | 1200.0 | 4.00 |"
-    assert lines[3] == ("| gpu/train_step_fp32.json | GPU, 4 thread(s), fp32 | 10.0 (30.0x) | 20.0 (20.0x) "
-                        "| 40.0 (30.0x) | 4.00 |")
+    assert lines[3] == ("| gpu/train_step_fp32.json | GPU, 4 thread(s), fp32 | 10.0 (30.00x) | 20.0 (20.00x) "
+                        "| 40.0 (30.00x) | 4.00 |")
     (gpu / "log.txt").write_text(  # gpu_check.sh greps the seconds and the ratio out of each benchmark's JSON
         'torch 2.x\n      "seconds_per_update": 0.015,\n      "seconds_per_update": 0.02,\n'
         '      "seconds_per_update": 0.045,\n  "ratio_msvae_over_follower": 3.0,\n'
@@ -200,6 +200,20 @@ def test_train_step_tables_compare_benchmarks_and_match_log_lines_to_their_json(
     lines = collect_results.table_train_step_log("benchmarks", "gpu/log", tmp_path)
     assert lines[2] == "| log.txt | 1 of 2 | bf16 autocast (log only) | 15.0 | 20.0 | 45.0 | 3.00 |"
     assert lines[3] == "| log.txt | 2 of 2 | fp32 (= train_step_fp32.json) | 10.0 | 20.0 | 40.0 | 4.00 |"
+
+
+def test_train_step_profile_table_sums_the_kinds_and_rates_the_matmuls(tmp_path):
+    data = train_step_json("no", (0.3, 0.4, 1.2))
+    data["gemm_peak_flops_per_s"] = 100e9
+    data["msvae_profile"] = {"steps": 3, "total_ms_per_update": 1000.0, "matmul_flops_per_s": 80e9,
+                             "ms_per_update": {"convolution": 500.0, "matmul": 250.0, "attention": 100.0,
+                                               "other": 150.0}}
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "cpu.json").write_text(json.dumps(data))
+    lines = collect_results.table_train_step_profile("benchmarks", "cpu", tmp_path)
+    assert lines[2:] == ["| convolution | 500.0 | 0.50 |", "| matmul | 250.0 | 0.25 |", "| attention | 100.0 | 0.10 |",
+                         "| other | 150.0 | 0.15 |", "| all | 1000.0 | 1.00 |",
+                         "| matmul GFLOP/s (fraction of the GEMM peak) | 80.0 (0.80) | |"]
 
 
 def test_gpu_check_tables(tmp_path):
