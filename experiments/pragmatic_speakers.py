@@ -23,7 +23,6 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-import torch
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the models with AutoModel)
@@ -31,6 +30,7 @@ from msvae_hf.data.demos import load_demos
 from msvae_hf.evaluation import describe_dataset
 from msvae_hf.extensions.pragmatics import score_candidates
 from msvae_hf.metrics import bleu, compare_bleu
+from msvae_hf.training import add_threads_flag, set_threads
 
 DEFAULT_LAMS = "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1"
 
@@ -82,11 +82,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--valid-split", default="valid")
     parser.add_argument("--test-split", default="test")
     parser.add_argument("--examples", type=int, default=500, help="pairs of each split")
-    parser.add_argument("--threads", type=int, default=None)
+    add_threads_flag(parser)
     parser.add_argument("--out", default=None, help="write the results here (JSON)")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     lams = [float(x) for x in args.lams.split(",")]
     names = [name for name, _, _ in args.system]
     if len(set(names)) != len(names):

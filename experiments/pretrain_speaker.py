@@ -23,7 +23,7 @@ import msvae_hf  # noqa: F401
 from msvae_hf.data.demos import load_demos
 from msvae_hf.extensions.pretraining import pretrain_speaker_encoder
 from msvae_hf.tokenization_msvae import MSVAETokenizer
-from msvae_hf.training import build_model, load_config
+from msvae_hf.training import add_threads_flag, build_model, load_config, set_threads
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,14 +37,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None)
+    add_threads_flag(parser)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
         sys.exit(f"error: {out} is not empty")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     demos = load_demos(args.demos)
     if args.split not in demos:
         sys.exit(f"error: {args.demos} has no {args.split!r} split (it has {sorted(demos)})")

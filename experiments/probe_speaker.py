@@ -25,6 +25,7 @@ from transformers import AutoModel
 import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.collator import DemoCollator, for_loader, read_rows
 from msvae_hf.data.demos import load_demos
+from msvae_hf.training import add_threads_flag, set_threads
 
 FRONT_CELL = (3, 5)  # minigrid's egocentric view: the agent at (3, 6) facing up, the cell ahead at (3, 5)
 LABELS = {"object type": 0, "colour": 1}
@@ -86,10 +87,10 @@ def main() -> None:
     parser.add_argument("--demos", required=True)
     parser.add_argument("--model", action="append", required=True, metavar="NAME=DIR")
     parser.add_argument("--examples", type=int, default=5000)
-    parser.add_argument("--threads", type=int, default=1)
+    add_threads_flag(parser, default=1)
     parser.add_argument("--out", default="results/speaker_probe.json")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     unpaired = load_demos(args.demos)["unpaired"]
     rows = read_rows(for_loader(unpaired), range(min(args.examples, len(unpaired))))
     report: dict = {"demos": args.demos, "examples": len(rows), "models": {}}

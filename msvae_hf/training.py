@@ -204,6 +204,26 @@ def train_arg_parser(description: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def add_threads_flag(parser: argparse.ArgumentParser, default: int | None = None) -> None:
+    """``--threads N`` (N >= 1) for the scripts beside training: torch threads of the process, read by
+    :func:`set_threads`; None leaves torch's default. One thread beside other jobs on the same cores: torch's
+    default of one per core then oversubscribes them."""
+    def positive(text: str) -> int:
+        value = int(text)
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+        return value
+
+    parser.add_argument("--threads", type=positive, default=default,
+                        help="torch threads (default: %(default)s, None: torch's); 1 beside other jobs")
+
+
+def set_threads(threads: int | None) -> None:
+    """torch.set_num_threads(threads), unless None."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+
+
 def parse_train_args(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
     """(the parsed flags, the TrainConfig overrides they give): values are YAML (``--model.gamma 0`` is a
     number), ``--model.KEY VALUE`` reaches the model config, and an unknown flag is the parser's error."""

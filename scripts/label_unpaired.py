@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-import torch
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the models with AutoModel)
 from msvae_hf.pseudo_labels import label_unpaired
+from msvae_hf.training import add_threads_flag, set_threads
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,13 +26,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sample", action="store_true", help="sample instructions instead of greedy decoding")
     parser.add_argument("--num-unpaired", type=int, default=None, help="label only the first N trajectories")
     parser.add_argument("--overwrite", action="store_true")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads (default: torch's); 1 beside other jobs on the same cores")
+    add_threads_flag(parser)
     args = parser.parse_args(argv)
-    if args.threads is not None:
-        if args.threads < 1:
-            parser.error(f"--threads must be >= 1, got {args.threads}")
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     try:
         speaker = AutoModel.from_pretrained(args.speaker)
         if not hasattr(speaker, "describe"):

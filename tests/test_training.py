@@ -25,7 +25,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from msvae_hf.modeling_baselines import FollowerModel, SpeakerModel
 from msvae_hf.modeling_msvae import MSVAEModel
-from msvae_hf.training import StepSampler, checkpoint_dirs, load_config
+from msvae_hf.training import StepSampler, add_threads_flag, checkpoint_dirs, load_config, set_threads
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_SCRIPT = REPO / "scripts" / "train.py"
@@ -516,3 +516,23 @@ def test_new_run_in_non_empty_dir(baseline_runs, tiny_demos, tmp_path, content):
     with pytest.raises(FileExistsError, match="--resume"):
         train_tiny("follower", run, tiny_demos)
     assert tree_digest(run) == before
+
+
+def test_threads_flag_takes_a_positive_count_and_names_itself_otherwise(capsys) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="script")
+    add_threads_flag(parser)
+    assert parser.parse_args([]).threads is None and parser.parse_args(["--threads", "2"]).threads == 2
+    for bad in ("0", "-1", "two"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--threads", bad])
+        assert "--threads" in capsys.readouterr().err
+    before = torch.get_num_threads()
+    try:
+        set_threads(None)
+        assert torch.get_num_threads() == before
+        set_threads(1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
