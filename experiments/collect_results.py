@@ -19,6 +19,7 @@ benchmarks' JSON. A results document marks each table with the command that prin
 Tables: ``paper`` (Tables 2 and 3 beside the paper's numbers), ``headline`` (the same in one short table),
 ``tests`` (the paper's one-sided t-tests over seeds), ``runs:ROW,...`` (every run of those rows, one line
 each, with the random floor), ``seeds:ROW,...`` (mean +- sd over seeds, t-tests against the first row),
+``seeds_again:ROW,...`` (the same, each run trained again counted as it was trained again),
 ``flatness:ROW,...`` (has each run's validation SR stopped rising), ``speakers:FILE``, ``pragmatics:FILE``,
 ``rescoring:FILE`` (pragmatic_speakers per system and seed: lam chosen on valid and the best on test),
 ``probes:FILE``, ``probe_data:FILE`` (how many trajectories each probe read), ``gradients:FILE``,
@@ -91,6 +92,15 @@ def records_with_curves(level: str, root: Path = RESULTS) -> dict[str, dict]:
     for again in load_reruns(level, root):
         if again.get("history") and not records.get(again["run"], {}).get("history"):
             records[again["run"]] = {**again, "trained_again": True}
+    return records
+
+
+def records_trained_again(level: str, root: Path = RESULTS) -> dict[str, dict]:
+    """:func:`load_records`, each run trained again given by its record in ``reruns/`` instead (the last in name
+    order where there are several): the runs as they now stand, e.g. all on the teachers trained again."""
+    records = load_records(level, root)
+    for again in load_reruns(level, root):
+        records[again["run"]] = again
     return records
 
 
@@ -267,9 +277,10 @@ def table_runs(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
-def table_seeds(level: str, rows: str, root: Path = RESULTS) -> list[str]:
-    """Mean +- sd over seeds of each row; p: one-sided t-test of 'greater than' the first row [two-sided]."""
-    by_row = records_by_row(load_records(level, root))
+def table_seeds(level: str, rows: str, root: Path = RESULTS, again: bool = False) -> list[str]:
+    """Mean +- sd over seeds of each row; p: one-sided t-test of 'greater than' the first row [two-sided].
+    ``again``: each run trained again counts with its record in ``reruns/``."""
+    by_row = records_by_row((records_trained_again if again else load_records)(level, root))
     names = rows.split(",")
     metrics = [m for m in METRICS if any(values(by_row.get(r, []), m) for r in names)]
     lines = ["| method | " + " | ".join(METRICS[m][0] for m in metrics) + " |", "| --- |" + " --- |" * len(metrics)]
@@ -283,6 +294,11 @@ def table_seeds(level: str, rows: str, root: Path = RESULTS) -> list[str]:
             cells.append(cell + ("" if one is None else f", p = {p_text(one)} [{p_text(two)}]"))
         lines.append(f"| {row_label(level, row)} | " + " | ".join(cells) + " |")
     return lines
+
+
+def table_seeds_again(level: str, rows: str, root: Path = RESULTS) -> list[str]:
+    """:func:`table_seeds` over the runs as they now stand (:func:`records_trained_again`)."""
+    return table_seeds(level, rows, root, again=True)
 
 
 def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
@@ -325,9 +341,16 @@ def table_reruns(level: str, root: Path = RESULTS) -> list[str]:
         row, seed = run_row(again["run"])
         lines.append(f"| {row_label(level, row)} | {seed} | {fmt(sr(before), '.3f')} | {fmt(sr(again), '.3f')} | "
                      f"{fmt(bleu_alike(before), '.2f')} | {fmt(bleu_alike(again), '.2f')} | "
-                     f"{str(again.get('commit', '-'))[:7]} | "
+                     f"{short_commit(again.get('commit'))} | "
                      f"{fmt(again.get('wall_time_s') and again['wall_time_s'] / 60, '.0f')} |")
     return lines
+
+
+def short_commit(commit: str | None) -> str:
+    """A commit's first 7 characters, "(dirty)" after it where the run's working tree had uncommitted changes."""
+    if not commit:
+        return "-"
+    return commit[:7] + (" (dirty)" if commit.endswith("-dirty") else "")
 
 
 def read_json(level: str, name: str, root: Path = RESULTS) -> dict:
@@ -639,7 +662,9 @@ def table_demo_storage(level: str, name: str, root: Path = RESULTS) -> list[str]
 
 TABLES: dict[str, Callable[..., list[str]]] = {
     "flatness": table_flatness, "paper": table_paper, "headline": table_headline, "tests": table_tests,
-    "runs": table_runs, "seeds": table_seeds, "speakers": table_speakers, "pragmatics": table_pragmatics,
+    "runs": table_runs, "seeds": table_seeds,
+    "seeds_again": table_seeds_again,
+    "speakers": table_speakers, "pragmatics": table_pragmatics,
     "rescoring": table_rescoring, "probes": table_probes, "probe_data": table_probe_data,
     "gradients": table_gradients, "validation": table_validation, "train_step": table_train_step,
     "train_step_compare": table_train_step_compare, "train_step_log": table_train_step_log,

@@ -268,8 +268,13 @@ def test_reruns_sit_beside_their_first_record_and_stay_out_of_the_tables(root):
     (root / "gotoseqlocal" / "reruns" / "follower_0123456.json").write_text(json.dumps(again))
     lines = collect_results.table_reruns("gotoseqlocal", root)
     assert lines[2].split(" | ")[1:7] == ["0", "0.500", "0.470", "-", "-", "0123456"]
+    dirty = {**again, "commit": "0123456789-dirty"}  # trained from a working tree with uncommitted changes
+    (root / "gotoseqlocal" / "reruns" / "follower_0123456.json").write_text(json.dumps(dirty))
+    assert collect_results.table_reruns("gotoseqlocal", root)[2].split(" | ")[6] == "0123456 (dirty)"
     seeds = collect_results.table_seeds("gotoseqlocal", "follower", root)
     assert "52.0 +- 2.0 (n = 3)" in seeds[2]
+    seeds_again = collect_results.table_seeds_again("gotoseqlocal", "follower", root)  # seed 0: 0.47, not 0.50
+    assert "51.0 +- 3.6 (n = 3)" in seeds_again[2]
 
 
 def test_flatness_reads_a_run_without_a_curve_from_its_run_trained_again(tmp_path):
