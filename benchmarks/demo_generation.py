@@ -11,7 +11,11 @@ a million such demos. The large dataset is synthesized: the timed demos repeated
 to --num-demos rows (default 1M, the paper's unpaired pool, App. D), saved once to --big-dir and reused. Its
 rows are real rows, which is what the memory check needs; generating 1M demos takes hours. Iteration runs in
 a fresh process so its RSS is the loader's alone; RSS is split into anonymous memory (Python objects,
-batches) and file-backed pages of the memory map (page cache the kernel may reclaim). Writes --out (JSON).
+batches) and file-backed pages of the memory map (page cache the kernel may reclaim). Each timing run also
+records the CPU seconds of every process that generated (``cpu_seconds_1proc``, ``cpu_seconds_2proc``) and how
+busy the two processes kept both cores (``cpu_busy_2proc``: CPU seconds / (2 x wall)): whether the 2-process
+ratio is lost to work added by the second process, to idle time, or to each core running slower. Writes --out
+(JSON).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -74,10 +79,17 @@ def iterate(path: str, batch_size: int, max_seconds: float) -> dict[str, float]:
             **{f"start_{k}": v for k, v in first.items()}, **{f"peak_{k}": v for k, v in peak.items()}}
 
 
-def timed_generation(level: str, n: int, num_proc: int, cache_dir: str) -> tuple[datasets.Dataset, float]:
-    start = time.perf_counter()
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of its finished child processes so far."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed_generation(level: str, n: int, num_proc: int, cache_dir: str) -> tuple[datasets.Dataset, float, float]:
+    """(the demos, wall seconds, CPU seconds of every process that made them)."""
+    start, cpu = time.perf_counter(), cpu_seconds()
     ds, dropped = generate_split(level, "unpaired", n, num_proc=num_proc, cache_dir=cache_dir)
-    return ds, time.perf_counter() - start
+    return ds, time.perf_counter() - start, cpu_seconds() - cpu
 
 
 def folder_bytes(path: Path) -> int:
@@ -117,13 +129,14 @@ def main() -> None:
     result: dict = {"level": level, "rate_demos": args.rate_demos, "cpu_count": os.cpu_count(),
                     "load_average_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:
-        one, t1 = timed_generation(level, args.rate_demos, 1, f"{tmp}/c1")
-        two, t2 = timed_generation(level, args.rate_demos, 2, f"{tmp}/c2")
+        one, t1, cpu1 = timed_generation(level, args.rate_demos, 1, f"{tmp}/c1")
+        two, t2, cpu2 = timed_generation(level, args.rate_demos, 2, f"{tmp}/c2")
         assert one["seed"] == two["seed"], "num_proc changed the dataset"
         datasets.DatasetDict({"unpaired": one}).save_to_disk(f"{tmp}/saved")
         size = folder_bytes(Path(f"{tmp}/saved"))
         result.update(demos_per_s_1proc=args.rate_demos / t1, demos_per_s_2proc=args.rate_demos / t2,
-                      speedup_2_vs_1=t1 / t2, observations_feature=str(one.features["observations"]),
+                      speedup_2_vs_1=t1 / t2, cpu_seconds_1proc=cpu1, cpu_seconds_2proc=cpu2,
+                      cpu_busy_2proc=cpu2 / (2 * t2), observations_feature=str(one.features["observations"]),
                       bytes_per_demo=size / args.rate_demos, gb_per_million_demos=size / args.rate_demos * 1e6 / 1e9,
                       mean_steps=sum(map(len, one["actions"])) / len(one))
         big = build_big(one, args.num_demos, Path(args.big_dir))

@@ -216,6 +216,21 @@ def test_train_step_profile_table_sums_the_kinds_and_rates_the_matmuls(tmp_path)
                          "| matmul GFLOP/s (fraction of the GEMM peak) | 80.0 (0.80) | |"]
 
 
+def test_demo_generation_table_shows_cpu_seconds_where_recorded(tmp_path):
+    data = {"level": "BabyAI-BossLocal-v0", "demos_per_s_1proc": 100.0, "demos_per_s_2proc": 170.0,
+            "speedup_2_vs_1": 1.7, "bytes_per_demo": 665.0,
+            "iteration": {"batch_size": 256, "rows_iterated": 1000, "rows_per_s": 5000.0, "peak_anon_mb": 400.0,
+                          "peak_file_mb": 700.0}}
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "old.json").write_text(json.dumps(data))
+    (tmp_path / "benchmarks" / "new.json").write_text(json.dumps(
+        {**data, "cpu_seconds_1proc": 200.0, "cpu_seconds_2proc": 210.0, "cpu_busy_2proc": 0.89}))
+    old = collect_results.table_demo_generation("benchmarks", "old", tmp_path)
+    new = collect_results.table_demo_generation("benchmarks", "new", tmp_path)
+    assert new[4] == "| CPU seconds, 1 / 2 processes (cores kept busy by 2) | 200.0 / 210.0 (0.89) |"
+    assert new[:4] + new[5:] == old  # a benchmark from before the CPU seconds renders as it did
+
+
 def test_gpu_check_tables(tmp_path):
     gpu = tmp_path / "benchmarks" / "gpu"
     gpu.mkdir(parents=True)
