@@ -230,7 +230,7 @@ def _one_direction(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, sizes: list[int], 
             h, c = h[:size], c[:size]
         elif size > h.shape[0]:  # the reverse direction: sequences start at their last step, from zeros
             new = data.new_zeros(size - h.shape[0], hidden)
-            h, c = torch.cat([h, new]), torch.cat([c, new])
+            h, c = torch.cat([h, new]), torch.cat([c, new]) if lstm else c  # a GRU has no cell state
         if lstm:
             h, c = lstm_update(inputs[step] + F.linear(h, weight_hh, bias_hh), c)
         else:
