@@ -8,7 +8,8 @@ folders follow one convention: ``runs/<level>/<row>`` for seed 0 and ``runs/<lev
 k. Every MS-VAE seed starts from the seed-0 baselines (App. D initialisation), so its seeds differ in data
 order and noise only; the students of all seeds read the labels of the same seed-0 teacher.
 
-Both levels hold the rows of Tables 2 and 3 (:data:`TABLE_ROWS`); BossLocal also holds the rest of its study
+Both levels hold the rows of Tables 2 and 3 (:data:`TABLE_ROWS`) and the follower rows at twice the budget
+(:data:`BUDGET_ROWS`); BossLocal also holds the rest of its study
 (:data:`BOSSLOCAL_ROWS`, :func:`bosslocal_comparisons`). Each cell answers one of :data:`QUESTIONS`.
 """
 
@@ -29,6 +30,7 @@ QUESTIONS = {
     "speaker_follower": "does unpaired data help the speaker-follower? (Table 3)",
     "bleu": "what was tried against the BLEU result (V lowers the MS-VAE speaker's BLEU)",
     "pretraining": "speaker pre-training and self-training: where do unpaired trajectories raise BLEU?",
+    "budget": "would more updates close the gap to the paper's SR? (Table 2's follower rows at 4000 updates)",
     "tables": "every run's numbers in one table, and the validation curves",
 }
 
@@ -47,6 +49,8 @@ class Row:
     """train.py flags beyond the config, e.g. ``--max-updates 400`` for a run stopped early"""
     init: str | None = None
     """the pre-training (runs/<level>/<init>[_seed<k>]) that seed k starts from"""
+    continues: str | None = None
+    """the row whose finished seed-k run seed k continues to this row's budget (train.py's --continue-from)"""
 
 
 BASELINES = ("follower/seed0", "speaker/seed0")
@@ -60,6 +64,13 @@ TABLE_ROWS: dict[str, Row] = {
     "msvae_v": Row("MS-VAE + V", "follower", BASELINES),
     "speaker_follower": Row("speaker-follower", "speaker_follower", ("labels/speaker",)),
     "msvae_speaker_follower": Row("MS-VAE-speaker-follower", "speaker_follower", ("labels/msvae",)),
+}
+
+#: Table 2's follower comparison at twice the budget, on both levels: each seed's 2000-update run continued.
+BUDGET_ROWS: dict[str, Row] = {
+    "msvae_4000": Row("MS-VAE full (+ V + D'), 4000 updates", "budget", BASELINES, continues="msvae"),
+    "msvae_paired_4000": Row("MS-VAE, paired only, 4000 updates", "budget", BASELINES,
+                             continues="msvae_paired"),
 }
 
 _FIVE = (0, 1, 2, 3, 4)
@@ -152,7 +163,7 @@ def level_rows(level: str) -> dict[str, Row]:
     """Every row of ``level``'s study, by config name."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; known: {sorted(LEVELS)}")
-    return {**TABLE_ROWS, **(BOSSLOCAL_ROWS if level == "bosslocal" else {})}
+    return {**TABLE_ROWS, **BUDGET_ROWS, **(BOSSLOCAL_ROWS if level == "bosslocal" else {})}
 
 
 def run_dir(level: str, row: str, seed: int) -> Path:
@@ -222,6 +233,9 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                 needs.append(pretrainings[init].name)
                 if seed:
                     command += ["--init-from", str(init)]
+            if spec.continues is not None:
+                needs.append(f"{spec.continues}/seed{seed}")
+                command += ["--continue-from", str(run_dir(level, spec.continues, seed))]
             if seed:
                 command += ["--seed", str(seed), "--output-dir", str(out)]
             cells.append(Cell(f"{row}/seed{seed}", tuple(command), out / "results.json", tuple(needs), out,

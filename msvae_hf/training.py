@@ -109,6 +109,10 @@ class TrainConfig:
     keep_checkpoints: int = 2
     resume: bool = False
     """continue from the latest checkpoint in output_dir"""
+    continue_from: str | None = None
+    """a finished run's folder: this run starts from its last checkpoint (with its best models, curve, wall time
+    and command lines) and trains on to ``max_updates`` in ``output_dir``, as one uninterrupted run of
+    ``max_updates`` would; the finished run is only read (:func:`continue_run`)"""
     threads: int | None = None
     """torch.set_num_threads (None: leave torch's default)"""
     retain_freed_memory: bool = True
@@ -349,6 +353,57 @@ def checkpoint_dirs(output_dir: str | Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.name.startswith("step-") and (p / "train_state.json").exists())
 
 
+#: TrainConfig fields a continued run may change: where it writes, how far it goes and how it runs, not what it
+#: trains on or how (see :func:`continuable_checkpoint`).
+CONTINUE_MAY_CHANGE = ("output_dir", "max_updates", "resume", "continue_from", "threads", "eval_workers",
+                       "eval_batch_size", "keep_checkpoints", "retain_freed_memory")
+
+
+def continuable_checkpoint(cfg: TrainConfig) -> Path:
+    """The checkpoint of the finished run ``cfg.continue_from`` that ``cfg`` continues from; ValueError or
+    FileNotFoundError naming what stands in the way (nothing is written).
+
+    The continued run is one uninterrupted run of ``cfg.max_updates``: it needs the finished run's config in all
+    but :data:`CONTINUE_MAY_CHANGE` (the data order is a function of seed and update, and the learning rate is
+    constant), a last checkpoint at the finished run's last update, and that update on the validation schedule
+    (a run validates at its last update, which a longer run does only where ``eval_every`` divides it)."""
+    source = Path(cfg.continue_from)
+    if not (source / "results.json").is_file() or not (source / "train_config.json").is_file():
+        raise FileNotFoundError(f"continue_from {source} is not a finished run (results.json, train_config.json)")
+    saved = json.loads((source / "train_config.json").read_text())
+    differ = [f"{name}: {saved.get(name)!r} there, {value!r} here" for name, value in dataclasses.asdict(cfg).items()
+              if name not in CONTINUE_MAY_CHANGE and saved.get(name) != value]
+    if differ:
+        raise ValueError(f"continue_from {source} trained with another config; " + "; ".join(differ))
+    finished = json.loads((source / "results.json").read_text())["updates"]
+    last = checkpoint_dirs(source)[-1:]
+    if not last or json.loads((last[0] / "train_state.json").read_text())["step"] != finished:
+        raise FileNotFoundError(f"continue_from {source} holds no checkpoint of its last update ({finished})")
+    if finished >= cfg.max_updates:
+        raise ValueError(f"continue_from {source} has {finished} updates: max_updates must be more, got "
+                         f"{cfg.max_updates}")
+    if finished % cfg.eval_every:
+        raise ValueError(f"continue_from {source} stopped at update {finished}, off the validation schedule "
+                         f"(eval_every {cfg.eval_every}): its curve would differ from one run of {cfg.max_updates}")
+    return last[0]
+
+
+def continue_run(checkpoint: Path, output_dir: Path) -> None:
+    """Copy what a finished run hands on (best models, TensorBoard logs, command lines) into the empty
+    ``output_dir``, its last ``checkpoint`` last, through a temporary folder: a copy cut short leaves no
+    checkpoint, i.e. a folder to start again, never one to resume."""
+    source = checkpoint.parents[1]
+    output_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("best", "best_speaker", "tb"):
+        if (source / name).is_dir():
+            shutil.copytree(source / name, output_dir / name)
+    if (source / "command.txt").is_file():
+        shutil.copy2(source / "command.txt", output_dir / "command.txt")
+    tmp = output_dir / "checkpoints" / f".tmp-{checkpoint.name}"
+    shutil.copytree(checkpoint, tmp)
+    os.replace(tmp, output_dir / "checkpoints" / checkpoint.name)
+
+
 def save_checkpoint(accelerator: Accelerator, output_dir: str, state: dict, keep: int) -> Path:
     """accelerate ``save_state`` into a temporary folder, then an atomic rename; prune old ones."""
     root = Path(output_dir) / "checkpoints"
@@ -501,6 +556,9 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
                                 "run without --resume to start a new run in an empty or new output_dir")
     if not cfg.resume and out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out} is not empty: pass --resume to continue its run or choose another output_dir")
+    source = None
+    if cfg.continue_from and not cfg.resume:
+        source = continuable_checkpoint(cfg)
     set_seed(cfg.seed)
     paired, unpaired, valid, test, level = load_training_data(cfg)
     tokenizer = MSVAETokenizer.from_grammar()
@@ -520,7 +578,12 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     commit = provenance()["commit"]  # the code that trains; final_evaluation may run under a later one
     state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,
              "wall_time": 0.0, "commits": [commit]}
-    if cfg.resume:
+    if source is not None:
+        if accelerator.is_main_process:
+            continue_run(source, out)
+        accelerator.wait_for_everyone()
+        existing = checkpoint_dirs(out)
+    if cfg.resume or source is not None:
         last = existing[-1]
         saved = json.loads((last / "train_state.json").read_text())
         if saved.get("model_type") != cfg.model_type:

@@ -360,6 +360,67 @@ def test_kill_and_resume_is_bit_identical(tiny_demos, tmp_path):
     assert hist_a["training_commits"] == [hist_a["commit"]]
 
 
+def test_continued_run_equals_one_longer_run(tiny_demos, tmp_path):
+    """A finished run of 4 updates continued to 8 (--continue-from) is the run of 8: same weights, optimizer
+    state, curve, best models and test results; the finished run is left byte for byte."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+    full, short, longer = tmp_path / "full", tmp_path / "short", tmp_path / "longer"
+    subprocess.run(train_command(tiny_demos, full), check=True, env=env, capture_output=True, timeout=300)
+    subprocess.run(train_command(tiny_demos, short, "--max-updates", "4"), check=True, env=env, capture_output=True,
+                   timeout=300)
+    before = tree_digest(short)
+    done = subprocess.run(train_command(tiny_demos, longer, "--continue-from", str(short), "--keep-checkpoints", "3"),
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert tree_digest(short) == before
+
+    step = full / "checkpoints" / "step-0000008"
+    a, b = load_file(step / "model.safetensors"), load_file(longer / "checkpoints" / step.name / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    opt_a = torch.load(step / "optimizer.bin", weights_only=True)
+    opt_b = torch.load(longer / "checkpoints" / step.name / "optimizer.bin", weights_only=True)
+    assert all(torch.equal(s[n], opt_b["state"][k][n]) for k, s in opt_a["state"].items() for n in s)
+    ra, rb = (json.loads((run / "results.json").read_text()) for run in (full, longer))
+    assert ra["history"] == rb["history"] and [h["step"] for h in rb["history"]] == [4, 8]
+    for key in ("test", "test_bleu", "best", "best_speaker", "updates"):
+        assert ra[key] == rb[key], key
+    assert tree_digest(full / "best") == tree_digest(longer / "best")
+    assert len(rb["training_commits"]) == 2  # the finished run's start and the continuation
+    commands = (longer / "command.txt").read_text().splitlines()
+    assert "--max-updates 4" in commands[0] and f"--continue-from {short}" in commands[1]
+    assert [p.name for p in checkpoint_dirs(longer)] == ["step-0000004", "step-0000006", "step-0000008"]
+
+
+@pytest.mark.parametrize(("finished", "flags", "message"), [
+    ("4", ("--learning-rate", "0.01"), "learning_rate: 0.001 there, 0.01 here"),
+    ("4", ("--seed", "8"), "seed: 7 there, 8 here"),
+    ("4", ("--max-updates", "4"), "max_updates must be more"),
+    ("6", (), "stopped at update 6, off the validation schedule"),  # validated at 4 and 6; a run of 8 at 4 and 8
+])
+def test_continue_from_refuses_another_run(tiny_demos, tmp_path, finished, flags, message):
+    """A continuation that would not be the finished run made longer stops before writing anything."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+    short = tmp_path / "short"
+    subprocess.run(train_command(tiny_demos, short, "--max-updates", finished), check=True, env=env,
+                   capture_output=True, timeout=300)
+    before = tree_digest(short)
+    script = load_train_script()
+    out = tmp_path / "longer"
+    argv = train_command(tiny_demos, out, "--continue-from", str(short), *flags)[2:]
+    with pytest.raises(SystemExit, match=message):
+        script.main(argv)
+    assert tree_digest(short) == before and not out.exists()
+
+
+def test_continue_from_needs_a_finished_run(tiny_demos, tmp_path):
+    script = load_train_script()
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    with pytest.raises(SystemExit, match="is not a finished run"):
+        script.main(train_command(tiny_demos, tmp_path / "out", "--continue-from", str(unfinished))[2:])
+    assert not (tmp_path / "out").exists()
+
+
 # ---------------------------------------------------------------------------------------------- evaluation, bf16
 def test_evaluation_is_deterministic(baseline_runs):
     from msvae_hf.envs.seeds import VALID_SEED_START

@@ -54,7 +54,7 @@ def test_training_cells_read_existing_configs_and_write_their_run_folder(level: 
         cfg = train_config(cell)
         assert Path(cfg.output_dir) == cell.run_dir and cell.output == cell.run_dir / "results.json"
         made = [outputs[n].parent for n in cell.needs]  # the folders the cells it needs write
-        for path in (cfg.init_follower, cfg.init_speaker, cfg.init_from, cfg.pseudo_labels):
+        for path in (cfg.init_follower, cfg.init_speaker, cfg.init_from, cfg.pseudo_labels, cfg.continue_from):
             if path is not None:
                 assert any(Path(path) == folder or folder in Path(path).parents for folder in made), (cell.name, path)
         assert Path(cfg.demos) in made
