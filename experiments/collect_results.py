@@ -20,7 +20,8 @@ Tables: ``paper`` (Tables 2 and 3 beside the paper's numbers), ``headline`` (the
 ``tests`` (the paper's one-sided t-tests over seeds), ``runs:ROW,...`` (every run of those rows, one line
 each, with the random floor), ``seeds:ROW,...`` (mean +- sd over seeds, t-tests against the first row),
 ``seeds_again:ROW,...`` (the same, each run trained again counted as it was trained again),
-``flatness:ROW,...`` (has each run's validation SR stopped rising), ``speakers:FILE``, ``pragmatics:FILE``,
+``flatness:ROW,...`` (has each run's validation SR stopped rising), ``budget:ROW,...`` (runs continued to a
+larger budget, each seed beside the run it continued), ``speakers:FILE``, ``pragmatics:FILE``,
 ``rescoring:FILE`` (pragmatic_speakers per system and seed: lam chosen on valid and the best on test),
 ``probes:FILE``, ``probe_data:FILE`` (how many trajectories each probe read), ``gradients:FILE``,
 ``reruns`` (runs trained again after their record, beside it), ``validation:FILE`` (a table of
@@ -44,7 +45,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from cells import LEVELS, row_label, run_row
+from cells import LEVELS, level_rows, row_label, run_dir, run_row
 
 RESULTS = Path("results")
 MARK = re.compile(
@@ -301,28 +302,79 @@ def table_seeds_again(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     return table_seeds(level, rows, root, again=True)
 
 
+def last_quarter(record: dict) -> tuple[tuple[int, float], tuple[int, float], float] | None:
+    """((update, valid SR) at three quarters of the updates, (update, valid SR) at the end, standard error of one
+    validation SR at the end: sqrt(p (1 - p) / episodes)); None without a curve."""
+    curve = {h["step"]: h["valid/success_rate"] for h in record.get("history", []) if "valid/success_rate" in h}
+    episodes = (record.get("config") or {}).get("eval_episodes")
+    if len(curve) < 2 or not episodes:
+        return None
+    end = max(curve)
+    quarter = min((s for s in curve if s >= 0.75 * end), default=end)
+    return (quarter, curve[quarter]), (end, curve[end]), (curve[end] * (1 - curve[end]) / episodes) ** 0.5
+
+
 def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     """Has each run's validation SR flattened? The gain over the last quarter of its updates (the evaluation at
     the end minus the one at three quarters) against the binomial standard error of one validation SR
-    (sqrt(p (1 - p) / episodes) at the final SR). A run recorded without a curve is read from its run trained
-    again, marked "(again)"; runs without any curve are left out."""
+    (:func:`last_quarter`). A run recorded without a curve is read from its run trained again, marked
+    "(again)"; runs without any curve are left out."""
     by_row = records_by_row(records_with_curves(level, root))
     lines = ["| run | seed | valid SR at 3/4 of the updates | at the end | gain | standard error | flattened |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows.split(","):
         for record in by_row.get(row, []):
-            curve = {h["step"]: h["valid/success_rate"] for h in record.get("history", [])
-                     if "valid/success_rate" in h}
-            episodes = (record.get("config") or {}).get("eval_episodes")
-            if len(curve) < 2 or not episodes:
+            if (found := last_quarter(record)) is None:
                 continue
-            end = max(curve)
-            quarter = min((s for s in curve if s >= 0.75 * end), default=end)
-            gain, se = curve[end] - curve[quarter], (curve[end] * (1 - curve[end]) / episodes) ** 0.5
+            (quarter, at_quarter), (end, at_end), se = found
+            gain = at_end - at_quarter
             again = " (again)" if record.get("trained_again") else ""
-            lines.append(f"| {row_label(level, row)} | {run_row(record['run'])[1]}{again} | {curve[quarter]:.3f} "
-                         f"(update {quarter}) | {curve[end]:.3f} (update {end}) | {gain:+.3f} | {se:.3f} | "
+            lines.append(f"| {row_label(level, row)} | {run_row(record['run'])[1]}{again} | {at_quarter:.3f} "
+                         f"(update {quarter}) | {at_end:.3f} (update {end}) | {gain:+.3f} | {se:.3f} | "
                          f"{'yes' if gain < se else 'no'} |")
+    return lines
+
+
+def continued_record(level: str, record: dict, root: Path = RESULTS) -> dict | None:
+    """The record of the run that ``record`` continued (``--continue-from``): of its row's ``continues`` row and
+    seed, the first record or one trained again, whichever curve the continued run's begins with."""
+    row, seed = run_row(record["run"])
+    source = level_rows(level)[row].continues
+    if source is None:
+        return None
+    name = run_dir(level, source, seed).name
+    history = record.get("history", [])
+    candidates = [r for r in (load_records(level, root).get(name), *load_reruns(level, root)) if r and r["run"] == name]
+    return next((r for r in candidates if r.get("history") and history[:len(r["history"])] == r["history"]), None)
+
+
+def best_valid(record: dict) -> str:
+    """The best validation SR of a record and its update (``best/``'s selection)."""
+    best = record.get("best") or {}
+    return "-" if best.get("value") is None else f"{best['value']:.3f} (update {best['step']})"
+
+
+def table_budget(level: str, rows: str, root: Path = RESULTS) -> list[str]:
+    """Each seed of ``rows`` (runs continued to a larger budget, cells.Row.continues) beside the run it
+    continued: test SR of ``best/``, the best validation SR and its update, and the validation SR's gain over
+    the last quarter of each budget (a standard error: sqrt(p (1 - p) / episodes) at the end)."""
+    by_row = records_by_row(load_records(level, root))
+    lines = ["| run | seed | updates | test SR | best valid SR (update) | valid SR gain over the last quarter (SE) | "
+             "record continued |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for row in rows.split(","):
+        for record in by_row.get(row, []):
+            seed = run_row(record["run"])[1]
+            before = continued_record(level, record, root)
+            first = load_records(level, root).get(run_dir(level, level_rows(level)[row].continues, seed).name)
+            for label, r in ((row_label(level, level_rows(level)[row].continues), before),
+                             (row_label(level, row), record)):
+                if r is None:
+                    continue
+                found = last_quarter(r)
+                gain = "-" if found is None else f"{found[1][1] - found[0][1]:+.3f} ({found[2]:.3f})"
+                which = "-" if r is record else "its first record" if r == first else "its run trained again"
+                lines.append(f"| {label} | {seed} | {r.get('updates')} | {fmt(sr(r), '.3f')} | {best_valid(r)} | "
+                             f"{gain} | {which} |")
     return lines
 
 
@@ -664,7 +716,7 @@ def table_demo_storage(level: str, name: str, root: Path = RESULTS) -> list[str]
 
 TABLES: dict[str, Callable[..., list[str]]] = {
     "flatness": table_flatness, "paper": table_paper, "headline": table_headline, "tests": table_tests,
-    "runs": table_runs, "seeds": table_seeds,
+    "runs": table_runs, "seeds": table_seeds, "budget": table_budget,
     "seeds_again": table_seeds_again,
     "speakers": table_speakers, "pragmatics": table_pragmatics,
     "rescoring": table_rescoring, "probes": table_probes, "probe_data": table_probe_data,

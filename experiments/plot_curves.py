@@ -4,6 +4,7 @@
     python experiments/plot_curves.py runs/bosslocal/follower runs/bosslocal/msvae --out results/curves.png
     python experiments/plot_curves.py runs/a runs/b --metric valid/success_rate --metric train/loss
     python experiments/plot_curves.py --level gotoseqlocal --out results/gotoseqlocal/validation_curves.png
+    python experiments/plot_curves.py --level bosslocal --budget --out results/bosslocal/validation_curves_4000.png
 
 Each run is an ``output_dir`` of ``scripts/train.py``. Scalars are read from its TensorBoard event files
 (``tb/``, via tensorboard's EventAccumulator); a run without event files falls back to the validation
@@ -103,38 +104,51 @@ def plot_curves(
 #: Table 2's rows, each drawn in the panels of the metrics it is selected on.
 TABLE2_ROWS = {"valid/success_rate": ("follower", "msvae_paired", "msvae_v", "msvae"),
                "valid/bleu": ("speaker", "msvae_paired", "msvae_v", "msvae")}
+#: Table 2's follower comparison at twice the budget (experiments/cells.py's BUDGET_ROWS).
+BUDGET_ROWS = {"valid/success_rate": ("msvae_paired_4000", "msvae_4000"),
+               "valid/bleu": ("msvae_paired_4000", "msvae_4000")}
+#: A row's colour: the Table 2 row it is (at any budget).
+COLORS = dict(zip(("follower", "speaker", "msvae_paired", "msvae_v", "msvae"), ("C0", "C0", "C1", "C2", "C3")))
 
 
-def plot_level(level: str, out: str | Path, results: str | Path = "results") -> list[str]:
-    """Validation SR and BLEU against updates for every Table 2 row of ``level``, from its committed run records
-    (``results/<level>/runs/*.json``): the mean over seeds, and a band from the lowest to the highest seed. A run
-    whose record has no curve (recorded before curves were) is drawn from its run trained again
-    (``results/<level>/reruns/``), if there is one. Returns the rows drawn."""
-    from cells import row_label
-    from collect_results import records_by_row, records_with_curves
+def plot_level(level: str, out: str | Path, results: str | Path = "results",
+               panels: dict[str, tuple[str, ...]] = TABLE2_ROWS) -> list[str]:
+    """Validation SR and BLEU against updates for the rows of ``panels`` (default: every Table 2 row) of
+    ``level``, from its committed run records (``results/<level>/runs/*.json``): the mean over seeds, a band from
+    the lowest to the highest seed, and the paper's test SR of each row as a dashed line. A run whose record has
+    no curve (recorded before curves were) is drawn from its run trained again (``results/<level>/reruns/``), if
+    there is one. Returns the rows drawn."""
+    from cells import level_rows, row_label
+    from collect_results import PAPER, records_by_row, records_with_curves
 
     rows = records_by_row(records_with_curves(level, Path(results)))
-    fig, axes = plt.subplots(1, len(TABLE2_ROWS), figsize=(6 * len(TABLE2_ROWS), 4), squeeze=False)
-    colors = dict(zip(("follower", "speaker", "msvae_paired", "msvae_v", "msvae"), ("C0", "C0", "C1", "C2", "C3")))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
     drawn = set()
-    for ax, (metric, names) in zip(axes[0], TABLE2_ROWS.items()):
+    for ax, (metric, names) in zip(axes[0], panels.items()):
+        paper_label = "dashed: the paper's test SR of the row in its colour"
         for row in names:
+            table2_row = level_rows(level)[row].continues or row
+            color = COLORS[table2_row]
+            paper_sr = PAPER[level].get(table2_row, {}).get("sr")
+            if metric == "valid/success_rate" and paper_sr is not None and rows.get(row):
+                ax.axhline(paper_sr / 100, color=color, linestyle="--", linewidth=1, label=paper_label)
+                paper_label = "_nolegend_"
             curves = [{h["step"]: h[metric] for h in r.get("history", []) if metric in h} for r in rows.get(row, [])]
             curves = [c for c in curves if c]
             if not curves:
                 continue
             steps = sorted(set.intersection(*(set(c) for c in curves)))
             ys = [[c[s] for c in curves] for s in steps]
-            ax.plot(steps, [sum(y) / len(y) for y in ys], color=colors[row], marker=".",
+            ax.plot(steps, [sum(y) / len(y) for y in ys], color=color, marker=".",
                     label=f"{row_label(level, row)} (n = {len(curves)})")
             if len(curves) > 1:
-                ax.fill_between(steps, [min(y) for y in ys], [max(y) for y in ys], color=colors[row], alpha=0.2)
+                ax.fill_between(steps, [min(y) for y in ys], [max(y) for y in ys], color=color, alpha=0.2)
             drawn.add(row)
         ax.set_xlabel("update")
         ax.set_title(f"{level}: {metric} (mean over seeds, band: min-max)")
         ax.grid(alpha=0.3)
         if ax.lines:
-            ax.legend(fontsize="small")
+            ax.legend(fontsize="x-small")
     if not drawn:
         raise ValueError(f"no run of {level} has a validation history under {results}/{level}/runs")
     fig.tight_layout()
@@ -148,6 +162,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="*", help="run directories (output_dir of scripts/train.py)")
     parser.add_argument("--level", help="instead of runs: Table 2's rows of a level from results/<level>/runs")
+    parser.add_argument("--budget", action="store_true",
+                        help="with --level: Table 2's follower comparison at twice the budget instead")
     parser.add_argument("--out", default="results/curves.png", help="image to write (png, pdf, svg)")
     parser.add_argument("--metric", action="append", dest="metrics",
                         help=f"a scalar tag to plot; repeat for several (default: {' '.join(DEFAULT_METRICS)})")
@@ -155,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.level:
         try:
-            rows = plot_level(args.level, args.out)
+            rows = plot_level(args.level, args.out, panels=BUDGET_ROWS if args.budget else TABLE2_ROWS)
         except ValueError as err:
             sys.exit(f"error: {err}")
         print(f"wrote {args.out} ({', '.join(rows)})")

@@ -303,3 +303,34 @@ def test_flatness_reads_a_run_without_a_curve_from_its_run_trained_again(tmp_pat
     lines = collect_results.table_flatness("bosslocal", "msvae", tmp_path)
     assert lines[2].startswith("| MS-VAE full (+ V + D') | 0 (again) | 0.600 (update 1500) | 0.500 (update 2000) |")
     assert collect_results.load_records("bosslocal", tmp_path)["msvae"] == {"run": "msvae"}  # the record as it was
+
+
+def test_budget_table_sets_each_continued_run_beside_the_record_it_continued(tmp_path):
+    """Seed 0 continued its first record; seed 1 its run trained again (the first record's curve differs)."""
+    runs, reruns = tmp_path / "bosslocal" / "runs", tmp_path / "bosslocal" / "reruns"
+    runs.mkdir(parents=True)
+    reruns.mkdir()
+
+    def curve(*points: tuple[int, float]) -> list[dict]:
+        return [{"step": s, "valid/success_rate": v} for s, v in points]
+
+    short = {0: curve((1000, 0.5), (1500, 0.6), (2000, 0.62)), 1: curve((1000, 0.4), (1500, 0.5), (2000, 0.6))}
+    for seed, suffix in ((0, ""), (1, "_seed1")):
+        longer = short[seed] + curve((3000, 0.66), (4000, 0.7))
+        for folder, name, history, updates, test in (
+                (runs, f"msvae{suffix}", short[seed], 2000, 0.6), (runs, f"msvae_4000{suffix}", longer, 4000, 0.7)):
+            rec = {"run": name, "history": history, "updates": updates, "test": {"success_rate": test},
+                   "best": {"step": max(h["step"] for h in history), "value": history[-1]["valid/success_rate"]},
+                   "config": {"eval_episodes": 100}}
+            (folder / f"{name}.json").write_text(json.dumps(rec))
+    first_seed1 = json.loads((runs / "msvae_seed1.json").read_text())
+    (reruns / "msvae_seed1_abcdef1.json").write_text(json.dumps(first_seed1))  # the run the folder held
+    (runs / "msvae_seed1.json").write_text(json.dumps({**first_seed1, "history": curve((2000, 0.3)),
+                                                       "test": {"success_rate": 0.3}}))
+    lines = collect_results.table_budget("bosslocal", "msvae_4000", tmp_path)
+    se = math.sqrt(0.7 * 0.3 / 100)
+    assert lines[2:4] == [
+        "| MS-VAE full (+ V + D') | 0 | 2000 | 0.600 | 0.620 (update 2000) | +0.020 (0.049) | its first record |",
+        f"| MS-VAE full (+ V + D'), 4000 updates | 0 | 4000 | 0.700 | 0.700 (update 4000) | +0.040 ({se:.3f}) | - |"]
+    assert lines[4].startswith("| MS-VAE full (+ V + D') | 1 | 2000 | 0.600 |")
+    assert lines[4].endswith("| its run trained again |") and len(lines) == 6

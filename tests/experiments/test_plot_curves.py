@@ -52,3 +52,20 @@ def test_plot_level_draws_a_run_without_a_curve_from_its_run_trained_again(tmp_p
     history = [{"step": s, "valid/success_rate": 0.5, "valid/bleu": 20.0} for s in (200, 400)]
     (reruns / "msvae_abcdef1.json").write_text(json.dumps({"run": "msvae", "history": history}))
     assert plot_curves.plot_level("bosslocal", tmp_path / "curves.png", tmp_path) == ["msvae"]
+
+
+def test_budget_plot_draws_the_continued_rows_with_the_paper_line(tmp_path, monkeypatch):
+    """--budget: the rows at 4000 updates only, each with its Table 2 row's colour and paper SR."""
+    runs = tmp_path / "bosslocal" / "runs"
+    runs.mkdir(parents=True)
+    for run in ("msvae", "msvae_4000", "msvae_4000_seed1"):
+        steps = (200, 400) if run == "msvae" else (200, 400, 600, 800)
+        history = [{"step": s, "valid/success_rate": 0.5, "valid/bleu": 20.0} for s in steps]
+        (runs / f"{run}.json").write_text(json.dumps({"run": run, "history": history}))
+    lines = []
+    saved = plot_curves.plt.Axes.axhline
+    monkeypatch.setattr(plot_curves.plt.Axes, "axhline",
+                        lambda ax, y, **kw: lines.append((y, kw["color"])) or saved(ax, y, **kw))
+    out = tmp_path / "budget.png"
+    assert plot_curves.plot_level("bosslocal", out, tmp_path, panels=plot_curves.BUDGET_ROWS) == ["msvae_4000"]
+    assert lines == [(0.767, "C3")] and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
