@@ -19,11 +19,12 @@ MS-VAE starts from), or with ``--again``; the record of a run trained again goes
 ``results/<level>/reruns/``, beside the first. Cells that only make inputs (demonstrations, pseudo-labels,
 pre-trained encoders) run where a cell needs them, or when named in ``--cells``.
 
-A training cell whose run folder holds a checkpoint continues with ``--resume`` (bit-identical to an
-uninterrupted run); a folder with neither a checkpoint nor ``results.json`` (a start killed before its first
-checkpoint) is started again. A finished run's record goes to ``results/<level>/runs/<run>.json`` (config,
-seed, commit, machine, wall time, metrics, validation curve) and is never overwritten. Each cell logs to
-``runs/<level>/logs/<cell>.log``.
+A cell that continues a finished run to a larger budget (``--continue-from``) trains from the start where that
+run left no checkpoint when the cell starts (the same run). A training cell whose run folder holds a checkpoint
+continues with ``--resume`` (bit-identical to an uninterrupted run); a folder with neither a checkpoint nor
+``results.json`` (a start killed before its first checkpoint) is started again. A finished run's record goes to
+``results/<level>/runs/<run>.json`` (config, seed, commit, machine, wall time, metrics, validation curve) and is
+never overwritten. Each cell logs to ``runs/<level>/logs/<cell>.log``.
 """
 
 from __future__ import annotations
@@ -86,10 +87,16 @@ def save_record(level: str, run: Path, results_root: Path = Path("results")) -> 
 def prepare(cell: Cell, dry_run: bool = False) -> list[str]:
     """The command to run now: with ``--resume`` where the run folder holds a checkpoint. A run folder without
     one (a start killed before its first checkpoint) is removed, unless ``dry_run``; for a stack, its seeds'
-    folders too."""
+    folders too. A run to continue (``--continue-from``) that left no checkpoint (e.g. a seed of a stack) is
+    trained from the start to the whole budget instead, the same run (decided when the cell starts, not in a
+    ``dry_run``, where the run to continue may not have trained yet)."""
     command = list(cell.command)
     if cell.run_dir is not None and checkpoint_dirs(cell.run_dir):
         return [*command, "--resume"]
+    if "--continue-from" in command and not dry_run:
+        at = command.index("--continue-from")
+        if not checkpoint_dirs(command[at + 1]):
+            del command[at:at + 2]
     if not dry_run:
         for folder in (cell.run_dir, *(run for _, run in cell.members)):
             if folder is not None and folder.exists():
@@ -99,9 +106,10 @@ def prepare(cell: Cell, dry_run: bool = False) -> list[str]:
 
 def stackable(cell: Cell) -> tuple[str, int] | None:
     """(row, seed) of a fresh MS-VAE training cell that trains on unpaired data (its batches are stackable),
-    else None."""
+    else None: a cell that starts from a saved model or continues a finished run trains alone."""
     command = cell.command
-    if command[:2] != ("python", "scripts/train.py") or "--init-from" in command or cell.run_dir is None:
+    if command[:2] != ("python", "scripts/train.py") or cell.run_dir is None or \
+            {"--init-from", "--continue-from"} & set(command):
         return None
     if checkpoint_dirs(cell.run_dir):
         return None

@@ -162,6 +162,26 @@ def test_stack_joins_the_seeds_of_each_msvae_row_with_unpaired_data(tmp_path: Pa
     assert {"msvae_paired/seed0", "msvae_paired/seed1", "msvae_paired/seed2"} <= set(lines)
 
 
+def test_continued_runs_need_the_run_they_continue_and_train_alone(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").symlink_to(Path(__file__).resolve().parents[2] / "configs")
+    reproduce.main(["bosslocal", "--dry-run", "--stack", "--cells", "msvae_4000/*"])
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert lines["msvae_4000/seed2"] == (
+        "python scripts/train.py --config configs/bosslocal/msvae_4000.yaml --threads 1 --continue-from "
+        "runs/bosslocal/msvae_seed2 --seed 2 --output-dir runs/bosslocal/msvae_4000_seed2")
+    order = list(lines)
+    assert "msvae/stack0-1-2" in order  # the runs continued train first, as one stack on this layout
+    assert all(order.index("msvae/stack0-1-2") < order.index(f"msvae_4000/seed{k}") for k in range(3))
+    cell = next(c for c in level_cells("bosslocal") if c.name == "msvae_4000/seed2")
+    source = tmp_path / "runs" / "bosslocal" / "msvae_seed2"
+    source.mkdir(parents=True)  # a stack's seed: results, no checkpoint -> the whole budget from the start
+    assert "--continue-from" not in reproduce.prepare(cell)
+    (source / "checkpoints" / "step-0002000").mkdir(parents=True)
+    (source / "checkpoints" / "step-0002000" / "train_state.json").write_text("{}")
+    assert reproduce.prepare(cell) == list(cell.command)
+
+
 def test_a_finished_stack_marks_its_seeds_done(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     members = (("m/seed1", Path("runs/x/m_seed1")), ("m/seed2", Path("runs/x/m_seed2")))
