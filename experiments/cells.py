@@ -157,6 +157,9 @@ class Cell:
     """the key in :data:`QUESTIONS` of what this cell helps answer"""
     members: tuple[tuple[str, Path], ...] = ()
     """for seeds trained as one stack: the (cell name, run folder) of each seed's training cell"""
+    after: tuple[str, ...] = ()
+    """cells that run first where they run too, never started for this one: the run it continues (a run of the
+    whole budget from the start is the same run, for where that one is not on this machine)"""
 
 
 def level_rows(level: str) -> dict[str, Row]:
@@ -233,13 +236,14 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                 needs.append(pretrainings[init].name)
                 if seed:
                     command += ["--init-from", str(init)]
+            after = ()
             if spec.continues is not None:
-                needs.append(f"{spec.continues}/seed{seed}")
+                after = (f"{spec.continues}/seed{seed}",)
                 command += ["--continue-from", str(run_dir(level, spec.continues, seed))]
             if seed:
                 command += ["--seed", str(seed), "--output-dir", str(out)]
             cells.append(Cell(f"{row}/seed{seed}", tuple(command), out / "results.json", tuple(needs), out,
-                              spec.question))
+                              spec.question, after=after))
     cells += pretrainings.values()
     labellers = {**TABLE_LABELLERS, **(BOSSLOCAL_LABELLERS if level == "bosslocal" else {})}
     for name, labeller in labellers.items():  # needs_first moves each before its first student

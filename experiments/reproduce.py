@@ -104,12 +104,15 @@ def prepare(cell: Cell, dry_run: bool = False) -> list[str]:
     return command
 
 
-def stackable(cell: Cell) -> tuple[str, int] | None:
+def stackable(cell: Cell, pending: set[str] = frozenset()) -> tuple[str, int] | None:
     """(row, seed) of a fresh MS-VAE training cell that trains on unpaired data (its batches are stackable),
-    else None: a cell that starts from a saved model or continues a finished run trains alone."""
+    else None: a cell that starts from a saved model trains alone, and so does one that continues a run whose
+    checkpoint is here or among the ``pending`` cells (a run continued from nothing is a fresh run)."""
     command = cell.command
-    if command[:2] != ("python", "scripts/train.py") or cell.run_dir is None or \
-            {"--init-from", "--continue-from"} & set(command):
+    if command[:2] != ("python", "scripts/train.py") or cell.run_dir is None or "--init-from" in command:
+        return None
+    if "--continue-from" in command and (
+            checkpoint_dirs(command[command.index("--continue-from") + 1]) or set(cell.after) & pending):
         return None
     if checkpoint_dirs(cell.run_dir):
         return None
@@ -124,8 +127,9 @@ def stack_seeds(level: str, cells: list[Cell], todo: list[Cell]) -> tuple[list[C
     """``--stack``: the stackable cells of ``todo`` of each row (two seeds or more) become one cell that
     trains them together; cells that need one of them then wait for the stack. Returns (cells, todo)."""
     rows: dict[str, list[tuple[int, Cell]]] = {}
+    pending = {c.name for c in todo}
     for cell in todo:
-        if (found := stackable(cell)) is not None:
+        if (found := stackable(cell, pending)) is not None:
             rows.setdefault(found[0], []).append((found[1], cell))
     for row, group in rows.items():
         if len(group) < 2:
@@ -148,12 +152,12 @@ def stack_seeds(level: str, cells: list[Cell], todo: list[Cell]) -> tuple[list[C
 
 
 def _without_run_flags(command: tuple[str, ...]) -> tuple[str, ...]:
-    """A train.py command without its --seed and --output-dir flags."""
+    """A train.py command without its --seed, --output-dir and --continue-from flags."""
     out, skip = [], False
     for arg in command:
         if skip:
             skip = False
-        elif arg in ("--seed", "--output-dir"):
+        elif arg in ("--seed", "--output-dir", "--continue-from"):
             skip = True
         else:
             out.append(arg)
@@ -257,7 +261,8 @@ def _stop(signum: int, frame: object) -> None:
 
 def schedule(cells: list[Cell], todo: list[Cell], running: dict[str, tuple[subprocess.Popen, float]],
              done: set[str], failed: list[str], logs: Path, args: argparse.Namespace) -> None:
-    """Start each cell once what it needs is done, at most ``args.jobs`` at a time, until none is left."""
+    """Start each cell once what it needs is done (and the cells it runs after, where they run too), at most
+    ``args.jobs`` at a time, until none is left."""
     while todo or running:
         for name, (proc, started) in list(running.items()):
             if proc.poll() is None:
@@ -278,7 +283,8 @@ def schedule(cells: list[Cell], todo: list[Cell], running: dict[str, tuple[subpr
         while blocked := {c.name for c in todo if any(n in failed for n in c.needs)}:  # and what needs those
             todo[:] = [c for c in todo if c.name not in blocked]
             failed += sorted(blocked)
-        ready = [c for c in todo if all(n in done for n in c.needs)]
+        pending = {name for c in cells if c in todo or c.name in running for name in (c.name, *dict(c.members))}
+        ready = [c for c in todo if all(n in done for n in c.needs) and not set(c.after) & pending]
         if todo and not ready and not running:
             sys.exit(f"cannot start {', '.join(c.name for c in todo)}: what they need is neither done nor running")
         for cell in ready:

@@ -39,6 +39,7 @@ def test_needs_exist_and_come_first(level: str, seeds: tuple[int, ...] | None) -
     for cell in cells:  # each need listed before the cell: the needs exist and hold no cycle
         assert set(cell.needs) <= seen, (cell.name, sorted(set(cell.needs) - seen))
         assert cell.question in QUESTIONS
+        assert set(cell.after) <= set(names), (cell.name, cell.after)
         seen.add(cell.name)
 
 
@@ -54,9 +55,11 @@ def test_training_cells_read_existing_configs_and_write_their_run_folder(level: 
         cfg = train_config(cell)
         assert Path(cfg.output_dir) == cell.run_dir and cell.output == cell.run_dir / "results.json"
         made = [outputs[n].parent for n in cell.needs]  # the folders the cells it needs write
-        for path in (cfg.init_follower, cfg.init_speaker, cfg.init_from, cfg.pseudo_labels, cfg.continue_from):
+        for path in (cfg.init_follower, cfg.init_speaker, cfg.init_from, cfg.pseudo_labels):
             if path is not None:
                 assert any(Path(path) == folder or folder in Path(path).parents for folder in made), (cell.name, path)
+        if cfg.continue_from is not None:  # the run it continues, made by the cell it runs after
+            assert [Path(cfg.continue_from)] == [outputs[n].parent for n in cell.after], cell.name
         assert Path(cfg.demos) in made
 
 

@@ -162,24 +162,52 @@ def test_stack_joins_the_seeds_of_each_msvae_row_with_unpaired_data(tmp_path: Pa
     assert {"msvae_paired/seed0", "msvae_paired/seed1", "msvae_paired/seed2"} <= set(lines)
 
 
-def test_continued_runs_need_the_run_they_continue_and_train_alone(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_continued_runs_wait_for_the_run_they_continue_and_stack_where_it_is_not_here(
+        tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs").symlink_to(Path(__file__).resolve().parents[2] / "configs")
-    reproduce.main(["bosslocal", "--dry-run", "--stack", "--cells", "msvae_4000/*"])
-    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+
+    def dry_run(*args: str) -> dict[str, str]:
+        reproduce.main(["bosslocal", "--dry-run", *args])
+        return dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+
+    lines = dry_run("--cells", "msvae_4000/*")  # the runs to continue are not started for them
     assert lines["msvae_4000/seed2"] == (
         "python scripts/train.py --config configs/bosslocal/msvae_4000.yaml --threads 1 --continue-from "
         "runs/bosslocal/msvae_seed2 --seed 2 --output-dir runs/bosslocal/msvae_4000_seed2")
+    assert not any(name.startswith("msvae/") for name in lines)
+    # on a GPU's layout, with nothing here to continue: one stack of the whole budget
+    lines = dry_run("--stack", "--cells", "msvae_4000/*")
+    assert lines["msvae_4000/stack0-1-2"] == (
+        "python scripts/train_stacked.py --config configs/bosslocal/msvae_4000.yaml --threads 1 --seeds 0 1 2 "
+        "--output-dirs runs/bosslocal/msvae_4000 runs/bosslocal/msvae_4000_seed1 runs/bosslocal/msvae_4000_seed2 "
+        "--stack-dir runs/bosslocal/stacks/msvae_4000_seeds0-1-2")
+    # the runs to continue run too: they stack, and each continuation trains alone after them
+    lines = dry_run("--stack", "--cells", "msvae/*", "msvae_4000/*")
     order = list(lines)
-    assert "msvae/stack0-1-2" in order  # the runs continued train first, as one stack on this layout
-    assert all(order.index("msvae/stack0-1-2") < order.index(f"msvae_4000/seed{k}") for k in range(3))
+    assert "msvae/stack0-1-2" in order and "--continue-from" in lines["msvae_4000/seed1"]
     cell = next(c for c in level_cells("bosslocal") if c.name == "msvae_4000/seed2")
+    assert cell.after == ("msvae/seed2",) and "msvae/seed2" not in cell.needs
     source = tmp_path / "runs" / "bosslocal" / "msvae_seed2"
     source.mkdir(parents=True)  # a stack's seed: results, no checkpoint -> the whole budget from the start
     assert "--continue-from" not in reproduce.prepare(cell)
     (source / "checkpoints" / "step-0002000").mkdir(parents=True)
     (source / "checkpoints" / "step-0002000" / "train_state.json").write_text("{}")
     assert reproduce.prepare(cell) == list(cell.command)
+
+
+def test_a_cell_runs_after_a_pending_cell_but_does_not_start_it(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(reproduce.time, "sleep", lambda s: None)
+    Path("logs").mkdir()
+    later = Cell("later", stub("later").command, Path("later.done"), after=("first",))
+    args = argparse.Namespace(level="gotoseqlocal", jobs=2)
+    reproduce.schedule([later, stub("first")], [later, stub("first")], {}, set(), [], Path("logs"), args)
+    out = capsys.readouterr().out
+    assert out.index("done   first") < out.index("start  later") and Path("later.done").exists()
+    Path("later.done").unlink()
+    reproduce.schedule([later], [later], {}, set(), [], Path("logs"), args)  # "first" not to run: no wait
+    assert "start  later" in capsys.readouterr().out and Path("later.done").exists()
 
 
 def test_a_finished_stack_marks_its_seeds_done(tmp_path: Path, monkeypatch, capsys) -> None:
