@@ -12,8 +12,8 @@ Layouts, each timed in this one call on the same device:
 
 Every run gets its own `--batch-size` paired + as many unpaired episodes (run r reads rows from r * batch
 size on), from `--demos` or generated here. An update is forward, backward and Adam step, and ends with a
-device synchronisation. FLOPs per update are counted with torch.utils.flop_counter (matmuls, convolutions,
-attention) and set against a large `torch.matmul` timed in the same call.
+device synchronisation. FLOPs per update are counted with torch.utils.flop_counter (benchmarks/flops.py:
+matmuls, convolutions, attention) and set against a large `torch.matmul` timed in the same call.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 import torch.multiprocessing as mp
+from flops import count_flops
 from report import write_report
-from torch.utils.flop_counter import FlopCounterMode
 from train_step import TINY, as_unpaired, gemm_peak, synchronize
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
@@ -137,13 +137,11 @@ def time_stacked(args: argparse.Namespace, batches: list[dict], runs: int, vocab
         stacked(batch, stacked.draw_noise(generators, batch)).loss.sum().backward()
         optimizer.step()
 
-    with FlopCounterMode(display=False) as counter:
-        stacked(batch, stacked.draw_noise(generators, batch)).loss.sum().backward()
+    flops = count_flops(lambda: stacked(batch, stacked.draw_noise(generators, batch)).loss.sum().backward())["all"]
     times = time_steps(step, args.steps, args.warmup, device)
     median = times[len(times) // 2]
     return {"runs": runs, "seconds_per_update": median, "min_s": times[0], "max_s": times[-1],
-            "updates_per_s": runs / median, "flops_fwd_bwd": counter.get_total_flops(),
-            "fraction_of_gemm_peak": counter.get_total_flops() / median / peak}
+            "updates_per_s": runs / median, "flops_fwd_bwd": flops, "fraction_of_gemm_peak": flops / median / peak}
 
 
 def main() -> None:

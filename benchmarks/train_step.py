@@ -9,8 +9,9 @@ The batch: `--batch-size` paired BossLocal bot episodes (+ as many unpaired ones
 loss), from `--demos` (a `make_demos` folder: splits paired / unpaired) or generated here with
 `msvae_hf.data.demos.generate_split`. Every model sees the same paired batch. Models use the default
 (App. D) config unless `--tiny`. FLOPs of one forward + backward are counted with
-torch.utils.flop_counter.FlopCounterMode (matmul, conv and attention FLOPs, the GRU/LSTM gate matmuls
-included where they run as matmuls: packed, as training runs them; elementwise ops are not counted); the
+torch.utils.flop_counter.FlopCounterMode (benchmarks/flops.py: matmul, conv and attention FLOPs, the CPU's fused
+attention kernel included, the GRU/LSTM gate matmuls where they run as matmuls: packed, as training runs them;
+elementwise ops are not counted); the
 GEMM peak is a large torch.matmul (fp32, or bf16 with
 `--mixed-precision bf16`), best of 10, timed before and after the models in the same run (the higher is
 kept: a shared machine's speed drifts), on the same thread count (reported as torch_threads) and device.
@@ -18,9 +19,10 @@ On a GPU (`--device cuda`) each timed update ends with `torch.cuda.synchronize()
 `--mixed-precision bf16` runs forward and loss under `torch.autocast(dtype=torch.bfloat16)`, as
 `accelerate` does for `--mixed_precision bf16`.
 
-`--profile-steps N` profiles N more MS-VAE updates with torch.profiler and adds ``msvae_profile``: the time
-per update of the convolutions, the matrix products (with their FLOP/s), the attention kernels and everything
-else, and the operators that take the most time, by their own time (the profiler's overhead included).
+`--profile-steps N` (CPU) profiles N more MS-VAE updates with torch.profiler, under the same autocast, and adds
+``msvae_profile``: the time per update of the convolutions, the matrix products, the attention kernels and
+everything else, the FLOPs of each and their rate against the GEMM peak, and the operators that take the most
+time, by their own time (the profiler's overhead included).
 
 Host memory: MS-VAE is timed first with the C library's default allocator (`msvae_default_allocator`), then
 `msvae_hf.training.retain_freed_memory()` is applied, as `scripts/train.py` does, and every model is timed.
@@ -35,8 +37,8 @@ import time
 from typing import Any
 
 import torch
+from flops import count_flops, op_kind
 from report import write_report
-from torch.utils.flop_counter import FlopCounterMode
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
@@ -106,9 +108,7 @@ def time_updates(model: torch.nn.Module, batch: dict, steps: int, warmup: int, d
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=mixed_precision == "bf16"):
             return model(**batch).loss
 
-    with FlopCounterMode(display=False) as counter:
-        loss().backward()
-    flops = counter.get_total_flops()
+    flops = count_flops(lambda: loss().backward())["all"]
     optimizer.zero_grad()
     times = []
     for i in range(warmup + steps):
@@ -127,52 +127,39 @@ def time_updates(model: torch.nn.Module, batch: dict, steps: int, warmup: int, d
             "parameters": sum(p.numel() for p in model.parameters())}
 
 
-CONVOLUTION = ("aten::mkldnn_convolution", "aten::convolution_backward")
-MATMUL = ("aten::mm", "aten::addmm", "aten::bmm")
-
-
-def matmul_flops(name: str, shapes: list) -> int:
-    """FLOPs of one mm [a, b] x [b, c], addmm (bias, [a, b], [b, c]) or bmm [n, a, b] x [n, b, c]."""
-    if name == "aten::bmm":
-        (n, a, b), (_, _, c) = shapes[0], shapes[1]
-        return 2 * n * a * b * c
-    (a, b), (_, c) = shapes[1:3] if name == "aten::addmm" else shapes[:2]
-    return 2 * a * b * c
-
-
-def profile_updates(model: torch.nn.Module, batch: dict, steps: int, top: int = 15) -> dict[str, Any]:
-    """Where an update's time goes: milliseconds per update by kind of operator, and the top operators."""
+def profile_updates(model: torch.nn.Module, batch: dict, steps: int, mixed_precision: str = "no",
+                    top: int = 15) -> dict[str, Any]:
+    """Where a CPU update's time goes: milliseconds per update by kind of operator (flops.op_kind), the FLOPs
+    of each kind (one forward + backward, flops.count_flops) and the operators that take the most time."""
     from torch.profiler import ProfilerActivity, profile
 
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     model.train()
 
+    def loss() -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed_precision == "bf16"):
+            return model(**batch).loss
+
     def update() -> None:
         optimizer.zero_grad(set_to_none=True)
-        model(**batch).loss.backward()
+        loss().backward()
         optimizer.step()
 
     update()  # Adam's state, outside the profile
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+    flops = count_flops(lambda: loss().backward())
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(steps):
             update()
-    events = prof.key_averages(group_by_input_shape=True)
     ms = {"convolution": 0.0, "matmul": 0.0, "attention": 0.0, "other": 0.0}
-    matmul_flops_total, by_op = 0, {}
-    for e in events:
+    by_op = {}
+    for e in prof.key_averages():
         t = e.self_cpu_time_total / 1e3 / steps
-        kind = ("convolution" if e.key in CONVOLUTION else "matmul" if e.key in MATMUL
-                else "attention" if "scaled_dot_product" in e.key else "other")
-        ms[kind] += t
-        if kind == "matmul":
-            matmul_flops_total += matmul_flops(e.key, e.input_shapes) * e.count // steps
-        by_op.setdefault(e.key, [0.0, 0])
-        by_op[e.key][0] += t
-        by_op[e.key][1] += e.count // steps
+        ms[op_kind(e.key)] += t
+        by_op[e.key] = (t, e.count // steps)
     ranked = sorted(by_op.items(), key=lambda kv: -kv[1][0])[:top]
     return {"steps": steps, "ms_per_update": ms, "total_ms_per_update": sum(ms.values()),
-            "matmul_flops_per_update": matmul_flops_total,
-            "matmul_flops_per_s": matmul_flops_total / (ms["matmul"] / 1e3) if ms["matmul"] else None,
+            "flops_per_update": {kind: flops[kind] for kind in ms},
+            "flops_per_s": {kind: flops[kind] / (t / 1e3) if t else None for kind, t in ms.items()},
             "top_operators": [{"op": k, "ms_per_update": v[0], "calls_per_update": v[1]} for k, v in ranked]}
 
 
@@ -192,6 +179,8 @@ def main() -> None:
     args = parser.parse_args()
 
     device = resolve_device(args.device)
+    if args.profile_steps and device.type != "cpu":
+        parser.error("--profile-steps profiles CPU updates (torch.profiler's CPU activity); use --device cpu")
     torch.manual_seed(0)
     tok = MSVAETokenizer.from_grammar()
     paired, unpaired = load_batches(args, tok)
@@ -235,8 +224,9 @@ def main() -> None:
     results["ratio_msvae_default_allocator_over_retained"] = (
         results["msvae_default_allocator"]["seconds_per_update"] / results["models"]["msvae"]["seconds_per_update"])
     if args.profile_steps:
-        profile = profile_updates(models["msvae"], batches["msvae"], args.profile_steps)
-        profile["matmul_fraction_of_gemm_peak"] = (profile["matmul_flops_per_s"] or 0) / peak
+        profile = profile_updates(models["msvae"], batches["msvae"], args.profile_steps, args.mixed_precision)
+        profile["fraction_of_gemm_peak"] = {kind: rate / peak if rate else None
+                                            for kind, rate in profile["flops_per_s"].items()}
         results["msvae_profile"] = profile
     write_report(results, args.out)
 

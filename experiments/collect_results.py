@@ -539,17 +539,20 @@ def table_train_step(level: str, name: str, root: Path = RESULTS) -> list[str]:
 
 
 def table_train_step_profile(level: str, name: str, root: Path = RESULTS) -> list[str]:
-    """benchmarks/train_step.py --profile-steps: an MS-VAE update's profiled time by kind of operator."""
+    """benchmarks/train_step.py --profile-steps: an MS-VAE update's profiled time and FLOPs by kind of operator,
+    each kind's rate against the GEMM peak."""
     data = read_json(level, name, root)
     profile, peak = data["msvae_profile"], data["gemm_peak_flops_per_s"]
-    total = profile["total_ms_per_update"]
-    lines = [f"| operators (MS-VAE, {profile['steps']} profiled updates) | ms / update | share |",
-             "| --- | --- | --- |"]
-    for kind, ms in profile["ms_per_update"].items():
-        lines.append(f"| {kind} | {ms:.1f} | {ms / total:.2f} |")
-    lines.append(f"| all | {total:.1f} | 1.00 |")
-    lines.append(f"| matmul GFLOP/s (fraction of the GEMM peak) | {profile['matmul_flops_per_s'] / 1e9:.1f} "
-                 f"({profile['matmul_flops_per_s'] / peak:.2f}) | |")
+    total, flops = profile["total_ms_per_update"], profile["flops_per_update"]
+    lines = [f"| operators (MS-VAE, {profile['steps']} profiled updates) | ms / update | share of the time | "
+             "GFLOP / update | share of the FLOPs | GFLOP/s (fraction of the GEMM peak) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    all_flops = sum(flops.values())
+    for kind, ms in [*profile["ms_per_update"].items(), ("all", total)]:
+        f = all_flops if kind == "all" else flops[kind]
+        rate = f / (ms / 1e3) if ms else 0.0
+        lines.append(f"| {kind} | {ms:.1f} | {ms / total:.2f} | {f / 1e9:.1f} | {f / all_flops:.2f} | "
+                     f"{rate / 1e9:.1f} ({rate / peak:.2f}) |")
     return lines
 
 

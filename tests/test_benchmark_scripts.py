@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,3 +24,38 @@ def test_gpu_stacked_script_runs_on_the_cpu(tmp_path: Path) -> None:
     assert [s["runs"] for s in data["stacked"]] == [1, 2]
     assert all(s["updates_per_s"] > 0 for s in data["stacked"]) and set(data["stacked_over_processes"]) == {"1", "2"}
     assert "torch" in (tmp_path / "stacked_step.log").read_text()
+
+
+def test_flops_count_the_cpu_attention_kernel_by_its_matrix_products(monkeypatch) -> None:
+    """benchmarks/flops.py: the CPU's fused attention counts as its matrix products (4 B H L S d forward, and
+    10 B H L S d backward, the scores recomputed), beside a matmul and a convolution in their kinds."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from flops import count_flops, op_kind
+
+    b, h, length, s, d = 2, 3, 5, 7, 8
+    q = torch.randn(b, h, length, d, requires_grad=True)
+    k, v = torch.randn(b, h, s, d, requires_grad=True), torch.randn(b, h, s, d, requires_grad=True)
+    attention = count_flops(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v).sum().backward())
+    assert attention["attention"] == 14 * b * h * length * s * d and attention["all"] == attention["attention"]
+    conv, x = torch.nn.Conv2d(3, 4, 3), torch.randn(2, 3, 6, 6)
+    mixed = count_flops(lambda: (conv(x).sum() + (torch.randn(3, 5, requires_grad=True) @ torch.randn(5, 2)).sum())
+                        .backward())
+    assert mixed["matmul"] == 2 * 3 * 5 * 2 * 2  # forward, and the gradient of the left factor
+    assert mixed["convolution"] > 0 and mixed["attention"] == 0
+    assert [op_kind(n) for n in ("aten::mm", "aten.addmm", "aten::mkldnn_convolution", "aten::_scaled_dot_product_"
+                                 "flash_attention_for_cpu_backward", "aten::copy_")] == \
+        ["matmul", "matmul", "convolution", "attention", "other"]
+
+
+def test_train_step_profiles_an_update_by_kind_of_operator(tmp_path: Path) -> None:
+    out = tmp_path / "train_step.json"
+    subprocess.run(["python", "benchmarks/train_step.py", "--tiny", "--batch-size", "4", "--steps", "1", "--warmup",
+                    "1", "--gemm-size", "256", "--profile-steps", "1", "--out", str(out)], cwd=ROOT,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True, capture_output=True, timeout=600)
+    data = json.loads(out.read_text())
+    profile = data["msvae_profile"]
+    assert set(profile["ms_per_update"]) == set(profile["flops_per_update"]) == {"convolution", "matmul", "attention",
+                                                                                 "other"}
+    assert profile["flops_per_update"]["attention"] > 0 and profile["flops_per_update"]["other"] == 0
+    # the timed update's count is the profiled one's: the same forward and backward, counted the same way
+    assert data["models"]["msvae"]["flops_fwd_bwd"] == sum(profile["flops_per_update"].values())

@@ -202,18 +202,21 @@ def test_train_step_tables_compare_benchmarks_and_match_log_lines_to_their_json(
     assert lines[3] == "| log.txt | 2 of 2 | fp32 (= train_step_fp32.json) | 10.0 | 20.0 | 40.0 | 4.00 |"
 
 
-def test_train_step_profile_table_sums_the_kinds_and_rates_the_matmuls(tmp_path):
+def test_train_step_profile_table_sums_the_kinds_and_rates_each(tmp_path):
     data = train_step_json("no", (0.3, 0.4, 1.2))
     data["gemm_peak_flops_per_s"] = 100e9
-    data["msvae_profile"] = {"steps": 3, "total_ms_per_update": 1000.0, "matmul_flops_per_s": 80e9,
+    data["msvae_profile"] = {"steps": 3, "total_ms_per_update": 1000.0,
                              "ms_per_update": {"convolution": 500.0, "matmul": 250.0, "attention": 100.0,
-                                               "other": 150.0}}
+                                               "other": 150.0},
+                             "flops_per_update": {"convolution": 60e9, "matmul": 20e9, "attention": 1e9, "other": 0}}
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / "cpu.json").write_text(json.dumps(data))
     lines = collect_results.table_train_step_profile("benchmarks", "cpu", tmp_path)
-    assert lines[2:] == ["| convolution | 500.0 | 0.50 |", "| matmul | 250.0 | 0.25 |", "| attention | 100.0 | 0.10 |",
-                         "| other | 150.0 | 0.15 |", "| all | 1000.0 | 1.00 |",
-                         "| matmul GFLOP/s (fraction of the GEMM peak) | 80.0 (0.80) | |"]
+    assert lines[2:] == ["| convolution | 500.0 | 0.50 | 60.0 | 0.74 | 120.0 (1.20) |",
+                         "| matmul | 250.0 | 0.25 | 20.0 | 0.25 | 80.0 (0.80) |",
+                         "| attention | 100.0 | 0.10 | 1.0 | 0.01 | 10.0 (0.10) |",
+                         "| other | 150.0 | 0.15 | 0.0 | 0.00 | 0.0 (0.00) |",
+                         "| all | 1000.0 | 1.00 | 81.0 | 1.00 | 81.0 (0.81) |"]
 
 
 def test_demo_generation_table_shows_cpu_seconds_where_recorded(tmp_path):
