@@ -314,6 +314,24 @@ def last_quarter(record: dict) -> tuple[tuple[int, float], tuple[int, float], fl
     return (quarter, curve[quarter]), (end, curve[end]), (curve[end] * (1 - curve[end]) / episodes) ** 0.5
 
 
+def quarter_means(record: dict) -> tuple[float, float, float] | None:
+    """(mean validation SR of the last quarter of the updates, of the quarter before, the standard error of their
+    difference: sqrt(p (1 - p) / episodes x (1 / n1 + 1 / n2)) at the pooled mean p); None without two
+    evaluations in each quarter. Less noisy than two single evaluations (:func:`last_quarter`)."""
+    curve = {h["step"]: h["valid/success_rate"] for h in record.get("history", []) if "valid/success_rate" in h}
+    episodes = (record.get("config") or {}).get("eval_episodes")
+    if not curve or not episodes:
+        return None
+    end = max(curve)
+    last = [v for s, v in curve.items() if s > 0.75 * end]
+    before = [v for s, v in curve.items() if 0.5 * end < s <= 0.75 * end]
+    if len(last) < 2 or len(before) < 2:
+        return None
+    p = statistics.fmean(last + before)
+    se = (p * (1 - p) / episodes * (1 / len(last) + 1 / len(before))) ** 0.5
+    return statistics.fmean(last), statistics.fmean(before), se
+
+
 def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     """Has each run's validation SR flattened? The gain over the last quarter of its updates (the evaluation at
     the end minus the one at three quarters) against the binomial standard error of one validation SR
@@ -351,16 +369,18 @@ def continued_record(level: str, record: dict, root: Path = RESULTS) -> dict | N
 def best_valid(record: dict) -> str:
     """The best validation SR of a record and its update (``best/``'s selection)."""
     best = record.get("best") or {}
-    return "-" if best.get("value") is None else f"{best['value']:.3f} (update {best['step']})"
+    return "-" if best.get("score") is None else f"{best['score']:.3f} (update {best['step']})"
 
 
 def table_budget(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     """Each seed of ``rows`` (runs continued to a larger budget, cells.Row.continues) beside the run it
-    continued: test SR of ``best/``, the best validation SR and its update, and the validation SR's gain over
-    the last quarter of each budget (a standard error: sqrt(p (1 - p) / episodes) at the end)."""
+    continued: test SR of ``best/``, the best validation SR and its update, the validation SR's gain over the last
+    quarter of each budget (:func:`last_quarter`) and the last quarter's mean against the quarter before's
+    (:func:`quarter_means`)."""
     by_row = records_by_row(load_records(level, root))
     lines = ["| run | seed | updates | test SR | best valid SR (update) | valid SR gain over the last quarter (SE) | "
-             "record continued |", "| --- | --- | --- | --- | --- | --- | --- |"]
+             "mean valid SR of the last quarter minus the quarter before (SE) | record continued |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows.split(","):
         for record in by_row.get(row, []):
             seed = run_row(record["run"])[1]
@@ -370,11 +390,12 @@ def table_budget(level: str, rows: str, root: Path = RESULTS) -> list[str]:
                              (row_label(level, row), record)):
                 if r is None:
                     continue
-                found = last_quarter(r)
+                found, means = last_quarter(r), quarter_means(r)
                 gain = "-" if found is None else f"{found[1][1] - found[0][1]:+.3f} ({found[2]:.3f})"
+                mean_gain = "-" if means is None else f"{means[0] - means[1]:+.3f} ({means[2]:.3f})"
                 which = "-" if r is record else "its first record" if r == first else "its run trained again"
                 lines.append(f"| {label} | {seed} | {r.get('updates')} | {fmt(sr(r), '.3f')} | {best_valid(r)} | "
-                             f"{gain} | {which} |")
+                             f"{gain} | {mean_gain} | {which} |")
     return lines
 
 

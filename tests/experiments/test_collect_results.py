@@ -323,7 +323,7 @@ def test_budget_table_sets_each_continued_run_beside_the_record_it_continued(tmp
         for folder, name, history, updates, test in (
                 (runs, f"msvae{suffix}", short[seed], 2000, 0.6), (runs, f"msvae_4000{suffix}", longer, 4000, 0.7)):
             rec = {"run": name, "history": history, "updates": updates, "test": {"success_rate": test},
-                   "best": {"step": max(h["step"] for h in history), "value": history[-1]["valid/success_rate"]},
+                   "best": {"step": max(h["step"] for h in history), "score": history[-1]["valid/success_rate"]},
                    "config": {"eval_episodes": 100}}
             (folder / f"{name}.json").write_text(json.dumps(rec))
     first_seed1 = json.loads((runs / "msvae_seed1.json").read_text())
@@ -332,8 +332,20 @@ def test_budget_table_sets_each_continued_run_beside_the_record_it_continued(tmp
                                                        "test": {"success_rate": 0.3}}))
     lines = collect_results.table_budget("bosslocal", "msvae_4000", tmp_path)
     se = math.sqrt(0.7 * 0.3 / 100)
+    # seed 0 at 4000: last quarter (3000, 4000] = 0.7 (one evaluation), too few for the quarters' means
     assert lines[2:4] == [
-        "| MS-VAE full (+ V + D') | 0 | 2000 | 0.600 | 0.620 (update 2000) | +0.020 (0.049) | its first record |",
-        f"| MS-VAE full (+ V + D'), 4000 updates | 0 | 4000 | 0.700 | 0.700 (update 4000) | +0.040 ({se:.3f}) | - |"]
+        "| MS-VAE full (+ V + D') | 0 | 2000 | 0.600 | 0.620 (update 2000) | +0.020 (0.049) | - | its first record |",
+        f"| MS-VAE full (+ V + D'), 4000 updates | 0 | 4000 | 0.700 | 0.700 (update 4000) | +0.040 ({se:.3f}) | - "
+        "| - |"]
     assert lines[4].startswith("| MS-VAE full (+ V + D') | 1 | 2000 | 0.600 |")
     assert lines[4].endswith("| its run trained again |") and len(lines) == 6
+
+
+def test_quarter_means_set_the_last_quarter_against_the_one_before():
+    history = [{"step": s, "valid/success_rate": v} for s, v in
+               ((1000, 0.1), (1200, 0.4), (1400, 0.5), (1600, 0.6), (1800, 0.5), (2000, 0.7))]
+    last, before, se = collect_results.quarter_means({"history": history, "config": {"eval_episodes": 100}})
+    p = (0.6 + 0.5 + 0.7 + 0.4 + 0.5) / 5  # (1500, 2000] and (1000, 1500]; update 1000 is in neither
+    assert (last, before) == pytest.approx((0.6, 0.45))
+    assert se == pytest.approx(math.sqrt(p * (1 - p) / 100 * (1 / 3 + 1 / 2)))
+    assert collect_results.quarter_means({"history": history[-2:], "config": {"eval_episodes": 100}}) is None
