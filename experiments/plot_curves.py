@@ -115,7 +115,8 @@ def plot_level(level: str, out: str | Path, results: str | Path = "results",
                panels: dict[str, tuple[str, ...]] = TABLE2_ROWS) -> list[str]:
     """Validation SR and BLEU against updates for the rows of ``panels`` (default: every Table 2 row) of
     ``level``, from its committed run records (``results/<level>/runs/*.json``): the mean over seeds, a band from
-    the lowest to the highest seed, and the paper's test SR of each row as a dashed line. A run whose record has
+    the lowest to the highest seed, the paper's test SR of each row as a dashed line, and for rows that continue
+    others' runs (cells.Row.continues) the budget those stopped at as a dotted line. A run whose record has
     no curve (recorded before curves were) is drawn from its run trained again (``results/<level>/reruns/``), if
     there is one. Returns the rows drawn."""
     from cells import level_rows, row_label
@@ -144,6 +145,11 @@ def plot_level(level: str, out: str | Path, results: str | Path = "results",
             if len(curves) > 1:
                 ax.fill_between(steps, [min(y) for y in ys], [max(y) for y in ys], color=color, alpha=0.2)
             drawn.add(row)
+        continued = {r.get("updates") for row in names if (source := level_rows(level)[row].continues)
+                     for r in rows.get(source, []) if rows.get(row)}
+        for i, updates in enumerate(sorted(u for u in continued if u)):
+            ax.axvline(updates, color="grey", linestyle=":",
+                       label="_nolegend_" if i else "dotted: the budget continued")
         ax.set_xlabel("update")
         ax.set_title(f"{level}: {metric} (mean over seeds, band: min-max)")
         ax.grid(alpha=0.3)

@@ -61,11 +61,14 @@ def test_budget_plot_draws_the_continued_rows_with_the_paper_line(tmp_path, monk
     for run in ("msvae", "msvae_4000", "msvae_4000_seed1"):
         steps = (200, 400) if run == "msvae" else (200, 400, 600, 800)
         history = [{"step": s, "valid/success_rate": 0.5, "valid/bleu": 20.0} for s in steps]
-        (runs / f"{run}.json").write_text(json.dumps({"run": run, "history": history}))
-    lines = []
+        (runs / f"{run}.json").write_text(json.dumps({"run": run, "history": history, "updates": steps[-1]}))
+    lines, marks = [], []
+    saved_v = plot_curves.plt.Axes.axvline
+    monkeypatch.setattr(plot_curves.plt.Axes, "axvline", lambda ax, x, **kw: marks.append(x) or saved_v(ax, x, **kw))
     saved = plot_curves.plt.Axes.axhline
     monkeypatch.setattr(plot_curves.plt.Axes, "axhline",
                         lambda ax, y, **kw: lines.append((y, kw["color"])) or saved(ax, y, **kw))
     out = tmp_path / "budget.png"
     assert plot_curves.plot_level("bosslocal", out, tmp_path, panels=plot_curves.BUDGET_ROWS) == ["msvae_4000"]
     assert lines == [(0.767, "C3")] and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert marks == [400, 400]  # msvae's 400 updates, in the SR and the BLEU panel
