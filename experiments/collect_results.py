@@ -335,21 +335,26 @@ def quarter_means(record: dict) -> tuple[float, float, float] | None:
 def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     """Has each run's validation SR flattened? The gain over the last quarter of its updates (the evaluation at
     the end minus the one at three quarters) against the binomial standard error of one validation SR
-    (:func:`last_quarter`). A run recorded without a curve is read from its run trained again, marked
-    "(again)"; runs without any curve are left out."""
+    (:func:`last_quarter`), and the less noisy mean of the last quarter's evaluations against the quarter
+    before's (:func:`quarter_means`); flattened where the gain is smaller than its standard error. A run recorded
+    without a curve is read from its run trained again, marked "(again)"; runs without any curve are left out."""
     by_row = records_by_row(records_with_curves(level, root))
-    lines = ["| run | seed | valid SR at 3/4 of the updates | at the end | gain | standard error | flattened |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| run | seed | valid SR at 3/4 of the updates | at the end | gain | standard error | flattened | "
+             "last quarter's mean minus the quarter before's (SE) | flattened by the means |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows.split(","):
         for record in by_row.get(row, []):
             if (found := last_quarter(record)) is None:
                 continue
             (quarter, at_quarter), (end, at_end), se = found
             gain = at_end - at_quarter
+            means = quarter_means(record)
+            by_means = ("-", "-") if means is None else (
+                f"{means[0] - means[1]:+.3f} ({means[2]:.3f})", "yes" if means[0] - means[1] < means[2] else "no")
             again = " (again)" if record.get("trained_again") else ""
             lines.append(f"| {row_label(level, row)} | {run_row(record['run'])[1]}{again} | {at_quarter:.3f} "
                          f"(update {quarter}) | {at_end:.3f} (update {end}) | {gain:+.3f} | {se:.3f} | "
-                         f"{'yes' if gain < se else 'no'} |")
+                         f"{'yes' if gain < se else 'no'} | {by_means[0]} | {by_means[1]} |")
     return lines
 
 

@@ -275,8 +275,15 @@ def test_flatness_compares_the_last_quarter_with_a_standard_error(tmp_path):
     lines = collect_results.table_flatness("gotoseqlocal", "msvae", tmp_path)
     se = math.sqrt(0.81 * 0.19 / 100)
     assert lines[2] == ("| MS-VAE full (+ V + D') | 0 | 0.800 (update 1500) | 0.810 (update 2000) | +0.010 | "
-                        f"{se:.3f} | yes |")
-    assert lines[3].endswith("| +0.150 | 0.022 | no |") and len(lines) == 4
+                        f"{se:.3f} | yes | - | - |")  # one evaluation in each quarter: no means
+    assert lines[3].endswith("| +0.150 | 0.022 | no | - | - |") and len(lines) == 4
+    points = ((1200, 0.5), (1400, 0.5), (1600, 0.6), (1800, 0.6), (2000, 0.6))  # means 0.6 against 0.5
+    record = {"run": "msvae_seed2", "history": [{"step": s, "valid/success_rate": v} for s, v in points],
+              "config": {"eval_episodes": 100}}
+    (runs / "msvae_seed2.json").write_text(json.dumps(record))
+    se = math.sqrt(0.56 * 0.44 / 100 * (1 / 3 + 1 / 2))
+    assert collect_results.table_flatness("gotoseqlocal", "msvae", tmp_path)[4].endswith(
+        f"| +0.000 | 0.049 | yes | +0.100 ({se:.3f}) | no |")
 
 
 def test_reruns_sit_beside_their_first_record_and_stay_out_of_the_tables(root):
