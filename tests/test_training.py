@@ -412,6 +412,25 @@ def test_continue_from_refuses_another_run(tiny_demos, tmp_path, finished, flags
     assert tree_digest(short) == before and not out.exists()
 
 
+def test_a_continued_run_names_the_commits_of_the_run_it_continued(tiny_demos, tmp_path):
+    """A checkpoint written before checkpoints kept their commits: the finished run's results.json gives them."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+    short, longer = tmp_path / "short", tmp_path / "longer"
+    subprocess.run(train_command(tiny_demos, short, "--max-updates", "4"), check=True, env=env, capture_output=True,
+                   timeout=300)
+    state_file = checkpoint_dirs(short)[-1] / "train_state.json"
+    state = json.loads(state_file.read_text())
+    del state["commits"]
+    state_file.write_text(json.dumps(state))
+    results = json.loads((short / "results.json").read_text())
+    (short / "results.json").write_text(json.dumps({**results, "commit": "0123abc", "training_commits": None}))
+    subprocess.run(train_command(tiny_demos, longer, "--continue-from", str(short)), check=True, env=env,
+                   capture_output=True, timeout=300)
+    record = json.loads((longer / "results.json").read_text())
+    assert record["commit"] == "0123abc" and record["training_commits"][0] == "0123abc"
+    assert len(record["training_commits"]) == 2
+
+
 def test_continue_from_needs_a_finished_run(tiny_demos, tmp_path):
     script = load_train_script()
     unfinished = tmp_path / "unfinished"
