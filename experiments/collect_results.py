@@ -302,13 +302,19 @@ def table_seeds_again(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     return table_seeds(level, rows, root, again=True)
 
 
-def last_quarter(record: dict) -> tuple[tuple[int, float], tuple[int, float], float] | None:
-    """((update, valid SR) at three quarters of the updates, (update, valid SR) at the end, standard error of one
-    validation SR at the end: sqrt(p (1 - p) / episodes)); None without a curve."""
+def valid_curve(record: dict) -> tuple[dict[int, float], int] | None:
+    """(update -> validation SR, episodes per validation) of a record; None without either."""
     curve = {h["step"]: h["valid/success_rate"] for h in record.get("history", []) if "valid/success_rate" in h}
     episodes = (record.get("config") or {}).get("eval_episodes")
-    if len(curve) < 2 or not episodes:
+    return (curve, episodes) if curve and episodes else None
+
+
+def last_quarter(record: dict) -> tuple[tuple[int, float], tuple[int, float], float] | None:
+    """((update, valid SR) at three quarters of the updates, (update, valid SR) at the end, standard error of one
+    validation SR at the end: sqrt(p (1 - p) / episodes)); None without a curve of two evaluations."""
+    if (found := valid_curve(record)) is None or len(found[0]) < 2:
         return None
+    curve, episodes = found
     end = max(curve)
     quarter = min((s for s in curve if s >= 0.75 * end), default=end)
     return (quarter, curve[quarter]), (end, curve[end]), (curve[end] * (1 - curve[end]) / episodes) ** 0.5
@@ -318,10 +324,9 @@ def quarter_means(record: dict) -> tuple[float, float, float] | None:
     """(mean validation SR of the last quarter of the updates, of the quarter before, the standard error of their
     difference: sqrt(p (1 - p) / episodes x (1 / n1 + 1 / n2)) at the pooled mean p); None without two
     evaluations in each quarter. Less noisy than two single evaluations (:func:`last_quarter`)."""
-    curve = {h["step"]: h["valid/success_rate"] for h in record.get("history", []) if "valid/success_rate" in h}
-    episodes = (record.get("config") or {}).get("eval_episodes")
-    if not curve or not episodes:
+    if (found := valid_curve(record)) is None:
         return None
+    curve, episodes = found
     end = max(curve)
     last = [v for s, v in curve.items() if s > 0.75 * end]
     before = [v for s, v in curve.items() if 0.5 * end < s <= 0.75 * end]
@@ -330,6 +335,12 @@ def quarter_means(record: dict) -> tuple[float, float, float] | None:
     p = statistics.fmean(last + before)
     se = (p * (1 - p) / episodes * (1 / len(last) + 1 / len(before))) ** 0.5
     return statistics.fmean(last), statistics.fmean(before), se
+
+
+def means_text(record: dict) -> str:
+    """``+0.017 (0.021)``: :func:`quarter_means`' gain and its standard error; ``-`` where there are none."""
+    means = quarter_means(record)
+    return "-" if means is None else f"{means[0] - means[1]:+.3f} ({means[2]:.3f})"
 
 
 def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
@@ -350,7 +361,7 @@ def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
             gain = at_end - at_quarter
             means = quarter_means(record)
             by_means = ("-", "-") if means is None else (
-                f"{means[0] - means[1]:+.3f} ({means[2]:.3f})", "yes" if means[0] - means[1] < means[2] else "no")
+                means_text(record), "yes" if means[0] - means[1] < means[2] else "no")
             again = " (again)" if record.get("trained_again") else ""
             lines.append(f"| {row_label(level, row)} | {run_row(record['run'])[1]}{again} | {at_quarter:.3f} "
                          f"(update {quarter}) | {at_end:.3f} (update {end}) | {gain:+.3f} | {se:.3f} | "
@@ -358,17 +369,17 @@ def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
-def continued_record(level: str, record: dict, root: Path = RESULTS) -> dict | None:
+def continued_record(level: str, record: dict, candidates: list[dict]) -> dict | None:
     """The record of the run that ``record`` continued (``--continue-from``): of its row's ``continues`` row and
-    seed, the first record or one trained again, whichever curve the continued run's begins with."""
+    seed, among ``candidates`` (first records and runs trained again), the one whose curve the continued run's
+    begins with."""
     row, seed = run_row(record["run"])
     source = level_rows(level)[row].continues
     if source is None:
         return None
-    name = run_dir(level, source, seed).name
-    history = record.get("history", [])
-    candidates = [r for r in (load_records(level, root).get(name), *load_reruns(level, root)) if r and r["run"] == name]
-    return next((r for r in candidates if r.get("history") and history[:len(r["history"])] == r["history"]), None)
+    name, history = run_dir(level, source, seed).name, record.get("history", [])
+    return next((r for r in candidates if r["run"] == name and r.get("history")
+                 and history[:len(r["history"])] == r["history"]), None)
 
 
 def best_valid(record: dict) -> str:
@@ -382,25 +393,25 @@ def table_budget(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     continued: test SR of ``best/``, the best validation SR and its update, the validation SR's gain over the last
     quarter of each budget (:func:`last_quarter`) and the last quarter's mean against the quarter before's
     (:func:`quarter_means`)."""
-    by_row = records_by_row(load_records(level, root))
+    first_records = load_records(level, root)
+    candidates = [*first_records.values(), *load_reruns(level, root)]
     lines = ["| run | seed | updates | test SR | best valid SR (update) | valid SR gain over the last quarter (SE) | "
              "mean valid SR of the last quarter minus the quarter before (SE) | record continued |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows.split(","):
-        for record in by_row.get(row, []):
+        source = level_rows(level)[row].continues
+        for record in records_by_row(first_records).get(row, []):
             seed = run_row(record["run"])[1]
-            before = continued_record(level, record, root)
-            first = load_records(level, root).get(run_dir(level, level_rows(level)[row].continues, seed).name)
-            for label, r in ((row_label(level, level_rows(level)[row].continues), before),
-                             (row_label(level, row), record)):
+            before = continued_record(level, record, candidates)
+            first = first_records.get(run_dir(level, source, seed).name)
+            for label, r in ((row_label(level, source), before), (row_label(level, row), record)):
                 if r is None:
                     continue
-                found, means = last_quarter(r), quarter_means(r)
+                found = last_quarter(r)
                 gain = "-" if found is None else f"{found[1][1] - found[0][1]:+.3f} ({found[2]:.3f})"
-                mean_gain = "-" if means is None else f"{means[0] - means[1]:+.3f} ({means[2]:.3f})"
-                which = "-" if r is record else "its first record" if r == first else "its run trained again"
+                which = "-" if r is record else "its first record" if r is first else "its run trained again"
                 lines.append(f"| {label} | {seed} | {r.get('updates')} | {fmt(sr(r), '.3f')} | {best_valid(r)} | "
-                             f"{gain} | {mean_gain} | {which} |")
+                             f"{gain} | {means_text(r)} | {which} |")
     return lines
 
 

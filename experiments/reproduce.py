@@ -84,6 +84,11 @@ def save_record(level: str, run: Path, results_root: Path = Path("results")) -> 
     return out
 
 
+def continued_run(command: tuple[str, ...] | list[str]) -> str | None:
+    """The run folder a train.py command continues (``--continue-from``), if any."""
+    return command[command.index("--continue-from") + 1] if "--continue-from" in command else None
+
+
 def prepare(cell: Cell, dry_run: bool = False) -> list[str]:
     """The command to run now: with ``--resume`` where the run folder holds a checkpoint. A run folder without
     one (a start killed before its first checkpoint) is removed, unless ``dry_run``; for a stack, its seeds'
@@ -93,10 +98,9 @@ def prepare(cell: Cell, dry_run: bool = False) -> list[str]:
     command = list(cell.command)
     if cell.run_dir is not None and checkpoint_dirs(cell.run_dir):
         return [*command, "--resume"]
-    if "--continue-from" in command and not dry_run:
+    if (source := continued_run(command)) is not None and not dry_run and not checkpoint_dirs(source):
         at = command.index("--continue-from")
-        if not checkpoint_dirs(command[at + 1]):
-            del command[at:at + 2]
+        del command[at:at + 2]
     if not dry_run:
         for folder in (cell.run_dir, *(run for _, run in cell.members)):
             if folder is not None and folder.exists():
@@ -111,8 +115,7 @@ def stackable(cell: Cell, pending: set[str] = frozenset()) -> tuple[str, int] | 
     command = cell.command
     if command[:2] != ("python", "scripts/train.py") or cell.run_dir is None or "--init-from" in command:
         return None
-    if "--continue-from" in command and (
-            checkpoint_dirs(command[command.index("--continue-from") + 1]) or set(cell.after) & pending):
+    if (source := continued_run(command)) is not None and (checkpoint_dirs(source) or set(cell.after) & pending):
         return None
     if checkpoint_dirs(cell.run_dir):
         return None
