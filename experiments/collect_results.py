@@ -30,9 +30,10 @@ experiments/validation_table.py kept as FILE.md: each row's maxima over its seed
 ``train_step_compare:FILE,...`` (one line per benchmark, times against the first),
 ``train_step_log:LOG,...`` (the seconds per update that benchmarks/gpu_check.sh prints into its log, each
 matched to the benchmark's own JSON), ``speaker_decode:FILE``, ``rollout:FILE``,
-``rollout_ratios:FILE``, ``demo_generation:FILE``, ``demo_storage:FILE``, ``smoke:FOLDER`` (the short training
-runs ``smoke_*.json`` of gpu_check.sh), ``resume:FILE`` (gpu_check.sh's weight comparisons). FILE: a JSON name
-under the folder, without ``.json`` (LOG: a ``.txt`` name without ``.txt``; both may include a subfolder).
+``rollout_ratios:FILE``, ``demo_generation:FILE``, ``demo_storage:FILE``, ``demo_dataset:FILE``,
+``smoke:FOLDER`` (the short training runs ``smoke_*.json`` of gpu_check.sh), ``resume:FILE`` (gpu_check.sh's
+weight comparisons). FILE: a JSON name under the folder, without ``.json`` (LOG: a ``.txt`` name without
+``.txt``; both may include a subfolder).
 """
 
 from __future__ import annotations
@@ -754,6 +755,26 @@ def table_demo_storage(level: str, name: str, root: Path = RESULTS) -> list[str]
     return lines
 
 
+def table_demo_dataset(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/demo_dataset.py: a whole generated set, its generation's time, its size, an epoch over it."""
+    data = read_json(level, name, root)
+    gen, it = data["generation"], data["iteration"]
+    splits = ", ".join(f"{split} {entry['rows']}" for split, entry in data["splits"].items())
+    lines = ["| quantity | value |", "| --- | --- |",
+             f"| demonstrations ({data['level']}): {splits} | {data['demos']} |"]
+    if gen:
+        rate = f", {gen['demos_per_s']:.0f} demos/s" if "demos_per_s" in gen else " (went on from chunks)"
+        lines += [f"| generation: wall time{rate} | {gen['wall_seconds'] / 3600:.2f} h |",
+                  f"| generation: CPU time (cores kept busy) | {gen['cpu_seconds'] / 3600:.2f} h "
+                  f"({gen['cores_busy']:.2f}) |"]
+    return lines + [
+        f"| on disk: all splits (bytes per demo) | {data['bytes_on_disk'] / 1e9:.2f} GB "
+        f"({data['bytes_per_demo']:.0f}) |",
+        f"| rows iterated (batches of {it['batch_size']}) | {it['rows_iterated']} at {it['rows_per_s']:.0f} rows/s |",
+        f"| peak resident memory: anonymous / file-backed (MB) | {it['peak_anon_mb']:.0f} / {it['peak_file_mb']:.0f} |",
+    ]
+
+
 TABLES: dict[str, Callable[..., list[str]]] = {
     "flatness": table_flatness, "paper": table_paper, "headline": table_headline, "tests": table_tests,
     "runs": table_runs, "seeds": table_seeds, "budget": table_budget,
@@ -764,7 +785,8 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "train_step_compare": table_train_step_compare, "train_step_log": table_train_step_log,
     "train_step_profile": table_train_step_profile,
     "speaker_decode": table_speaker_decode, "rollout": table_rollout, "rollout_ratios": table_rollout_ratios,
-    "demo_generation": table_demo_generation, "demo_storage": table_demo_storage, "smoke": table_smoke,
+    "demo_generation": table_demo_generation, "demo_storage": table_demo_storage,
+    "demo_dataset": table_demo_dataset, "smoke": table_smoke,
     "resume": table_resume, "reruns": table_reruns,
 }
 

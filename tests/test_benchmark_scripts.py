@@ -59,3 +59,22 @@ def test_train_step_profiles_an_update_by_kind_of_operator(tmp_path: Path) -> No
     assert profile["flops_per_update"]["attention"] > 0 and profile["flops_per_update"]["other"] == 0
     # the timed update's count is the profiled one's: the same forward and backward, counted the same way
     assert data["models"]["msvae"]["flops_fwd_bwd"] == sum(profile["flops_per_update"].values())
+
+
+def test_demo_dataset_generates_a_set_once_and_measures_it_as_stored(tmp_path: Path) -> None:
+    """benchmarks/demo_dataset.py: make_demos timed, every split's rows and bytes (all of the folder's files), an
+    epoch of the unpaired split; run again on the finished set it generates nothing and measures the same."""
+    folder, command = tmp_path / "set", ["python", "benchmarks/demo_dataset.py", "--level", "GoToSeqLocal",
+                                         "--paired", "3", "--unpaired", "8", "--valid", "2", "--test", "1",
+                                         "--num-proc", "1", "--dir", str(tmp_path / "set")]
+    first, again = tmp_path / "first.json", tmp_path / "again.json"
+    for out in (first, again):
+        subprocess.run([*command, "--out", str(out)], cwd=ROOT, check=True, capture_output=True, timeout=600)
+    made, measured = json.loads(first.read_text()), json.loads(again.read_text())
+    assert {k: v["rows"] for k, v in made["splits"].items()} == {"paired": 3, "unpaired": 8, "valid": 2, "test": 1}
+    assert made["bytes_on_disk"] == sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    assert made["bytes_per_demo"] == made["bytes_on_disk"] / 14 and made["iteration"]["rows_iterated"] == 8
+    generation = made["generation"]
+    assert generation["chunks_at_start"] == 0 and generation["demos_per_s"] == 14 / generation["wall_seconds"]
+    assert "--unpaired 8" in generation["command"] and generation["cpu_seconds"] > 0
+    assert measured["generation"] is None and measured["splits"] == made["splits"]
