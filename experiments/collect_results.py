@@ -626,9 +626,16 @@ def table_demo_generation(level: str, name: str, root: Path = RESULTS) -> list[s
         *([f"| CPU seconds, 1 / 2 processes (cores kept busy by 2) | {data['cpu_seconds_1proc']:.1f} / "
            f"{data['cpu_seconds_2proc']:.1f} ({data['cpu_busy_2proc']:.2f}) |"] if "cpu_seconds_1proc" in data else []),
         f"| bytes per demo on disk | {data['bytes_per_demo']:.0f} |",
-        f"| rows iterated (batches of {it['batch_size']}) | {it['rows_iterated']} at {it['rows_per_s']:.0f} rows/s |",
-        f"| peak resident memory: anonymous / file-backed (MB) | {it['peak_anon_mb']:.0f} / {it['peak_file_mb']:.0f} |",
+        *iteration_rows(it),
     ]
+
+
+def iteration_rows(it: dict) -> list[str]:
+    """Two table rows from an epoch of DataLoader over a demo set (benchmarks/demo_generation.py's `iterate`)."""
+    return [f"| rows iterated (batches of {it['batch_size']}) | {it['rows_iterated']} at {it['rows_per_s']:.0f} "
+            "rows/s |",
+            f"| peak resident memory: anonymous / file-backed (MB) | {it['peak_anon_mb']:.0f} / "
+            f"{it['peak_file_mb']:.0f} |"]
 
 
 PRECISION = {"no": "fp32", "bf16": "bf16 autocast", "fp16": "fp16 autocast"}
@@ -758,7 +765,7 @@ def table_demo_storage(level: str, name: str, root: Path = RESULTS) -> list[str]
 def table_demo_dataset(level: str, name: str, root: Path = RESULTS) -> list[str]:
     """benchmarks/demo_dataset.py: a whole generated set, its generation's time, its size, an epoch over it."""
     data = read_json(level, name, root)
-    gen, it = data["generation"], data["iteration"]
+    gen = data["generation"]
     splits = ", ".join(f"{split} {entry['rows']}" for split, entry in data["splits"].items())
     lines = ["| quantity | value |", "| --- | --- |",
              f"| demonstrations ({data['level']}): {splits} | {data['demos']} |"]
@@ -770,8 +777,7 @@ def table_demo_dataset(level: str, name: str, root: Path = RESULTS) -> list[str]
     return lines + [
         f"| on disk: all splits (bytes per demo) | {data['bytes_on_disk'] / 1e9:.2f} GB "
         f"({data['bytes_per_demo']:.0f}) |",
-        f"| rows iterated (batches of {it['batch_size']}) | {it['rows_iterated']} at {it['rows_per_s']:.0f} rows/s |",
-        f"| peak resident memory: anonymous / file-backed (MB) | {it['peak_anon_mb']:.0f} / {it['peak_file_mb']:.0f} |",
+        *iteration_rows(data["iteration"]),
     ]
 
 

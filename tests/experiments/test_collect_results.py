@@ -234,6 +234,29 @@ def test_demo_generation_table_shows_cpu_seconds_where_recorded(tmp_path):
     assert new[:4] + new[5:] == old  # a benchmark from before the CPU seconds renders as it did
 
 
+def test_demo_dataset_table_gives_a_rate_only_for_a_generation_from_the_start(tmp_path):
+    """A set generated in one go shows its rate; one that went on from chunks only its time; a set measured
+    where it lay, no generation rows."""
+    generation = {"wall_seconds": 5400.0, "cpu_seconds": 10260.0, "cores_busy": 0.95, "chunks_at_start": 0,
+                  "demos_per_s": 185.5}
+    data = {"level": "BabyAI-BossLocal-v0", "splits": {"paired": {"rows": 1000}, "unpaired": {"rows": 1000000}},
+            "demos": 1001000, "bytes_on_disk": 6.7e8, "bytes_per_demo": 669.3, "generation": generation,
+            "iteration": {"batch_size": 256, "rows_iterated": 1000000, "rows_per_s": 20000.0, "peak_anon_mb": 440.0,
+                          "peak_file_mb": 780.0}}
+    resumed = {**generation, "chunks_at_start": 7}
+    del resumed["demos_per_s"]
+    for name, gen in (("whole", generation), ("resumed", resumed), ("measured", None)):
+        (tmp_path / "benchmarks").mkdir(exist_ok=True)
+        (tmp_path / "benchmarks" / f"{name}.json").write_text(json.dumps({**data, "generation": gen}))
+    whole, resumed_rows, measured = (collect_results.table_demo_dataset("benchmarks", name, tmp_path)
+                                     for name in ("whole", "resumed", "measured"))
+    assert whole[2] == "| demonstrations (BabyAI-BossLocal-v0): paired 1000, unpaired 1000000 | 1001000 |"
+    assert whole[3:5] == ["| generation: wall time, 186 demos/s | 1.50 h |",
+                          "| generation: CPU time (cores kept busy) | 2.85 h (0.95) |"]
+    assert resumed_rows[3] == "| generation: wall time (went on from chunks) | 1.50 h |"
+    assert measured == whole[:3] + whole[5:] and whole[5] == "| on disk: all splits (bytes per demo) | 0.67 GB (669) |"
+
+
 def test_gpu_check_tables(tmp_path):
     gpu = tmp_path / "benchmarks" / "gpu"
     gpu.mkdir(parents=True)
