@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shlex
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import time
 from pathlib import Path
 
 from datasets import load_from_disk
-from demo_generation import folder_bytes
+from demo_generation import cpu_seconds, folder_bytes
 from report import write_report
 
 from msvae_hf.data.demos import SPLITS, work_dir
@@ -33,19 +32,13 @@ from msvae_hf.training import provenance
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def children_cpu_seconds() -> float:
-    """CPU seconds (user + system) of this process's finished child processes and theirs."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def generate(command: list[str], work: Path) -> dict:
     """Run make_demos (`command`) to the end: wall and CPU seconds, and the chunks it found to resume from."""
     chunks = sum(1 for _ in work.rglob("*.arrow")) if work.exists() else 0
-    start, cpu, load = time.perf_counter(), children_cpu_seconds(), os.getloadavg()
+    start, cpu, load = time.perf_counter(), cpu_seconds(), os.getloadavg()
     subprocess.run(command, check=True)
     wall = time.perf_counter() - start
-    cpu = children_cpu_seconds() - cpu
+    cpu = cpu_seconds() - cpu  # make_demos and its bot processes, reaped by now
     return {"command": shlex.join(command), "wall_seconds": wall, "cpu_seconds": cpu,
             "cores_busy": cpu / (wall * (os.cpu_count() or 1)), "chunks_at_start": chunks,
             "load_average_before": load, "load_average_after": os.getloadavg()}

@@ -338,9 +338,8 @@ def quarter_means(record: dict) -> tuple[float, float, float] | None:
     return statistics.fmean(last), statistics.fmean(before), se
 
 
-def means_text(record: dict) -> str:
-    """``+0.017 (0.021)``: :func:`quarter_means`' gain and its standard error; ``-`` where there are none."""
-    means = quarter_means(record)
+def means_text(means: tuple[float, float, float] | None) -> str:
+    """``+0.017 (0.021)``: the gain of :func:`quarter_means` and its standard error; ``-`` where there are none."""
     return "-" if means is None else f"{means[0] - means[1]:+.3f} ({means[2]:.3f})"
 
 
@@ -361,12 +360,11 @@ def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
             (quarter, at_quarter), (end, at_end), se = found
             gain = at_end - at_quarter
             means = quarter_means(record)
-            by_means = ("-", "-") if means is None else (
-                means_text(record), "yes" if means[0] - means[1] < means[2] else "no")
+            flat_by_means = "-" if means is None else "yes" if means[0] - means[1] < means[2] else "no"
             again = " (again)" if record.get("trained_again") else ""
             lines.append(f"| {row_label(level, row)} | {run_row(record['run'])[1]}{again} | {at_quarter:.3f} "
                          f"(update {quarter}) | {at_end:.3f} (update {end}) | {gain:+.3f} | {se:.3f} | "
-                         f"{'yes' if gain < se else 'no'} | {by_means[0]} | {by_means[1]} |")
+                         f"{'yes' if gain < se else 'no'} | {means_text(means)} | {flat_by_means} |")
     return lines
 
 
@@ -412,7 +410,7 @@ def table_budget(level: str, rows: str, root: Path = RESULTS) -> list[str]:
                 gain = "-" if found is None else f"{found[1][1] - found[0][1]:+.3f} ({found[2]:.3f})"
                 which = "-" if r is record else "its first record" if r is first else "its run trained again"
                 lines.append(f"| {label} | {seed} | {r.get('updates')} | {fmt(sr(r), '.3f')} | {best_valid(r)} | "
-                             f"{gain} | {means_text(r)} | {which} |")
+                             f"{gain} | {means_text(quarter_means(r))} | {which} |")
     return lines
 
 
