@@ -10,7 +10,8 @@ order and noise only; the students of all seeds read the labels of the same seed
 
 Both levels hold the rows of Tables 2 and 3 (:data:`TABLE_ROWS`) and the follower rows at twice the budget
 (:data:`BUDGET_ROWS`); BossLocal also holds the rest of its study
-(:data:`BOSSLOCAL_ROWS`, :func:`bosslocal_comparisons`). Each cell answers one of :data:`QUESTIONS`.
+(:data:`BOSSLOCAL_ROWS`, :func:`bosslocal_comparisons`), GoToSeqLocal its other rows at twice the budget
+(:data:`GOTOSEQLOCAL_ROWS`). Each cell answers one of :data:`QUESTIONS`.
 """
 
 from __future__ import annotations
@@ -71,6 +72,15 @@ BUDGET_ROWS: dict[str, Row] = {
     "msvae_4000": Row("MS-VAE full (+ V + D'), 4000 updates", "budget", BASELINES, continues="msvae"),
     "msvae_paired_4000": Row("MS-VAE, paired only, 4000 updates", "budget", BASELINES,
                              continues="msvae_paired"),
+}
+
+#: GoToSeqLocal's rows still rising at 2000 updates, continued to 4000 with the rows they are compared with.
+GOTOSEQLOCAL_ROWS: dict[str, Row] = {
+    "msvae_v_4000": Row("MS-VAE + V, 4000 updates", "budget", BASELINES, continues="msvae_v"),
+    "speaker_follower_4000": Row("speaker-follower, 4000 updates", "budget", ("labels/speaker",),
+                                 continues="speaker_follower"),
+    "msvae_speaker_follower_4000": Row("MS-VAE-speaker-follower, 4000 updates", "budget", ("labels/msvae",),
+                                       continues="msvae_speaker_follower"),
 }
 
 _FIVE = (0, 1, 2, 3, 4)
@@ -166,7 +176,8 @@ def level_rows(level: str) -> dict[str, Row]:
     """Every row of ``level``'s study, by config name."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; known: {sorted(LEVELS)}")
-    return {**TABLE_ROWS, **BUDGET_ROWS, **(BOSSLOCAL_ROWS if level == "bosslocal" else {})}
+    extra = BOSSLOCAL_ROWS if level == "bosslocal" else GOTOSEQLOCAL_ROWS
+    return {**TABLE_ROWS, **BUDGET_ROWS, **extra}
 
 
 def run_dir(level: str, row: str, seed: int) -> Path:
