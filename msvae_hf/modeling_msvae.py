@@ -180,19 +180,20 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
 
         The head runs on the real steps only. ``frozen_decoder``: the decoder's weights are detached, so the
         gradient reaches z (and the encoder behind it) only (``unpaired_trains_action_decoder=False``)."""
-        memory_mask = torch.ones(z.shape[:2], dtype=torch.bool, device=z.device)
-        steps = RealPositions(mask)
+        steps = RealPositions(mask)  # every token of z is real: no memory mask
         if frozen_decoder:
             weights = {name: w.detach() for name, w in self.action_decoder.named_parameters()}
-            logits = torch.func.functional_call(self.action_decoder, weights, (states, z, memory_mask, steps))
+            logits = torch.func.functional_call(self.action_decoder, weights, (states, z, None, steps))
         else:
-            logits = self.action_decoder.logits(states, z, memory_mask, steps)
+            logits = self.action_decoder.logits(states, z, None, steps)
         return sequence_log_likelihood(logits, actions, steps)
 
-    def _instruction_log_likelihood(self, z, input_ids, attention_mask) -> torch.Tensor:
-        """log p(y | z) = sum_l log p(y_l | z, y_<l) (Sec. 3.1), teacher forced."""
-        memory_mask = torch.ones(z.shape[:2], dtype=torch.bool, device=z.device)
-        return self.instruction_log_likelihood(input_ids, attention_mask, z, memory_mask)[0]
+    def _instruction_log_likelihood(self, zs: list[torch.Tensor], input_ids, attention_mask) -> list[torch.Tensor]:
+        """log p(y | z) = sum_l log p(y_l | z, y_<l) (Sec. 3.1), teacher forced, for each z of ``zs`` (each
+        [B, K, D]): one decoder pass, its first self-attention (which does not read z) once for all."""
+        memory = torch.cat(zs)  # every token of z is real: no memory mask
+        ll = self.instruction_log_likelihood(input_ids, attention_mask, memory, None, copies=len(zs))[0]
+        return list(ll.chunk(len(zs)))
 
     # ------------------------------------------------------------- forward
     def forward(
@@ -253,8 +254,7 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         b_1_all = -kl_to_prior(mean_tau, logvar_tau, self.prior, z_tau)
         a_1, b_1 = a_1_all[p], b_1_all[p]
         c_2 = self._action_log_likelihood(states[p], z_y, actions[p], trajectory_mask[p])
-        a_2 = self._instruction_log_likelihood(z_y, input_ids, attention_mask)
-        c_1 = self._instruction_log_likelihood(z_tau[p], input_ids, attention_mask)
+        a_2, c_1 = self._instruction_log_likelihood([z_y, z_tau[p]], input_ids, attention_mask)
         b_2 = -kl_to_prior(mean_y, logvar_y, self.prior, z_y)
         betas = self.config.betas
         j_bar = paired_elbo((a_1, a_2), (b_1, b_2), (c_1, c_2), betas)

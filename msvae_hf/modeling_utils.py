@@ -290,14 +290,18 @@ class SpeakerMixin:
         self.check_input_ids(input_ids)
         return self.instruction_decoder(input_ids, memory, memory_mask, cache=cache)
 
-    def instruction_log_likelihood(self, input_ids, attention_mask, memory, memory_mask):
+    def instruction_log_likelihood(self, input_ids, attention_mask, memory, memory_mask, copies: int = 1):
         """Teacher-forced log p(y | memory) summed over tokens after <bos>: (log-likelihood [B], logits
         [B, L - 1, vocab], zeros at padded positions). The decoder's position-wise layers run on the real
-        tokens only."""
+        tokens only. ``copies`` memories per instruction (``memory`` [copies * B, M, D], as the decoder takes
+        them): [copies * B] log-likelihoods and logits, copy by copy."""
         self.check_input_ids(input_ids)
         tokens = RealPositions(attention_mask[:, 1:])
-        logits = self.instruction_decoder(input_ids[:, :-1], memory, memory_mask, positions=tokens)
-        return sequence_log_likelihood(logits, input_ids[:, 1:], tokens), tokens.scatter(logits)
+        logits = self.instruction_decoder(input_ids[:, :-1], memory, memory_mask, positions=tokens, copies=copies)
+        if copies > 1:
+            tokens = tokens.repeat(copies)
+        targets = input_ids[:, 1:].repeat(copies, 1)
+        return sequence_log_likelihood(logits, targets, tokens), tokens.scatter(logits)
 
     def prepare_inputs_for_generation(self, input_ids, cache=None, memory=None, memory_mask=None, **kwargs):
         """Feed only the tokens the cache has not seen, with the trajectory memory (expanded per beam)."""

@@ -59,6 +59,17 @@ class RealPositions:
         out = x.new_zeros(self.batch_size * self.length, *x.shape[1:]).index_copy(0, self.index, x)
         return out.view(self.batch_size, self.length, *x.shape[1:])
 
+    def repeat(self, copies: int) -> RealPositions:
+        """The positions of the batch stacked ``copies`` times ([copies * B, S]): gathered rows in that order."""
+        if hasattr(self, "batch_sizes"):
+            raise ValueError("RealPositions.repeat takes row-major positions, not packed ones")
+        out = object.__new__(RealPositions)
+        out.batch_size, out.length = copies * self.batch_size, self.length
+        offsets = torch.arange(copies, device=self.index.device)[:, None]
+        out.index = (self.index + offsets * self.batch_size * self.length).reshape(-1)
+        out.rows = (self.rows + offsets * self.batch_size).reshape(-1)
+        return out
+
     def sum_rows(self, x: torch.Tensor) -> torch.Tensor:
         """[N] -> [B]: the sum over each row's real positions."""
         return x.new_zeros(self.batch_size).index_add(0, self.rows, x)
@@ -323,11 +334,12 @@ class LuongAttention(nn.Module):
         super().__init__()
         self.memory_proj = nn.Linear(memory_size, query_size)
 
-    def forward(self, query: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor) -> torch.Tensor:
-        """query [B, T, H], memory [B, M, Dm], memory_mask [B, M] -> context [B, T, H]."""
+    def forward(self, query: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None) -> torch.Tensor:
+        """query [B, T, H], memory [B, M, Dm], memory_mask [B, M] (None: every slot real) -> context [B, T, H]."""
         values = self.memory_proj(memory)
         scores = query @ values.transpose(1, 2) / math.sqrt(query.shape[-1])
-        scores = scores.masked_fill(~memory_mask.bool().unsqueeze(1), torch.finfo(scores.dtype).min)
+        if memory_mask is not None:
+            scores = scores.masked_fill(~memory_mask.bool().unsqueeze(1), torch.finfo(scores.dtype).min)
         return torch.softmax(scores, dim=-1) @ values
 
 
@@ -410,6 +422,10 @@ class _DecoderLayer(nn.Module):
 
     def forward(self, x, memory, memory_mask, cache=None, layer_idx: int = 0, positions=None) -> torch.Tensor:
         """x [B, n, d], or [N, d] at ``positions`` (the projections, norms and MLP then skip padding)."""
+        return self.cross_attend(self.self_attend(x, cache, layer_idx, positions), memory, memory_mask, positions)
+
+    def self_attend(self, x, cache=None, layer_idx: int = 0, positions=None) -> torch.Tensor:
+        """The causal self-attention block (it does not read the memory): x + SelfAttn(LN(x))."""
         pad, unpad = (positions.scatter, positions.gather) if positions is not None else (_same, _same)
         q, k, v = (self._split(t) for t in pad(self.qkv(self.norm1(x))).chunk(3, dim=-1))  # zeros on padding
         past = 0
@@ -417,11 +433,19 @@ class _DecoderLayer(nn.Module):
             past = cache.get_seq_length(layer_idx)
             k, v = cache.update(k, v, layer_idx)
         n, total = q.shape[2], k.shape[2]
-        causal = torch.arange(total, device=x.device)[None, :] <= (past + torch.arange(n, device=x.device))[:, None]
-        attn = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
-        x = x + self.dropout(self.self_out(unpad(self._merge(attn))))
+        if past == 0 and n == total:  # no earlier tokens: the kernel's own causal mask, none built
+            attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            causal = torch.arange(total, device=x.device)[None, :] <= (past + torch.arange(n, device=x.device))[:, None]
+            attn = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
+        return x + self.dropout(self.self_out(unpad(self._merge(attn))))
+
+    def cross_attend(self, x, memory, memory_mask, positions=None) -> torch.Tensor:
+        """The cross-attention and MLP blocks: x + CrossAttn(LN(x), memory), then + MLP(LN(.)).
+        ``memory_mask`` None: every memory slot is real (no mask built)."""
+        pad, unpad = (positions.scatter, positions.gather) if positions is not None else (_same, _same)
         mk, mv = self.cross_kv(memory).chunk(2, dim=-1)
-        cross_mask = memory_mask.bool()[:, None, None, :]
+        cross_mask = None if memory_mask is None else memory_mask.bool()[:, None, None, :]
         attn = F.scaled_dot_product_attention(
             self._split(pad(self.cross_q(self.norm2(x)))), self._split(mk), self._split(mv), attn_mask=cross_mask
         )
@@ -455,25 +479,39 @@ class InstructionDecoder(nn.Module):
         self,
         input_ids: torch.Tensor,
         memory: torch.Tensor,
-        memory_mask: torch.Tensor,
+        memory_mask: torch.Tensor | None,
         cache=None,
         positions: RealPositions | None = None,
+        copies: int = 1,
     ) -> torch.Tensor:
         """input_ids [B, n] (the new tokens), memory [B, M, Dm] -> logits [B, n, vocab].
 
-        With ``positions`` (teacher forcing, no cache) every position-wise layer runs on the real tokens only
-        and the logits are theirs, [N, vocab]; attention still sees the padded [B, n] layout.
+        ``memory_mask`` [B, M]: the real memory slots (None: all of them). With ``positions`` (teacher forcing,
+        no cache) every position-wise layer runs on the real tokens only and the logits are theirs, [N, vocab];
+        attention still sees the padded [B, n] layout.
+
+        ``copies`` > 1 (teacher forcing): ``memory`` holds that many memories per instruction, stacked as
+        [copies * B, M, Dm] (copy c of row b at c * B + b), and the logits are [copies * B, n, vocab] (or
+        [copies * N, vocab]) in that order. The first layer's self-attention, which does not read the memory,
+        runs once for all copies (one dropout mask for them where dropout is on).
         """
         past = cache.get_seq_length() if cache is not None else 0
         if past + input_ids.shape[1] > self.max_length:
             raise ValueError(
                 f"instruction length {past + input_ids.shape[1]} exceeds max_instruction_length={self.max_length}"
             )
+        if memory.shape[0] != copies * input_ids.shape[0] or (copies > 1 and cache is not None):
+            raise ValueError(f"memory must hold {copies} row(s) per instruction ({copies * input_ids.shape[0]}, "
+                             f"got {memory.shape[0]}){'; copies need no cache' if cache is not None else ''}")
         steps = torch.arange(past, past + input_ids.shape[1], device=input_ids.device)
         x = self.token_embedding(input_ids) + self.position_embedding(steps)
         if positions is not None:
             x = positions.gather(x)
         mem = self.memory_proj(memory)
         for i, layer in enumerate(self.layers):
-            x = layer(x, mem, memory_mask, cache=cache, layer_idx=i, positions=positions)
+            x = layer.self_attend(x, cache, i, positions)
+            if i == 0 and copies > 1:
+                x = x.repeat(copies, *[1] * (x.dim() - 1))
+                positions = positions.repeat(copies) if positions is not None else None
+            x = layer.cross_attend(x, mem, memory_mask, positions)
         return self.lm_head(self.norm(x))

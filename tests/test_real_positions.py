@@ -166,6 +166,42 @@ def test_decoder_at_real_positions_equals_the_padded_decoder(tok: MSVAETokenizer
     torch.testing.assert_close(real, padded[batch["attention_mask"].bool()], rtol=1e-5, atol=1e-5)
 
 
+def test_decoder_copies_equal_one_pass_per_memory(tok: MSVAETokenizer) -> None:
+    """``copies``: the first self-attention shared by the stacked memories gives each memory's own pass, in
+    the copies' order, logits and gradients; a memory of the wrong row count is refused."""
+    model = build("msvae", tok)
+    batch = pad_more(real_batch(tok, LENGTHS))
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    zs = [torch.randn(len(LENGTHS), model.config.num_latent_tokens, model.config.latent_dim, requires_grad=True)
+          for _ in range(3)]
+
+    def run(forward) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad(set_to_none=True)
+        for z in zs:
+            z.grad = None
+        out = forward()
+        (out * torch.linspace(0.5, 2.0, out.shape[0])).sum().backward()
+        return out.detach(), [z.grad for z in zs] + [p.grad for p in model.instruction_decoder.parameters()]
+
+    ours, ours_grads = run(lambda: model.instruction_log_likelihood(ids, mask, torch.cat(zs), None, copies=3)[0])
+    ref, ref_grads = run(lambda: torch.cat([model.instruction_log_likelihood(ids, mask, z, None)[0] for z in zs]))
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+    for a, b in zip(ours_grads, ref_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="memory must hold 3 row"):
+        model.instruction_decoder(ids, torch.cat(zs[:2]), None, copies=3)
+
+
+def test_real_positions_repeat_stacks_the_batch() -> None:
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]], dtype=torch.bool)
+    x = torch.randn(2, 3, 4)
+    twice = RealPositions(mask).repeat(2)
+    torch.testing.assert_close(twice.gather(torch.cat([x, x + 1])), torch.cat([x[mask], x[mask] + 1]), rtol=0, atol=0)
+    torch.testing.assert_close(twice.sum_rows(torch.ones(6)), torch.tensor([2.0, 1, 2, 1]))
+    with pytest.raises(ValueError, match="row-major"):
+        RealPositions(mask, packed=True).repeat(2)
+
+
 def test_bottleneck_attention_equals_multihead_attention(tok: MSVAETokenizer) -> None:
     model = build("msvae", tok, num_latent_tokens=3)
     states = torch.randn(4, 6, model.config.hidden_size)
