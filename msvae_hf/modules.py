@@ -158,7 +158,9 @@ class ObservationEncoder(nn.Module):
         for channel in range(1, obs.shape[-1]):
             table = (table.unsqueeze(1) + values[channel]).flatten(0, 1)
             rows = rows * self.num_values + obs[..., channel]
-        return F.embedding(rows, table)
+        # index_select's backward adds each cell's gradient into its row (index_add); embedding's sorts the
+        # indices first. The same values and gradients, in about two thirds of the time.
+        return table.index_select(0, rows.reshape(-1)).view(*rows.shape, table.shape[-1])
 
 
 class TrajectoryEncoder(nn.Module):
