@@ -27,7 +27,8 @@ larger budget, each seed beside the run it continued), ``speakers:FILE``, ``prag
 ``reruns`` (runs trained again after their record, beside it), ``validation:FILE`` (a table of
 experiments/validation_table.py kept as FILE.md: each row's maxima over its seeds); for ``benchmarks``:
 ``train_step:FILE``, ``train_step_profile:FILE`` (an update's profile),
-``train_step_compare:FILE,...`` (one line per benchmark, times against the first),
+``train_step_compare:FILE,...`` (one line per benchmark, times against the first), ``train_step_peak:FILE,...``
+(the GEMM peak each measured and MS-VAE's fraction of it),
 ``train_step_log:LOG,...`` (the seconds per update that benchmarks/gpu_check.sh prints into its log, each
 matched to the benchmark's own JSON), ``speaker_decode:FILE``, ``rollout:FILE``,
 ``rollout_ratios:FILE``, ``demo_generation:FILE``, ``demo_storage:FILE``, ``demo_dataset:FILE``,
@@ -663,6 +664,21 @@ def table_train_step_compare(level: str, names: str, root: Path = RESULTS) -> li
     return lines
 
 
+def table_train_step_peak(level: str, names: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/train_step.py's JSONs in the order run: the commit timed, the GEMM peak it measured before and
+    after the models, and MS-VAE's seconds per update and fraction of the higher peak."""
+    lines = ["| benchmark | commit | GEMM peak before / after (GFLOP/s) | msvae s / update | msvae GFLOP / update | "
+             "msvae fraction of GEMM peak |", "| --- | --- | --- | --- | --- | --- |"]
+    for name in names.split(","):
+        data = read_json(level, name, root)
+        peaks = data.get("gemm_peak_flops_per_s_before_after") or [data["gemm_peak_flops_per_s"]]
+        m = data["models"]["msvae"]
+        lines.append(f"| {name}.json | {str(data.get('commit', '-'))[:7]} | "
+                     f"{' / '.join(f'{p / 1e9:.1f}' for p in peaks)} | {m['seconds_per_update']:.4f} | "
+                     f"{m['flops_fwd_bwd'] / 1e9:.1f} | {fmt(m.get('fraction_of_gemm_peak'), '.2f')} |")
+    return lines
+
+
 TRAIN_STEP_LINE = re.compile(r'"(seconds_per_update|ratio_msvae_over_follower)": ([-+0-9.e]+)')
 
 
@@ -786,8 +802,8 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "speakers": table_speakers, "pragmatics": table_pragmatics,
     "rescoring": table_rescoring, "probes": table_probes, "probe_data": table_probe_data,
     "gradients": table_gradients, "validation": table_validation, "train_step": table_train_step,
-    "train_step_compare": table_train_step_compare, "train_step_log": table_train_step_log,
-    "train_step_profile": table_train_step_profile,
+    "train_step_compare": table_train_step_compare, "train_step_peak": table_train_step_peak,
+    "train_step_log": table_train_step_log, "train_step_profile": table_train_step_profile,
     "speaker_decode": table_speaker_decode, "rollout": table_rollout, "rollout_ratios": table_rollout_ratios,
     "demo_generation": table_demo_generation, "demo_storage": table_demo_storage,
     "demo_dataset": table_demo_dataset, "smoke": table_smoke,

@@ -202,6 +202,20 @@ def test_train_step_tables_compare_benchmarks_and_match_log_lines_to_their_json(
     assert lines[3] == "| log.txt | 2 of 2 | fp32 (= train_step_fp32.json) | 10.0 | 20.0 | 40.0 | 4.00 |"
 
 
+def test_train_step_peak_table_gives_each_runs_peaks_and_msvae_fraction(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    old, new = train_step_json("no", (0.3, 0.4, 1.0)), train_step_json("no", (0.3, 0.4, 0.8))
+    old.update(commit="abcdef0123", gemm_peak_flops_per_s_before_after=[1.5e9, 2e9])
+    old["models"]["msvae"]["fraction_of_gemm_peak"] = 0.5
+    new.update(gemm_peak_flops_per_s=1.25e9)  # an older JSON: one peak, no commit
+    new["models"]["msvae"]["fraction_of_gemm_peak"] = 1.0
+    for name, data in (("old", old), ("new", new)):
+        (tmp_path / "benchmarks" / f"{name}.json").write_text(json.dumps(data))
+    lines = collect_results.table_train_step_peak("benchmarks", "old,new", tmp_path)
+    assert lines[2:] == ["| old.json | abcdef0 | 1.5 / 2.0 | 1.0000 | 1.0 | 0.50 |",
+                         "| new.json | - | 1.2 | 0.8000 | 1.0 | 1.00 |"]
+
+
 def test_train_step_profile_table_sums_the_kinds_and_rates_each(tmp_path):
     data = train_step_json("no", (0.3, 0.4, 1.2))
     data["gemm_peak_flops_per_s"] = 100e9
