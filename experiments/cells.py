@@ -31,7 +31,8 @@ QUESTIONS = {
     "speaker_follower": "does unpaired data help the speaker-follower? (Table 3)",
     "bleu": "what was tried against the BLEU result (V lowers the MS-VAE speaker's BLEU)",
     "pretraining": "speaker pre-training and self-training: where do unpaired trajectories raise BLEU?",
-    "budget": "would more updates close the gap to the paper's SR? (Table 2's follower rows at 4000 updates)",
+    "budget": "would more updates close the gap to the paper's SR? (Table 2's follower rows at 4000 updates; "
+              "GoToSeqLocal's + V and Table 3 rows too)",
     "tables": "every run's numbers in one table, and the validation curves",
 }
 
