@@ -104,11 +104,14 @@ def plot_curves(
 #: Table 2's rows, each drawn in the panels of the metrics it is selected on.
 TABLE2_ROWS = {"valid/success_rate": ("follower", "msvae_paired", "msvae_v", "msvae"),
                "valid/bleu": ("speaker", "msvae_paired", "msvae_v", "msvae")}
-#: Table 2's follower comparison at twice the budget (experiments/cells.py's BUDGET_ROWS).
-BUDGET_ROWS = {"valid/success_rate": ("msvae_paired_4000", "msvae_4000"),
-               "valid/bleu": ("msvae_paired_4000", "msvae_4000")}
-#: A row's colour: the Table 2 row it is (at any budget).
-COLORS = dict(zip(("follower", "speaker", "msvae_paired", "msvae_v", "msvae"), ("C0", "C0", "C1", "C2", "C3")))
+#: The rows at twice the budget (experiments/cells.py's BUDGET_ROWS and GOTOSEQLOCAL_ROWS; a level draws
+#: those it has records of).
+BUDGET_ROWS = {"valid/success_rate": ("msvae_paired_4000", "msvae_v_4000", "msvae_4000", "speaker_follower_4000",
+                                      "msvae_speaker_follower_4000"),
+               "valid/bleu": ("msvae_paired_4000", "msvae_v_4000", "msvae_4000")}
+#: A row's colour: the Table 2 or 3 row it is (at any budget).
+COLORS = dict(zip(("follower", "speaker", "msvae_paired", "msvae_v", "msvae", "speaker_follower",
+                   "msvae_speaker_follower"), ("C0", "C0", "C1", "C2", "C3", "C4", "C5")))
 
 
 def plot_level(level: str, out: str | Path, results: str | Path = "results",
@@ -123,12 +126,14 @@ def plot_level(level: str, out: str | Path, results: str | Path = "results",
     from collect_results import PAPER, records_by_row, records_with_curves
 
     rows = records_by_row(records_with_curves(level, Path(results)))
+    study = level_rows(level)
+    panels = {metric: tuple(row for row in names if row in study) for metric, names in panels.items()}
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
     drawn = set()
     for ax, (metric, names) in zip(axes[0], panels.items()):
         paper_label = "dashed: the paper's test SR of the row in its colour"
         for row in names:
-            table2_row = level_rows(level)[row].continues or row
+            table2_row = study[row].continues or row
             color = COLORS[table2_row]
             paper_sr = PAPER[level].get(table2_row, {}).get("sr")
             if metric == "valid/success_rate" and paper_sr is not None and rows.get(row):
@@ -145,7 +150,7 @@ def plot_level(level: str, out: str | Path, results: str | Path = "results",
             if len(curves) > 1:
                 ax.fill_between(steps, [min(y) for y in ys], [max(y) for y in ys], color=color, alpha=0.2)
             drawn.add(row)
-        continued = {r.get("updates") for row in names if (source := level_rows(level)[row].continues)
+        continued = {r.get("updates") for row in names if (source := study[row].continues)
                      for r in rows.get(source, []) if rows.get(row)}
         for i, updates in enumerate(sorted(u for u in continued if u)):
             ax.axvline(updates, color="grey", linestyle=":",
@@ -169,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("runs", nargs="*", help="run directories (output_dir of scripts/train.py)")
     parser.add_argument("--level", help="instead of runs: Table 2's rows of a level from results/<level>/runs")
     parser.add_argument("--budget", action="store_true",
-                        help="with --level: Table 2's follower comparison at twice the budget instead")
+                        help="with --level: the rows at twice the budget instead")
     parser.add_argument("--out", default="results/curves.png", help="image to write (png, pdf, svg)")
     parser.add_argument("--metric", action="append", dest="metrics",
                         help=f"a scalar tag to plot; repeat for several (default: {' '.join(DEFAULT_METRICS)})")
