@@ -59,6 +59,11 @@ def test_train_step_profiles_an_update_by_kind_of_operator(tmp_path: Path) -> No
     assert profile["flops_per_update"]["attention"] > 0 and profile["flops_per_update"]["other"] == 0
     # the timed update's count is the profiled one's: the same forward and backward, counted the same way
     assert data["models"]["msvae"]["flops_fwd_bwd"] == sum(profile["flops_per_update"].values())
+    # the peak sampled before the models and after each timing (the default allocator's MS-VAE and the three)
+    peaks = data["gemm_peak_flops_per_s_samples"]
+    assert len(peaks) == 5 and data["gemm_peak_flops_per_s"] == max(peaks)
+    assert data["models"]["msvae"]["fraction_of_gemm_peak"] == pytest.approx(
+        data["models"]["msvae"]["achieved_flops_per_s"] / max(peaks))
 
 
 def test_demo_dataset_generates_a_set_once_and_measures_it_as_stored(tmp_path: Path) -> None:
