@@ -502,9 +502,11 @@ class InstructionDecoder(nn.Module):
             raise ValueError(
                 f"instruction length {past + input_ids.shape[1]} exceeds max_instruction_length={self.max_length}"
             )
-        if memory.shape[0] != copies * input_ids.shape[0] or (copies > 1 and cache is not None):
-            raise ValueError(f"memory must hold {copies} row(s) per instruction ({copies * input_ids.shape[0]}, "
-                             f"got {memory.shape[0]}){'; copies need no cache' if cache is not None else ''}")
+        if copies > 1 and cache is not None:
+            raise ValueError(f"copies={copies} is for teacher forcing: pass no cache")
+        if memory.shape[0] != copies * input_ids.shape[0]:
+            raise ValueError(f"memory must hold {copies} row(s) per instruction ({copies * input_ids.shape[0]}), "
+                             f"got {memory.shape[0]}")
         steps = torch.arange(past, past + input_ids.shape[1], device=input_ids.device)
         x = self.token_embedding(input_ids) + self.position_embedding(steps)
         if positions is not None:

@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from test_model import TERMS, build, pad_more, real_batch, tiny_kwargs, unpaired
+from transformers import DynamicCache
 
 import msvae_hf.modeling_msvae as modeling_msvae
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel
@@ -190,6 +191,8 @@ def test_decoder_copies_equal_one_pass_per_memory(tok: MSVAETokenizer) -> None:
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
     with pytest.raises(ValueError, match="memory must hold 3 row"):
         model.instruction_decoder(ids, torch.cat(zs[:2]), None, copies=3)
+    with pytest.raises(ValueError, match="pass no cache"):
+        model.instruction_decoder(ids, torch.cat(zs), None, cache=DynamicCache(), copies=3)
 
 
 def test_real_positions_repeat_stacks_the_batch() -> None:
