@@ -195,14 +195,13 @@ def main() -> None:
     batches = {name: {k: v.to(device) for k, v in b.items()} for name, b in batches.items()}
     dtype = torch.bfloat16 if args.mixed_precision == "bf16" else torch.float32
     peaks = [gemm_peak(args.gemm_size, 10, device, dtype)]
-    peak = peaks[0]
     results: dict[str, Any] = {
         "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "device": str(device), "device_name": device_name(device),
         "mixed_precision": args.mixed_precision, "torch": torch.__version__, "tiny": args.tiny, "level": args.level,
         "batch_paired": int(paired["actions"].shape[0]), "batch_unpaired": int(unpaired["unpaired_actions"].shape[0]),
         "mean_steps": float(paired["trajectory_mask"].sum(1).float().mean()),
-        "gemm_peak_flops_per_s": peak, **provenance(device), "models": {},
+        **provenance(device), "models": {},
     }
     for label, name in [("msvae_default_allocator", "msvae"), *((n, n) for n in models)]:
         if label == "follower":
@@ -212,7 +211,6 @@ def main() -> None:
         r = time_updates(model, batches[name], args.steps, args.warmup, device, args.mixed_precision)
         peaks.append(gemm_peak(args.gemm_size, 10, device, dtype))  # the machine's speed drifts: sample it often
         model.load_state_dict(state)  # every timing starts from the same weights
-        r["fraction_of_gemm_peak"] = r["achieved_flops_per_s"] / peak
         if label == name:
             results["models"][name] = r
         else:
