@@ -32,7 +32,7 @@ QUESTIONS = {
     "bleu": "what was tried against the BLEU result (V lowers the MS-VAE speaker's BLEU)",
     "pretraining": "speaker pre-training and self-training: where do unpaired trajectories raise BLEU?",
     "budget": "would more updates close the gap to the paper's SR? (Table 2's follower rows at 4000 updates; "
-              "GoToSeqLocal's + V and Table 3 rows too)",
+              "GoToSeqLocal's + V and Table 3 rows too; on BossLocal, the paper's batch and unpaired pool)",
     "tables": "every run's numbers in one table, and the validation curves",
 }
 
@@ -101,6 +101,9 @@ BOSSLOCAL_ROWS: dict[str, Row] = {
     "msvae_k16": Row("MS-VAE full, K = 16 tokens", "bleu", BASELINES, (0,)),
     "msvae_trajbeta": Row("MS-VAE full, trajectory beta = 0.01 (stopped at 400)", "bleu", BASELINES, (0,),
                           ("--max-updates", "400")),
+    # The paper's batch (256 + 256) on its million unpaired trajectories (data/bosslocal_1m).
+    "msvae_b256_1m": Row("MS-VAE full, batch 256 on 1M unpaired trajectories", "budget", (*BASELINES, "demos_1m"),
+                         (0,)),
     "msvae_paired_trajbeta": Row("MS-VAE paired only, trajectory beta = 0.01 (not run)", "bleu", BASELINES, ()),
     "msvae_trajbeta1": Row("MS-VAE full, trajectory beta = 1 (stopped at 1000)", "bleu", BASELINES, (0,),
                            ("--max-updates", "1000")),
@@ -267,6 +270,13 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
         cells.append(Cell(f"labels/{name}", tuple(command), out / "pseudo_labels.json",
                           runs_read(level, tuple(command)), question=labeller.question))
     if level == "bosslocal":
+        cells.append(Cell(
+            "demos_1m",
+            ("python", "scripts/make_demos.py", "--level", "BossLocal", "--paired", "1000", "--unpaired", "1000000",
+             "--valid", "500", "--test", "500", "--seed", "0", "--num-proc", str(num_proc), "--out",
+             "data/bosslocal_1m"),
+            Path("data", "bosslocal_1m", "README.md"), question="budget",
+        ))
         cells += bosslocal_comparisons(cells, threads)
     return needs_first(cells)
 

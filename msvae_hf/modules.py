@@ -74,6 +74,106 @@ class RealPositions:
         """[N] -> [B]: the sum over each row's real positions."""
         return x.new_zeros(self.batch_size).index_add(0, self.rows, x)
 
+    def groups(self) -> LengthGroups:
+        """These positions' rows in groups of similar length (:class:`LengthGroups`), built once."""
+        if "_groups" not in self.__dict__:
+            self._groups = LengthGroups(self)
+        return self._groups
+
+
+class LengthGroups:
+    """The rows of a right-padded batch in a few groups of similar length, each padded to its own longest row.
+
+    Attention over a padded [B, S] layout costs each row about S^2, however short the row: a batch of BabyAI
+    instructions is mostly padding (BossLocal: 13 tokens on average, 31 the longest of 128). The rows are sorted
+    by length and cut into at most ``max_groups`` runs where the work sum_g rows_g x length_g^2 is least;
+    attention then runs once per group on [rows_g, length_g]. Rows without a real position are in no group.
+
+    ``pad`` takes [N, ...] at the real positions (row-major, as :class:`RealPositions` gathers them) to one
+    zero-padded [rows_g, length_g, ...] tensor per group, ``unpad`` takes those back to [N, ...] and ``rows``
+    takes a per-row tensor [B, ...] to each group's rows [rows_g, ...] (e.g. the memory cross-attention reads).
+    """
+
+    def __init__(self, positions: RealPositions, max_groups: int = 8) -> None:
+        lengths = torch.bincount(positions.rows, minlength=positions.batch_size)
+        order = lengths.argsort(descending=True, stable=True)
+        counts: dict[int, int] = {}
+        for length in lengths.tolist():
+            if length:
+                counts[length] = counts.get(length, 0) + 1
+        # each group's padded length, longest first (one empty group where no row has a real position)
+        self.lengths = _group_lengths(counts, max_groups) or [0]
+        bounds = torch.tensor(self.lengths, dtype=torch.long, device=lengths.device)
+        sorted_lengths = lengths[order]
+        group = (bounds[None, :] >= sorted_lengths[:, None]).sum(1) - 1  # the group whose run holds each row
+        group[sorted_lengths == 0] = len(self.lengths)  # rows without a real position: no group
+        self.sizes = torch.bincount(group, minlength=len(self.lengths) + 1)[:-1].tolist()  # the last: empty rows
+        self.order = order[: sum(self.sizes)]
+        starts = torch.tensor([0, *self.sizes], dtype=torch.long, device=lengths.device).cumsum(0)[:-1]
+        offsets = torch.cat([bounds.new_zeros(1), (bounds * bounds.new_tensor(self.sizes)).cumsum(0)])
+        rank = torch.arange(len(self.order), device=lengths.device)
+        g = group[: len(self.order)]
+        base = lengths.new_zeros(positions.batch_size)
+        base[self.order] = offsets[g] + (rank - starts[g]) * bounds[g]  # where each row's first position goes
+        self.slots = base[positions.rows] + positions.index - positions.rows * positions.length
+        self.total = int(offsets[-1])
+        self.batch_size = positions.batch_size
+        self._row_lengths = sorted_lengths[: len(self.order)].split(self.sizes)
+
+    def pad(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """[N, ...] -> one [rows_g, length_g, ...] per group, zeros on padding."""
+        flat = x.new_zeros(self.total, *x.shape[1:]).index_copy(0, self.slots, x)
+        numel = [rows * length for rows, length in zip(self.sizes, self.lengths)]
+        return [part.view(rows, length, *x.shape[1:])
+                for part, rows, length in zip(flat.split(numel), self.sizes, self.lengths)]
+
+    def unpad(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        """The inverse of ``pad``: one [rows_g, length_g, ...] per group -> [N, ...]."""
+        return torch.cat([part.flatten(0, 1) for part in parts]).index_select(0, self.slots)
+
+    def rows(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """[B, ...] -> each group's rows [rows_g, ...], in ``pad``'s order."""
+        return list(x.index_select(0, self.order).split(self.sizes))
+
+    def join_rows(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        """The inverse of ``rows``: each group's rows [rows_g, ...] -> [B, ...], zeros for rows in no group."""
+        joined = torch.cat(parts)
+        return joined.new_zeros(self.batch_size, *joined.shape[1:]).index_copy(0, self.order, joined)
+
+    def masks(self) -> list[torch.Tensor]:
+        """Each group's real positions, [rows_g, length_g] booleans (``pad``'s layout)."""
+        return [torch.arange(length, device=self.order.device)[None, :] < row_lengths[:, None]
+                for length, row_lengths in zip(self.lengths, self._row_lengths)]
+
+
+def _group_lengths(counts: dict[int, int], max_groups: int) -> list[int]:
+    """The padded lengths (longest first) of at most ``max_groups`` groups of rows that minimise the attention
+    work sum_g rows_g x length_g^2, a group being a run of the rows sorted by length; ``counts``: length -> rows."""
+    lengths = sorted(counts, reverse=True)
+    rows_before = [0]
+    for length in lengths:
+        rows_before.append(rows_before[-1] + counts[length])
+    n = len(lengths)
+    # work[j]: the least work of the j longest lengths in the groups so far; cut[g][j]: where its last group starts
+    work = [0.0] + [math.inf] * n
+    cuts: list[list[int]] = []
+    for _ in range(min(max_groups, n)):
+        new, cut = [math.inf] * (n + 1), [0] * (n + 1)
+        for j in range(1, n + 1):
+            for i in range(j):
+                w = work[i] + (rows_before[j] - rows_before[i]) * lengths[i] ** 2
+                if w < new[j]:
+                    new[j], cut[j] = w, i
+        work = new
+        cuts.append(cut)
+    starts, j = [], n
+    for cut in reversed(cuts):
+        if j == 0:
+            break
+        j = cut[j]
+        starts.append(j)
+    return [lengths[i] for i in reversed(starts)]
+
 
 def _packed_order(mask: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
     """Flat [B * S] indices of a right-padded batch's positions in packed order, and the live rows per step."""
@@ -293,18 +393,29 @@ class BottleneckAttention(nn.Module):
         w_q, w_kv = attention.in_proj_weight.split([hidden, 2 * hidden])
         b_q, b_kv = attention.in_proj_bias.split([hidden, 2 * hidden])
         positions = RealPositions(mask)
-        keys, values = positions.scatter(F.linear(self.key_proj(positions.gather(states)), w_kv, b_kv)).chunk(2, -1)
-        batch, heads = states.shape[0], attention.num_heads
+        key_values = F.linear(self.key_proj(positions.gather(states)), w_kv, b_kv)
+        heads = attention.num_heads
 
         def split(x: torch.Tensor) -> torch.Tensor:  # [b, n, H] -> [b, heads, n, H / heads]
             return x.view(x.shape[0], x.shape[1], heads, hidden // heads).transpose(1, 2)
 
-        queries = split(F.linear(self.queries, w_q, b_q).unsqueeze(0)).expand(batch, -1, -1, -1)
-        tokens = F.scaled_dot_product_attention(
-            queries, split(keys), split(values), attn_mask=mask.bool()[:, None, None, :],
-            dropout_p=attention.dropout if self.training else 0.0,
-        )
-        tokens = attention.out_proj(tokens.transpose(1, 2).reshape(batch, -1, hidden))
+        queries = split(F.linear(self.queries, w_q, b_q).unsqueeze(0))
+
+        def attend(key_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:  # [b, n, 2H], [b, n] -> [b, K, H]
+            keys, values = key_values.chunk(2, -1)
+            tokens = F.scaled_dot_product_attention(
+                queries.expand(keys.shape[0], -1, -1, -1), split(keys), split(values),
+                attn_mask=mask[:, None, None, :], dropout_p=attention.dropout if self.training else 0.0,
+            )
+            return tokens.transpose(1, 2).reshape(keys.shape[0], -1, hidden)
+
+        if _grouped(states, positions):  # each group of rows of similar length on its own padded length
+            groups = positions.groups()
+            tokens = groups.join_rows([attend(part, part_mask)
+                                       for part, part_mask in zip(groups.pad(key_values), groups.masks())])
+        else:
+            tokens = attend(positions.scatter(key_values), mask.bool())
+        tokens = attention.out_proj(tokens)
         return self.to_mean(tokens), self.to_logvar(tokens).clamp(-10.0, 10.0)
 
 
@@ -336,13 +447,32 @@ class LuongAttention(nn.Module):
         super().__init__()
         self.memory_proj = nn.Linear(memory_size, query_size)
 
-    def forward(self, query: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None) -> torch.Tensor:
-        """query [B, T, H], memory [B, M, Dm], memory_mask [B, M] (None: every slot real) -> context [B, T, H]."""
+    def forward(
+        self,
+        query: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor | None,
+        groups: LengthGroups | None = None,
+    ) -> torch.Tensor:
+        """query [B, T, H], memory [B, M, Dm], memory_mask [B, M] (None: every slot real) -> context [B, T, H].
+
+        With ``groups``: query [N, H] at the real positions the groups were built from -> context [N, H], each
+        group of rows of similar length attending on its own padded length."""
         values = self.memory_proj(memory)
-        scores = query @ values.transpose(1, 2) / math.sqrt(query.shape[-1])
-        if memory_mask is not None:
-            scores = scores.masked_fill(~memory_mask.bool().unsqueeze(1), torch.finfo(scores.dtype).min)
-        return torch.softmax(scores, dim=-1) @ values
+        if groups is None:
+            return _luong(query, values, memory_mask)
+        masks = groups.rows(memory_mask) if memory_mask is not None else [None] * len(groups.sizes)
+        return groups.unpad([_luong(part, part_values, part_mask) for part, part_values, part_mask
+                             in zip(groups.pad(query), groups.rows(values), masks)])
+
+
+def _luong(query: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Softmax of the scaled scores of query [b, n, H] on values [b, M, H] (slots where ``mask`` [b, M] is
+    False left out), times the values: [b, n, H]."""
+    scores = query @ values.transpose(1, 2) / math.sqrt(query.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask.bool().unsqueeze(1), torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1) @ values
 
 
 class ActionDecoder(nn.Module):
@@ -380,6 +510,9 @@ class ActionDecoder(nn.Module):
         positions: RealPositions | None = None,
     ) -> torch.Tensor:
         """a_t = f_act(c_t, h'_t): logits [B, T, num_actions], or [N, num_actions] at ``positions`` only."""
+        if _grouped(states, positions):
+            states = positions.gather(states)
+            return self.head(torch.cat([self.attention(states, memory, memory_mask, positions.groups()), states], -1))
         features = torch.cat([self.attention(states, memory, memory_mask), states], dim=-1)
         return self.head(features if positions is None else positions.gather(features))
 
@@ -426,10 +559,25 @@ class _DecoderLayer(nn.Module):
         """x [B, n, d], or [N, d] at ``positions`` (the projections, norms and MLP then skip padding)."""
         return self.cross_attend(self.self_attend(x, cache, layer_idx, positions), memory, memory_mask, positions)
 
+    def _attend(self, q, k, v, mask=None, causal: bool = False) -> torch.Tensor:
+        """Multi-head attention of q [b, n, d] over k, v [b, m, d] -> [b, n, d]."""
+        attn = F.scaled_dot_product_attention(self._split(q), self._split(k), self._split(v), attn_mask=mask,
+                                              is_causal=causal)
+        return self._merge(attn)
+
     def self_attend(self, x, cache=None, layer_idx: int = 0, positions=None) -> torch.Tensor:
-        """The causal self-attention block (it does not read the memory): x + SelfAttn(LN(x))."""
+        """The causal self-attention block (it does not read the memory): x + SelfAttn(LN(x)).
+
+        At ``positions`` on the CPU, attention runs per group of rows of similar length (:class:`LengthGroups`):
+        a right-padded row's real tokens see only real tokens under the causal mask, however far it is padded.
+        """
+        qkv = self.qkv(self.norm1(x))
+        if _grouped(x, positions):
+            groups = positions.groups()
+            attn = groups.unpad([self._attend(*part.chunk(3, dim=-1), causal=True) for part in groups.pad(qkv)])
+            return x + self.dropout(self.self_out(attn))
         pad, unpad = (positions.scatter, positions.gather) if positions is not None else (_same, _same)
-        q, k, v = (self._split(t) for t in pad(self.qkv(self.norm1(x))).chunk(3, dim=-1))  # zeros on padding
+        q, k, v = (self._split(t) for t in pad(qkv).chunk(3, dim=-1))  # zeros on padding
         past = 0
         if cache is not None:
             past = cache.get_seq_length(layer_idx)
@@ -445,18 +593,30 @@ class _DecoderLayer(nn.Module):
     def cross_attend(self, x, memory, memory_mask, positions=None) -> torch.Tensor:
         """The cross-attention and MLP blocks: x + CrossAttn(LN(x), memory), then + MLP(LN(.)).
         ``memory_mask`` None: every memory slot is real (no mask built)."""
-        pad, unpad = (positions.scatter, positions.gather) if positions is not None else (_same, _same)
-        mk, mv = self.cross_kv(memory).chunk(2, dim=-1)
-        cross_mask = None if memory_mask is None else memory_mask.bool()[:, None, None, :]
-        attn = F.scaled_dot_product_attention(
-            self._split(pad(self.cross_q(self.norm2(x)))), self._split(mk), self._split(mv), attn_mask=cross_mask
-        )
-        x = x + self.dropout(self.cross_out(unpad(self._merge(attn))))
+        q, memory = self.cross_q(self.norm2(x)), self.cross_kv(memory)
+        if _grouped(x, positions):  # each group of rows with its rows' memory
+            groups = positions.groups()
+            masks = groups.rows(memory_mask.bool()) if memory_mask is not None else [None] * len(groups.sizes)
+            attn = groups.unpad([
+                self._attend(part, *mem.chunk(2, dim=-1), None if mask is None else mask[:, None, None, :])
+                for part, mem, mask in zip(groups.pad(q), groups.rows(memory), masks)
+            ])
+        else:
+            pad, unpad = (positions.scatter, positions.gather) if positions is not None else (_same, _same)
+            mask = None if memory_mask is None else memory_mask.bool()[:, None, None, :]
+            attn = unpad(self._attend(pad(q), *memory.chunk(2, dim=-1), mask))
+        x = x + self.dropout(self.cross_out(attn))
         return x + self.dropout(self.mlp(self.norm3(x)))
 
 
 def _same(x: torch.Tensor) -> torch.Tensor:
     return x
+
+
+def _grouped(x: torch.Tensor, positions: RealPositions | None) -> bool:
+    """Whether attention at ``positions`` runs per group of rows of similar length: on the CPU, where its work
+    follows the padded lengths; an accelerator runs the whole padded batch in one kernel instead of one per group."""
+    return positions is not None and x.device.type == "cpu"
 
 
 class InstructionDecoder(nn.Module):

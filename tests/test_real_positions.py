@@ -9,6 +9,9 @@ and every gradient, with :func:`padded_reference`, the previous forward written 
 
 from __future__ import annotations
 
+import itertools
+import random
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -25,7 +28,7 @@ from msvae_hf.losses import (
     reparameterize,
     unpaired_elbo,
 )
-from msvae_hf.modules import RealPositions
+from msvae_hf.modules import LengthGroups, RealPositions, _group_lengths
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 LENGTHS = (5, 2, 4, 3, 7, 1)
@@ -165,6 +168,75 @@ def test_decoder_at_real_positions_equals_the_padded_decoder(tok: MSVAETokenizer
         real = model.instruction_decoder(batch["input_ids"], z, memory_mask, positions=tokens)
     assert real.shape == (int(batch["attention_mask"].sum()), len(tok))
     torch.testing.assert_close(real, padded[batch["attention_mask"].bool()], rtol=1e-5, atol=1e-5)
+
+
+def test_decoder_length_groups_equal_the_padded_decoder_with_a_memory_mask(tok: MSVAETokenizer) -> None:
+    """Attention per group of rows of similar length (the CPU's layout at ``positions``) gives the padded
+    decoder's logits and gradients where the memory has padding of its own (the speaker's h_tau)."""
+    model = build("msvae", tok)
+    batch = pad_more(real_batch(tok, LENGTHS))
+    kept = torch.arange(batch["input_ids"].shape[1])[None, :] < torch.tensor([7, 3, 5, 2, 7, 4])[:, None]
+    batch["attention_mask"] = batch["attention_mask"] * kept  # instructions of several lengths
+    batch["input_ids"] = batch["input_ids"].masked_fill(~batch["attention_mask"].bool(), tok.pad_token_id)
+    memory = torch.randn(len(LENGTHS), 5, model.config.latent_dim, requires_grad=True)
+    memory_mask = torch.arange(5)[None, :] < torch.tensor([5, 1, 3, 2, 4, 5])[:, None]
+    tokens = RealPositions(batch["attention_mask"])
+    assert len(tokens.groups().sizes) > 1  # the test's rows fall in several groups
+
+    def run(positions) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad(set_to_none=True)
+        memory.grad = None
+        out = model.instruction_decoder(batch["input_ids"], memory, memory_mask, positions=positions)
+        out = out if positions is not None else out[batch["attention_mask"].bool()]
+        (out * torch.linspace(-1.0, 1.0, out.shape[-1])).sum().backward()
+        return out.detach(), [memory.grad] + [p.grad for p in model.instruction_decoder.parameters()]
+
+    ours, ours_grads = run(tokens)
+    ref, ref_grads = run(None)
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+    for a, b in zip(ours_grads, ref_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_length_groups_pad_each_row_once_and_unpad_exactly() -> None:
+    """Every row with a real position lies in one group, its positions first and zeros after; ``unpad``
+    returns the real positions bit for bit; rows without a real position are in no group."""
+    generator = torch.Generator().manual_seed(0)
+    for trial in range(50):
+        rows, length = 1 + trial % 13, 1 + trial % 9
+        lengths = torch.randint(0, length + 1, (rows,), generator=generator)
+        mask = torch.arange(length)[None, :] < lengths[:, None]
+        positions = RealPositions(mask)
+        groups = LengthGroups(positions, max_groups=1 + trial % 4)
+        x = torch.randn(rows, length, 3, generator=generator)
+        parts = groups.pad(positions.gather(x))
+        assert len(parts) <= 1 + trial % 4 and sum(groups.sizes) == int((lengths > 0).sum())
+        torch.testing.assert_close(groups.unpad(parts), x[mask], rtol=0, atol=0)
+        for part, part_rows, row_ids in zip(parts, groups.rows(x), groups.rows(torch.arange(rows))):
+            torch.testing.assert_close(part_rows, x[row_ids], rtol=0, atol=0)
+            for padded, row in zip(part, row_ids.tolist()):
+                n = int(lengths[row])
+                assert 0 < n <= part.shape[1]
+                torch.testing.assert_close(padded[:n], x[row, :n], rtol=0, atol=0)
+                assert not padded[n:].any()
+
+
+def test_group_lengths_minimise_the_attention_work() -> None:
+    """The groups' padded lengths give the least sum of rows x length^2 over every way of cutting the rows,
+    sorted by length, into at most that many runs (checked against every cut)."""
+    def work(counts: dict[int, int], padded: list[int]) -> int:
+        return sum(rows * min(p for p in padded if p >= length) ** 2 for length, rows in counts.items())
+
+    rng = random.Random(0)
+    for _ in range(100):
+        lengths = rng.sample(range(1, 40), rng.randint(1, 7))
+        counts = {length: rng.randint(1, 20) for length in lengths}
+        groups, longest_first = rng.randint(1, 5), sorted(lengths, reverse=True)
+        best = min(work(counts, [longest_first[0], *cut]) for k in range(min(groups, len(lengths)))
+                   for cut in itertools.combinations(longest_first[1:], k))
+        ours = _group_lengths(counts, groups)
+        assert len(ours) <= groups and ours[0] == longest_first[0] and work(counts, ours) == best
+    assert _group_lengths({}, 4) == []
 
 
 def test_decoder_copies_equal_one_pass_per_memory(tok: MSVAETokenizer) -> None:
