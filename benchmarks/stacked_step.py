@@ -36,7 +36,7 @@ from msvae_hf.data.collator import DemoCollator, for_loader
 from msvae_hf.evaluation import device_name, resolve_device
 from msvae_hf.stacked import StackedMSVAE, stack_batches
 from msvae_hf.tokenization_msvae import MSVAETokenizer
-from msvae_hf.training import provenance, retain_freed_memory
+from msvae_hf.training import adam, provenance, retain_freed_memory
 
 
 def run_batches(args: argparse.Namespace, tok: MSVAETokenizer, runs: int) -> list[dict[str, torch.Tensor]]:
@@ -90,7 +90,7 @@ def lone_process(rank: int, args: argparse.Namespace, batch: dict, vocab_size: i
     device = resolve_device(args.device)
     model = make_model(args, vocab_size, rank).to(device).train()
     batch = {k: v.to(device) for k, v in batch.items()}
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    optimizer = adam(model.parameters(), 1e-4)
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
@@ -130,7 +130,7 @@ def time_stacked(args: argparse.Namespace, batches: list[dict], runs: int, vocab
     stacked = StackedMSVAE([make_model(args, vocab_size, r) for r in range(runs)]).to(device).train()
     batch = {k: v.to(device) for k, v in stack_batches(batches[:runs]).items()}
     generators = [torch.Generator(device=device).manual_seed(r) for r in range(runs)]
-    optimizer = torch.optim.Adam(stacked.parameters(), lr=1e-4)
+    optimizer = adam(stacked.parameters(), 1e-4)
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)

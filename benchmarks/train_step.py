@@ -46,7 +46,7 @@ from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, Spe
 from msvae_hf.data.collator import DemoCollator, for_loader
 from msvae_hf.evaluation import device_name, resolve_device
 from msvae_hf.tokenization_msvae import MSVAETokenizer
-from msvae_hf.training import provenance, retain_freed_memory
+from msvae_hf.training import adam, provenance, retain_freed_memory
 
 TINY = dict(hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32,
             prior_hidden_size=32, obs_embed_dim=8, action_embed_dim=8)
@@ -103,7 +103,7 @@ def time_updates(model: torch.nn.Module, batch: dict, steps: int, warmup: int, d
                  mixed_precision: str = "no") -> dict[str, Any]:
     """Median seconds per Adam update and the FLOPs of one forward + backward."""
     model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    optimizer = adam(model.parameters(), 1e-4)
 
     def loss() -> torch.Tensor:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=mixed_precision == "bf16"):
@@ -134,7 +134,7 @@ def profile_updates(model: torch.nn.Module, batch: dict, steps: int, mixed_preci
     of each kind (one forward + backward, flops.count_flops) and the operators that take the most time."""
     from torch.profiler import ProfilerActivity, profile
 
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    optimizer = adam(model.parameters(), 1e-4)
     model.train()
 
     def loss() -> torch.Tensor:

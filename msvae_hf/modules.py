@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -148,31 +149,29 @@ class LengthGroups:
 
 def _group_lengths(counts: dict[int, int], max_groups: int) -> list[int]:
     """The padded lengths (longest first) of at most ``max_groups`` groups of rows that minimise the attention
-    work sum_g rows_g x length_g^2, a group being a run of the rows sorted by length; ``counts``: length -> rows."""
-    lengths = sorted(counts, reverse=True)
-    rows_before = [0]
-    for length in lengths:
-        rows_before.append(rows_before[-1] + counts[length])
+    work sum_g rows_g x length_g^2, a group being a run of the rows sorted by length; ``counts``: length -> rows.
+
+    Dynamic programming over the distinct lengths, one group more per round."""
+    lengths = np.array(sorted(counts, reverse=True), dtype=np.float64)
     n = len(lengths)
-    # work[j]: the least work of the j longest lengths in the groups so far; cut[g][j]: where its last group starts
-    work = [0.0] + [math.inf] * n
-    cuts: list[list[int]] = []
+    rows_before = np.concatenate([[0.0], np.cumsum([counts[int(length)] for length in lengths])])
+    # work of lengths i..j as one group padded to lengths[i] (i <= j), at [i, j]
+    group_work = (rows_before[None, 1:] - rows_before[:-1, None]) * lengths[:, None] ** 2
+    group_work[np.tril_indices(n, -1)] = np.inf
+    work = np.concatenate([[0.0], np.full(n, np.inf)])  # the least work of the j longest lengths so far
+    cuts = []  # per round: for each j, where the last group of the j longest lengths starts
     for _ in range(min(max_groups, n)):
-        new, cut = [math.inf] * (n + 1), [0] * (n + 1)
-        for j in range(1, n + 1):
-            for i in range(j):
-                w = work[i] + (rows_before[j] - rows_before[i]) * lengths[i] ** 2
-                if w < new[j]:
-                    new[j], cut[j] = w, i
-        work = new
+        total = work[:-1, None] + group_work
+        cut = total.argmin(0)
+        work = np.concatenate([[np.inf], total[cut, np.arange(n)]])
         cuts.append(cut)
     starts, j = [], n
     for cut in reversed(cuts):
         if j == 0:
             break
-        j = cut[j]
+        j = int(cut[j - 1])
         starts.append(j)
-    return [lengths[i] for i in reversed(starts)]
+    return [int(lengths[i]) for i in reversed(starts)]
 
 
 def _packed_order(mask: torch.Tensor) -> tuple[torch.Tensor, list[int]]:

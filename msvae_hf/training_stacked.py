@@ -34,6 +34,7 @@ from .tokenization_msvae import MSVAETokenizer
 from .training import (
     StepSampler,
     TrainConfig,
+    adam,
     build_model,
     checkpoint_dirs,
     final_evaluation,
@@ -108,7 +109,7 @@ def train_stacked(cfgs: Sequence[TrainConfig], stack_dir: str | Path, command: s
         raise ValueError("a stack trains with V or D' (gamma or alpha != 0): its batches hold unpaired trajectories")
     stacked = StackedMSVAE(models).to(device)
     evaluator = models[0].to(device)  # each run's weights are loaded into it to validate and save
-    optimizer = torch.optim.Adam(stacked.parameters(), lr=cfg.learning_rate)
+    optimizer = adam(stacked.parameters(), cfg.learning_rate)
     samplers = [(StepSampler(paired, cfg.batch_size, 1, run.seed, stream=0),
                  StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, 1, run.seed, stream=1))
                 for run in cfgs]

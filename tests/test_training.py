@@ -23,9 +23,10 @@ from datasets import DatasetDict
 from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoTokenizer
 
+from msvae_hf.configuration_msvae import MSVAEConfig
 from msvae_hf.modeling_baselines import FollowerModel, SpeakerModel
 from msvae_hf.modeling_msvae import MSVAEModel
-from msvae_hf.training import StepSampler, add_threads_flag, checkpoint_dirs, load_config, set_threads
+from msvae_hf.training import StepSampler, adam, add_threads_flag, checkpoint_dirs, load_config, set_threads
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_SCRIPT = REPO / "scripts" / "train.py"
@@ -616,3 +617,23 @@ def test_threads_flag_takes_a_positive_count_and_names_itself_otherwise(capsys) 
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+
+def test_adam_steps_as_the_per_parameter_loop() -> None:
+    """``training.adam`` (the foreach implementation) moves every parameter bit for bit as the CPU's default
+    per-parameter Adam does, over steps with the same gradients."""
+    torch.manual_seed(0)
+    ours = MSVAEModel(MSVAEConfig(vocab_size=40, **TINY_MODEL))
+    reference = MSVAEModel(MSVAEConfig(vocab_size=40, **TINY_MODEL))
+    reference.load_state_dict(ours.state_dict())
+    start = [p.detach().clone() for p in ours.parameters()]
+    optimizers = adam(ours.parameters(), 1e-3), torch.optim.Adam(reference.parameters(), lr=1e-3, foreach=False)
+    for _ in range(5):
+        for a, b in zip(ours.parameters(), reference.parameters(), strict=True):
+            a.grad = torch.randn_like(a)
+            b.grad = a.grad.clone()
+        for optimizer in optimizers:
+            optimizer.step()
+    for a, b, before in zip(ours.parameters(), reference.parameters(), start, strict=True):
+        assert torch.equal(a, b) and not torch.equal(a, before)
