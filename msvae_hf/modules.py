@@ -20,7 +20,9 @@ parallel in training and one LSTM pass is shared by every memory (h_y, z ~ q(z|y
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -612,10 +614,24 @@ def _same(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+_LENGTH_GROUPS = [True]
+
+
+@contextlib.contextmanager
+def length_groups(enabled: bool) -> Iterator[None]:
+    """Within the block, attention at real positions on the CPU runs per group of rows of similar length
+    (``True``, the default) or over the whole padded batch (``False``): the same values, for comparing the two."""
+    _LENGTH_GROUPS.append(enabled)
+    try:
+        yield
+    finally:
+        _LENGTH_GROUPS.pop()
+
+
 def _grouped(x: torch.Tensor, positions: RealPositions | None) -> bool:
     """Whether attention at ``positions`` runs per group of rows of similar length: on the CPU, where its work
     follows the padded lengths; an accelerator runs the whole padded batch in one kernel instead of one per group."""
-    return positions is not None and x.device.type == "cpu"
+    return positions is not None and x.device.type == "cpu" and _LENGTH_GROUPS[-1]
 
 
 class InstructionDecoder(nn.Module):

@@ -83,3 +83,21 @@ def test_demo_dataset_generates_a_set_once_and_measures_it_as_stored(tmp_path: P
     assert generation["chunks_at_start"] == 0 and generation["demos_per_s"] == 14 / generation["wall_seconds"]
     assert "--unpaired 8" in generation["command"] and generation["cpu_seconds"] > 0
     assert measured["generation"] is None and measured["splits"] == made["splits"]
+
+
+def test_attention_layout_times_both_layouts_of_every_model(tmp_path: Path) -> None:
+    """benchmarks/attention_layout.py: each model's updates in both layouts, their FLOPs (the length groups pad
+    less, so count fewer) and the speed-up as the ratio of the medians."""
+    out = tmp_path / "attention_layout.json"
+    subprocess.run(["python", "benchmarks/attention_layout.py", "--tiny", "--batch-size", "6", "--steps", "1",
+                    "--warmup", "1", "--gemm-size", "256", "--out", str(out)], cwd=ROOT,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True, capture_output=True, timeout=600)
+    data = json.loads(out.read_text())
+    assert set(data["models"]) == {"follower", "speaker", "msvae"}
+    for r in data["models"].values():
+        assert r["grouped"]["flops_fwd_bwd"] <= r["padded"]["flops_fwd_bwd"]
+        assert r["padded_over_grouped"] == pytest.approx(
+            r["padded"]["seconds_per_update"] / r["grouped"]["seconds_per_update"])
+        assert r["grouped"]["fraction_of_gemm_peak"] == pytest.approx(
+            r["grouped"]["achieved_flops_per_s"] / data["gemm_peak_flops_per_s"])
+    assert data["models"]["msvae"]["grouped"]["flops_fwd_bwd"] < data["models"]["msvae"]["padded"]["flops_fwd_bwd"]

@@ -28,7 +28,7 @@ from msvae_hf.losses import (
     reparameterize,
     unpaired_elbo,
 )
-from msvae_hf.modules import LengthGroups, RealPositions, _group_lengths
+from msvae_hf.modules import LengthGroups, RealPositions, _group_lengths, length_groups
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 LENGTHS = (5, 2, 4, 3, 7, 1)
@@ -196,6 +196,42 @@ def test_decoder_length_groups_equal_the_padded_decoder_with_a_memory_mask(tok: 
     torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
     for a, b in zip(ours_grads, ref_grads, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_length_groups_switch_keeps_the_objective(tok: MSVAETokenizer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``length_groups(False)`` runs attention over the whole padded batch (fewer, larger kernels), with the same
+    terms of Eq. 10 and gradients as the length groups."""
+    model = build("msvae", tok).train()
+    batch = pad_more(real_batch(tok, LENGTHS))
+    kept = torch.arange(batch["input_ids"].shape[1])[None, :] < torch.tensor([7, 3, 5, 2, 7, 4])[:, None]
+    batch["attention_mask"] = batch["attention_mask"] * kept
+    extra = unpaired(pad_more(real_batch(tok, (8, 3, 6), seed=1), seed=1))
+    shapes: list[torch.Size] = []
+    attention = F.scaled_dot_product_attention
+
+    def counted(q: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        shapes.append(q.shape)
+        return attention(q, *args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", counted)
+
+    def run() -> tuple[dict[str, torch.Tensor], list[torch.Tensor], int]:
+        model.zero_grad(set_to_none=True)
+        shapes.clear()
+        torch.manual_seed(5)
+        out = model(**batch, **extra, reduction="none")
+        out.loss.backward()
+        return ({name: getattr(out, name) for name in (*TERMS, "v", "loss")},
+                [p.grad.clone() for p in model.parameters()], len(shapes))
+
+    grouped, grouped_grads, grouped_calls = run()
+    with length_groups(False):
+        padded, padded_grads, padded_calls = run()
+    assert grouped_calls > padded_calls
+    for name, value in padded.items():
+        torch.testing.assert_close(grouped[name], value, rtol=1e-5, atol=1e-5, msg=name)
+    for a, b in zip(grouped_grads, padded_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
 def test_length_groups_pad_each_row_once_and_unpad_exactly() -> None:
