@@ -28,7 +28,8 @@ larger budget, each seed beside the run it continued), ``speakers:FILE``, ``prag
 experiments/validation_table.py kept as FILE.md: each row's maxima over its seeds); for ``benchmarks``:
 ``train_step:FILE``, ``train_step_profile:FILE`` (an update's profile),
 ``train_step_compare:FILE,...`` (one line per benchmark, times against the first), ``train_step_peak:FILE,...``
-(the GEMM peak each measured and MS-VAE's fraction of it),
+(the GEMM peak each measured and MS-VAE's fraction of it), ``attention_layout:FILE,...`` (padded against
+length-grouped attention, timed in one process),
 ``train_step_log:LOG,...`` (the seconds per update that benchmarks/gpu_check.sh prints into its log, each
 matched to the benchmark's own JSON), ``speaker_decode:FILE``, ``rollout:FILE``,
 ``rollout_ratios:FILE``, ``demo_generation:FILE``, ``demo_storage:FILE``, ``demo_dataset:FILE``,
@@ -681,6 +682,24 @@ def table_train_step_peak(level: str, names: str, root: Path = RESULTS) -> list[
     return lines
 
 
+def table_attention_layout(level: str, names: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/attention_layout.py's JSONs: each model's seconds per update over the padded batch and per
+    length group (updates alternating in one process), the speed-up, and each layout's GFLOP and fraction of the
+    highest GEMM peak the run measured."""
+    lines = ["| benchmark | model | padded s / update | grouped s / update | padded / grouped | GFLOP / update "
+             "(padded, grouped) | fraction of GEMM peak (padded, grouped) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name in names.split(","):
+        data = read_json(level, name, root)
+        for model, r in data["models"].items():
+            padded, grouped = r["padded"], r["grouped"]
+            lines.append(f"| {name}.json | {model} | {padded['seconds_per_update']:.4f} | "
+                         f"{grouped['seconds_per_update']:.4f} | {r['padded_over_grouped']:.2f}x | "
+                         f"{padded['flops_fwd_bwd'] / 1e9:.1f}, {grouped['flops_fwd_bwd'] / 1e9:.1f} | "
+                         f"{padded['fraction_of_gemm_peak']:.2f}, {grouped['fraction_of_gemm_peak']:.2f} |")
+    return lines
+
+
 TRAIN_STEP_LINE = re.compile(r'"(seconds_per_update|ratio_msvae_over_follower)": ([-+0-9.e]+)')
 
 
@@ -805,6 +824,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "rescoring": table_rescoring, "probes": table_probes, "probe_data": table_probe_data,
     "gradients": table_gradients, "validation": table_validation, "train_step": table_train_step,
     "train_step_compare": table_train_step_compare, "train_step_peak": table_train_step_peak,
+    "attention_layout": table_attention_layout,
     "train_step_log": table_train_step_log, "train_step_profile": table_train_step_profile,
     "speaker_decode": table_speaker_decode, "rollout": table_rollout, "rollout_ratios": table_rollout_ratios,
     "demo_generation": table_demo_generation, "demo_storage": table_demo_storage,
