@@ -573,7 +573,7 @@ class _DecoderLayer(nn.Module):
         a right-padded row's real tokens see only real tokens under the causal mask, however far it is padded.
         """
         qkv = self.qkv(self.norm1(x))
-        if _grouped(x, positions):
+        if cache is None and _grouped(x, positions):
             groups = positions.groups()
             attn = groups.unpad([self._attend(*part.chunk(3, dim=-1), causal=True) for part in groups.pad(qkv)])
             return x + self.dropout(self.self_out(attn))
