@@ -103,7 +103,7 @@ BOSSLOCAL_ROWS: dict[str, Row] = {
                           ("--max-updates", "400")),
     # The paper's batch (256 + 256) on its million unpaired trajectories (data/bosslocal_1m).
     "msvae_b256_1m": Row("MS-VAE full, batch 256 on 1M unpaired trajectories", "budget", (*BASELINES, "demos_1m"),
-                         (0,)),
+                         (0, 1)),
     "msvae_paired_trajbeta": Row("MS-VAE paired only, trajectory beta = 0.01 (not run)", "bleu", BASELINES, ()),
     "msvae_trajbeta1": Row("MS-VAE full, trajectory beta = 1 (stopped at 1000)", "bleu", BASELINES, (0,),
                            ("--max-updates", "1000")),
