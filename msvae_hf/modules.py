@@ -21,6 +21,7 @@ parallel in training and one LSTM pass is shared by every memory (h_y, z ~ q(z|y
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Iterator
 
@@ -77,11 +78,10 @@ class RealPositions:
         """[N] -> [B]: the sum over each row's real positions."""
         return x.new_zeros(self.batch_size).index_add(0, self.rows, x)
 
+    @functools.cached_property
     def groups(self) -> LengthGroups:
         """These positions' rows in groups of similar length (:class:`LengthGroups`), built once."""
-        if "_groups" not in self.__dict__:
-            self._groups = LengthGroups(self)
-        return self._groups
+        return LengthGroups(self)
 
 
 class LengthGroups:
@@ -134,8 +134,11 @@ class LengthGroups:
         """The inverse of ``pad``: one [rows_g, length_g, ...] per group -> [N, ...]."""
         return torch.cat([part.flatten(0, 1) for part in parts]).index_select(0, self.slots)
 
-    def rows(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """[B, ...] -> each group's rows [rows_g, ...], in ``pad``'s order."""
+    def rows(self, x: torch.Tensor | None) -> list[torch.Tensor | None]:
+        """[B, ...] -> each group's rows [rows_g, ...], in ``pad``'s order (None: None for every group, e.g. the
+        memory mask of a memory with no padding)."""
+        if x is None:
+            return [None] * len(self.sizes)
         return list(x.index_select(0, self.order).split(self.sizes))
 
     def join_rows(self, parts: list[torch.Tensor]) -> torch.Tensor:
@@ -411,7 +414,7 @@ class BottleneckAttention(nn.Module):
             return tokens.transpose(1, 2).reshape(keys.shape[0], -1, hidden)
 
         if _grouped(states, positions):  # each group of rows of similar length on its own padded length
-            groups = positions.groups()
+            groups = positions.groups
             tokens = groups.join_rows([attend(part, part_mask)
                                        for part, part_mask in zip(groups.pad(key_values), groups.masks())])
         else:
@@ -462,9 +465,8 @@ class LuongAttention(nn.Module):
         values = self.memory_proj(memory)
         if groups is None:
             return _luong(query, values, memory_mask)
-        masks = groups.rows(memory_mask) if memory_mask is not None else [None] * len(groups.sizes)
         return groups.unpad([_luong(part, part_values, part_mask) for part, part_values, part_mask
-                             in zip(groups.pad(query), groups.rows(values), masks)])
+                             in zip(groups.pad(query), groups.rows(values), groups.rows(memory_mask))])
 
 
 def _luong(query: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -513,7 +515,7 @@ class ActionDecoder(nn.Module):
         """a_t = f_act(c_t, h'_t): logits [B, T, num_actions], or [N, num_actions] at ``positions`` only."""
         if _grouped(states, positions):
             states = positions.gather(states)
-            return self.head(torch.cat([self.attention(states, memory, memory_mask, positions.groups()), states], -1))
+            return self.head(torch.cat([self.attention(states, memory, memory_mask, positions.groups), states], -1))
         features = torch.cat([self.attention(states, memory, memory_mask), states], dim=-1)
         return self.head(features if positions is None else positions.gather(features))
 
@@ -574,7 +576,7 @@ class _DecoderLayer(nn.Module):
         """
         qkv = self.qkv(self.norm1(x))
         if cache is None and _grouped(x, positions):
-            groups = positions.groups()
+            groups = positions.groups
             attn = groups.unpad([self._attend(*part.chunk(3, dim=-1), causal=True) for part in groups.pad(qkv)])
             return x + self.dropout(self.self_out(attn))
         pad, unpad = (positions.scatter, positions.gather) if positions is not None else (_same, _same)
@@ -596,11 +598,10 @@ class _DecoderLayer(nn.Module):
         ``memory_mask`` None: every memory slot is real (no mask built)."""
         q, memory = self.cross_q(self.norm2(x)), self.cross_kv(memory)
         if _grouped(x, positions):  # each group of rows with its rows' memory
-            groups = positions.groups()
-            masks = groups.rows(memory_mask.bool()) if memory_mask is not None else [None] * len(groups.sizes)
+            groups = positions.groups
             attn = groups.unpad([
-                self._attend(part, *mem.chunk(2, dim=-1), None if mask is None else mask[:, None, None, :])
-                for part, mem, mask in zip(groups.pad(q), groups.rows(memory), masks)
+                self._attend(part, *mem.chunk(2, dim=-1), None if mask is None else mask.bool()[:, None, None, :])
+                for part, mem, mask in zip(groups.pad(q), groups.rows(memory), groups.rows(memory_mask))
             ])
         else:
             pad, unpad = (positions.scatter, positions.gather) if positions is not None else (_same, _same)

@@ -181,7 +181,7 @@ def test_decoder_length_groups_equal_the_padded_decoder_with_a_memory_mask(tok: 
     memory = torch.randn(len(LENGTHS), 5, model.config.latent_dim, requires_grad=True)
     memory_mask = torch.arange(5)[None, :] < torch.tensor([5, 1, 3, 2, 4, 5])[:, None]
     tokens = RealPositions(batch["attention_mask"])
-    assert len(tokens.groups().sizes) > 1  # the test's rows fall in several groups
+    assert len(tokens.groups.sizes) > 1  # the test's rows fall in several groups
 
     def run(positions) -> tuple[torch.Tensor, list[torch.Tensor]]:
         model.zero_grad(set_to_none=True)
