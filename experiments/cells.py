@@ -131,6 +131,12 @@ BOSSLOCAL_ROWS: dict[str, Row] = {
                                   init=_FRONT_DU),
     "speaker_front_selftrain": Row("speaker, front-cell pre-training on D_u, self-trained on the seed-0 speaker's "
                                    "labels", "pretraining", ("labels/speaker_front",), _FIVE, init=_FRONT_DU),
+    # MS-VAE's speaker side from the seed-0 speaker pre-trained on D_u (its own observation encoder, which the
+    # trajectory encoder was pre-trained with): does V raise BLEU once the speaker sees the objects?
+    "msvae_front_paired": Row("MS-VAE paired only, speaker side from the front-cell pre-trained speaker",
+                              "pretraining", ("follower/seed0", "speaker_front_unpaired/seed0")),
+    "msvae_front_gamma1": Row("MS-VAE full, gamma = 1, speaker side from the front-cell pre-trained speaker",
+                              "pretraining", ("follower/seed0", "speaker_front_unpaired/seed0")),
     "speaker_front_selftrain2": Row("speaker, front-cell pre-training on D_u, second round of self-training",
                                     "pretraining", ("labels/speaker_front2",), (0, 1), init=_FRONT_DU),
 }
