@@ -298,11 +298,11 @@ def pretraining_cell(level: str, name: str, seed: int, threads: int) -> Cell:
     return Cell(f"{name}/seed{seed}", command, out / "pretraining.json", ("demos",), question="pretraining")
 
 
-def seed_models(flag: str, label: str, row: str, n: int) -> list[str]:
-    """``flag "LABEL[, seed k]=runs/bosslocal/<row>[_seed<k>]/best"`` for seeds 0 .. n-1."""
+def seed_models(flag: str, label: str, row: str, n: int, checkpoint: str = "best") -> list[str]:
+    """``flag "LABEL[, seed k]=runs/bosslocal/<row>[_seed<k>]/<checkpoint>"`` for seeds 0 .. n-1."""
     args = []
     for k in range(n):
-        args += [flag, f"{label}{f', seed {k}' if k else ''}={run_dir('bosslocal', row, k)}/best"]
+        args += [flag, f"{label}{f', seed {k}' if k else ''}={run_dir('bosslocal', row, k)}/{checkpoint}"]
     return args
 
 
@@ -379,6 +379,12 @@ def bosslocal_comparisons(cells: list[Cell], threads: int) -> list[Cell]:
           "--speaker", f"speaker, paired only={r}/speaker_paired/best",
           "--speaker", f"front-cell on D_u={r}/speaker_front_unpaired/best",
           "--speaker", f"front-cell on D_u, self-trained={r}/speaker_front_selftrain/best")),
+        ("compare_speakers/bosslocal_msvae_front", "pretraining", "results/bosslocal/speakers_msvae_front_test.json",
+         ("experiments/compare_speakers.py", *demos, "--speaker", f"front-cell on D_u={r}/speaker_front_unpaired/best",
+          *seed_models("--speaker", "MS-VAE paired only, front-cell speaker", "msvae_front_paired", 3,
+                      "best_speaker"),
+          *seed_models("--speaker", "MS-VAE gamma = 1, front-cell speaker", "msvae_front_gamma1", 3,
+                      "best_speaker"))),
         ("plot_curves", "tables", "results/bosslocal/validation_curves.png",
          ("experiments/plot_curves.py", *[f"{r}/{run}" for run in curves],
           "--metric", "valid/success_rate", "--metric", "valid/bleu")),
