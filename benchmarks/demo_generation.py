@@ -3,6 +3,7 @@ resident memory of iterating a large memory-mapped dataset with a DataLoader.
 
     python benchmarks/demo_generation.py                                  # 20,000 demos timed, 1M rows iterated
     python benchmarks/demo_generation.py --rate-demos 200 --num-demos 2000 --big-dir /tmp/big --out /tmp/x.json
+    python benchmarks/demo_generation.py --level BossLocal --rate-demos 10000 --repeats 3 ...  # 3 rounds
 
 Each timing run generates --rate-demos demos of the `unpaired` split (20,000 by default, so that starting the
 processes does not decide the 2-process ratio). Bytes per demo are those of the stored format: every file
@@ -14,8 +15,12 @@ a fresh process so its RSS is the loader's alone; RSS is split into anonymous me
 batches) and file-backed pages of the memory map (page cache the kernel may reclaim). Each timing run also
 records the CPU seconds of every process that generated (``cpu_seconds_1proc``, ``cpu_seconds_2proc``) and how
 busy the two processes kept both cores (``cpu_busy_2proc``: CPU seconds / (2 x wall)): whether the 2-process
-ratio is lost to work added by the second process, to idle time, or to each core running slower. Writes --out
-(JSON).
+ratio is lost to work added by the second process, to idle time, or to each core running slower.
+
+``--repeats R`` times R rounds, the order alternating (1 then 2 processes, then 2 then 1, ...), so that a
+machine speeding up or slowing down during the benchmark falls on both counts: each round gives one ratio
+(``speedup_per_round``), and the speed-up reported is their median; rates and CPU seconds are medians over
+the rounds. Writes --out (JSON).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -92,6 +98,32 @@ def timed_generation(level: str, n: int, num_proc: int, cache_dir: str) -> tuple
     return ds, time.perf_counter() - start, cpu_seconds() - cpu
 
 
+def timed_rounds(level: str, n: int, repeats: int, tmp: str) -> tuple[datasets.Dataset, dict]:
+    """(the first demos made, the timings): ``repeats`` rounds of ``n`` demos with 1 and with 2 processes, the
+    order alternating round by round; every round must make the same demos."""
+    seconds: dict[int, list[float]] = {1: [], 2: []}
+    cpu: dict[int, list[float]] = {1: [], 2: []}
+    first = None
+    for round_ in range(repeats):
+        for num_proc in (1, 2) if round_ % 2 == 0 else (2, 1):
+            ds, wall, used = timed_generation(level, n, num_proc, f"{tmp}/round{round_}_proc{num_proc}")
+            if first is None:
+                first = ds
+            elif ds["seed"] != first["seed"]:
+                raise AssertionError(f"{num_proc} process(es) made other demos than the first timing")
+            seconds[num_proc].append(wall)
+            cpu[num_proc].append(used)
+    ratios = [one / two for one, two in zip(seconds[1], seconds[2])]
+    busy = [used / (2 * wall) for used, wall in zip(cpu[2], seconds[2])]
+    med = statistics.median
+    return first, {
+        "repeats": repeats, "seconds_1proc": seconds[1], "seconds_2proc": seconds[2], "speedup_per_round": ratios,
+        "demos_per_s_1proc": n / med(seconds[1]), "demos_per_s_2proc": n / med(seconds[2]),
+        "speedup_2_vs_1": med(ratios), "cpu_seconds_1proc": med(cpu[1]), "cpu_seconds_2proc": med(cpu[2]),
+        "cpu_busy_2proc": med(busy),
+    }
+
+
 def folder_bytes(path: Path) -> int:
     """Bytes of every file below `path` (as `du -sb` counts them)."""
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
@@ -114,6 +146,8 @@ def main() -> None:
     p.add_argument("--level", default="GoToSeqLocal")
     p.add_argument("--rate-demos", type=int, default=20_000,
                    help="demos generated per timing run (enough that process start-up does not decide the ratio)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="rounds of timings, 1 and 2 processes in alternating order (median of the ratios)")
     p.add_argument("--num-demos", type=int, default=1_000_000, help="rows of the memory-map check (paper: 1M)")
     p.add_argument("--big-dir", default=str(ROOT / "data" / "bench_big"))
     p.add_argument("--batch-size", type=int, default=256)
@@ -121,6 +155,8 @@ def main() -> None:
     p.add_argument("--out", default=str(ROOT / "results" / "demo_generation.json"))
     p.add_argument("--iterate-only", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.repeats < 1:
+        p.error(f"--repeats must be at least 1, got {args.repeats}")
     if args.iterate_only:
         print(json.dumps(iterate(args.iterate_only, args.batch_size, args.max_iter_seconds)))
         return
@@ -129,14 +165,10 @@ def main() -> None:
     result: dict = {"level": level, "rate_demos": args.rate_demos, "cpu_count": os.cpu_count(),
                     "load_average_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:
-        one, t1, cpu1 = timed_generation(level, args.rate_demos, 1, f"{tmp}/c1")
-        two, t2, cpu2 = timed_generation(level, args.rate_demos, 2, f"{tmp}/c2")
-        assert one["seed"] == two["seed"], "num_proc changed the dataset"
+        one, timings = timed_rounds(level, args.rate_demos, args.repeats, tmp)
         datasets.DatasetDict({"unpaired": one}).save_to_disk(f"{tmp}/saved")
         size = folder_bytes(Path(f"{tmp}/saved"))
-        result.update(demos_per_s_1proc=args.rate_demos / t1, demos_per_s_2proc=args.rate_demos / t2,
-                      speedup_2_vs_1=t1 / t2, cpu_seconds_1proc=cpu1, cpu_seconds_2proc=cpu2,
-                      cpu_busy_2proc=cpu2 / (2 * t2), observations_feature=str(one.features["observations"]),
+        result.update(**timings, observations_feature=str(one.features["observations"]),
                       bytes_per_demo=size / args.rate_demos, gb_per_million_demos=size / args.rate_demos * 1e6 / 1e9,
                       mean_steps=sum(map(len, one["actions"])) / len(one))
         big = build_big(one, args.num_demos, Path(args.big_dir))

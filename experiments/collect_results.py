@@ -623,6 +623,8 @@ def table_demo_generation(level: str, name: str, root: Path = RESULTS) -> list[s
         "| quantity | value |", "| --- | --- |",
         f"| demos/s, 1 process ({data['level']}) | {data['demos_per_s_1proc']:.0f} |",
         f"| demos/s, 2 processes | {data['demos_per_s_2proc']:.0f} ({data['speedup_2_vs_1']:.2f}x) |",
+        *([f"| 2 processes against 1, round by round (order alternating; median above) | "
+           f"{', '.join(f'{r:.2f}x' for r in data['speedup_per_round'])} |"] if data.get("repeats", 1) > 1 else []),
         *([f"| CPU seconds, 1 / 2 processes (cores kept busy by 2) | {data['cpu_seconds_1proc']:.1f} / "
            f"{data['cpu_seconds_2proc']:.1f} ({data['cpu_busy_2proc']:.2f}) |"] if "cpu_seconds_1proc" in data else []),
         f"| bytes per demo on disk | {data['bytes_per_demo']:.0f} |",

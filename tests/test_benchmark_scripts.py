@@ -101,3 +101,49 @@ def test_attention_layout_times_both_layouts_of_every_model(tmp_path: Path) -> N
         assert r["grouped"]["fraction_of_gemm_peak"] == pytest.approx(
             r["grouped"]["achieved_flops_per_s"] / data["gemm_peak_flops_per_s"])
     assert data["models"]["msvae"]["grouped"]["flops_fwd_bwd"] < data["models"]["msvae"]["padded"]["flops_fwd_bwd"]
+
+
+def test_demo_generation_alternates_the_order_of_its_rounds_and_reports_the_median_ratio(tmp_path: Path) -> None:
+    """benchmarks/demo_generation.py --repeats: rounds timing 1 and 2 processes, 1 first in even rounds and 2
+    first in odd ones; the speed-up is the median of the rounds' ratios, every round making the same demos."""
+    out = tmp_path / "generation.json"
+    subprocess.run(["python", "benchmarks/demo_generation.py", "--level", "GoToSeqLocal", "--rate-demos", "6",
+                    "--repeats", "2", "--num-demos", "10", "--big-dir", str(tmp_path / "big"), "--out", str(out)],
+                   cwd=ROOT, check=True, capture_output=True, timeout=600)
+    data = json.loads(out.read_text())
+    assert data["repeats"] == 2 and len(data["seconds_1proc"]) == len(data["seconds_2proc"]) == 2
+    ratios = [one / two for one, two in zip(data["seconds_1proc"], data["seconds_2proc"])]
+    assert data["speedup_per_round"] == pytest.approx(ratios)
+    assert data["speedup_2_vs_1"] == pytest.approx(sum(ratios) / 2)  # the median of two
+    assert data["iteration"]["rows_iterated"] == 10
+
+
+def test_demo_generation_rounds_alternate_which_count_of_processes_goes_first(monkeypatch) -> None:
+    """Rounds 0, 2, ... time 1 process then 2, rounds 1, 3, ... 2 then 1; each round's ratio pairs its own two
+    timings, and demos that differ between timings stop the benchmark."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import demo_generation
+
+    calls, walls = [], iter([10.0, 5.0, 4.0, 9.0, 12.0, 6.0])
+
+    def fake(level, n, num_proc, cache_dir):  # noqa: ANN001, ANN202
+        calls.append(num_proc)
+        return {"seed": [1, 2]}, next(walls), 1.0
+
+    monkeypatch.setattr(demo_generation, "timed_generation", fake)
+    _, timings = demo_generation.timed_rounds("L", 6, 3, "/tmp")
+    assert calls == [1, 2, 2, 1, 1, 2]
+    assert timings["seconds_1proc"] == [10.0, 9.0, 12.0] and timings["seconds_2proc"] == [5.0, 4.0, 6.0]
+    assert timings["speedup_per_round"] == [2.0, 2.25, 2.0] and timings["speedup_2_vs_1"] == 2.0
+    assert timings["demos_per_s_1proc"] == 6 / 10.0 and timings["demos_per_s_2proc"] == 6 / 5.0
+
+    seeds = iter([[1, 2], [1, 3]])
+    monkeypatch.setattr(demo_generation, "timed_generation", lambda *a: ({"seed": next(seeds)}, 1.0, 1.0))
+    with pytest.raises(AssertionError, match="2 process"):
+        demo_generation.timed_rounds("L", 6, 1, "/tmp")
+
+
+def test_demo_generation_refuses_fewer_than_one_round(tmp_path: Path) -> None:
+    result = subprocess.run(["python", "benchmarks/demo_generation.py", "--repeats", "0", "--out",
+                             str(tmp_path / "x.json")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode != 0 and "--repeats must be at least 1, got 0" in result.stderr

@@ -248,6 +248,21 @@ def test_demo_generation_table_shows_cpu_seconds_where_recorded(tmp_path):
     assert new[:4] + new[5:] == old  # a benchmark from before the CPU seconds renders as it did
 
 
+def test_demo_generation_table_lists_each_round_of_a_repeated_timing(tmp_path):
+    data = {"level": "BabyAI-BossLocal-v0", "demos_per_s_1proc": 100.0, "demos_per_s_2proc": 180.0,
+            "speedup_2_vs_1": 1.8, "bytes_per_demo": 665.0, "repeats": 3, "speedup_per_round": [1.75, 1.8, 1.912],
+            "iteration": {"batch_size": 256, "rows_iterated": 1000, "rows_per_s": 5000.0, "peak_anon_mb": 400.0,
+                          "peak_file_mb": 700.0}}
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "rounds.json").write_text(json.dumps(data))
+    once = {k: v for k, v in data.items() if k not in ("repeats", "speedup_per_round")}
+    (tmp_path / "benchmarks" / "once.json").write_text(json.dumps(once))
+    rounds = collect_results.table_demo_generation("benchmarks", "rounds", tmp_path)
+    assert rounds[4] == ("| 2 processes against 1, round by round (order alternating; median above) | "
+                         "1.75x, 1.80x, 1.91x |")
+    assert rounds[:4] + rounds[5:] == collect_results.table_demo_generation("benchmarks", "once", tmp_path)
+
+
 def test_demo_dataset_table_gives_a_rate_only_for_a_generation_from_the_start(tmp_path):
     """A set generated in one go shows its rate; one that went on from chunks only its time; a set measured
     where it lay, no generation rows."""
