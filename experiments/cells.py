@@ -86,6 +86,7 @@ GOTOSEQLOCAL_ROWS: dict[str, Row] = {
 
 _FIVE = (0, 1, 2, 3, 4)
 _FRONT_DU = "speaker_init_front_unpaired"
+_FRONT_BASELINES = ("follower/seed0", "speaker_front_unpaired/seed0")  # BASELINES, the speaker pre-trained on D_u
 
 #: The rest of the BossLocal study (labels as in scripts/collect_results.py's RUNS).
 BOSSLOCAL_ROWS: dict[str, Row] = {
@@ -134,9 +135,9 @@ BOSSLOCAL_ROWS: dict[str, Row] = {
     # MS-VAE's speaker side from the seed-0 speaker pre-trained on D_u (its own observation encoder, which the
     # trajectory encoder was pre-trained with): does V raise BLEU once the speaker sees the objects?
     "msvae_front_paired": Row("MS-VAE paired only, speaker side from the front-cell pre-trained speaker",
-                              "pretraining", ("follower/seed0", "speaker_front_unpaired/seed0")),
+                              "pretraining", _FRONT_BASELINES),
     "msvae_front_gamma1": Row("MS-VAE full, gamma = 1, speaker side from the front-cell pre-trained speaker",
-                              "pretraining", ("follower/seed0", "speaker_front_unpaired/seed0")),
+                              "pretraining", _FRONT_BASELINES),
     "speaker_front_selftrain2": Row("speaker, front-cell pre-training on D_u, second round of self-training",
                                     "pretraining", ("labels/speaker_front2",), (0, 1), init=_FRONT_DU),
 }
