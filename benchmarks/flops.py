@@ -3,12 +3,15 @@
 FlopCounterMode counts matrix products, convolutions and the GPU's fused attention kernels. PyTorch's fused
 attention kernel for the CPU (``_scaled_dot_product_flash_attention_for_cpu`` and its backward) has no formula
 there and would count as zero; importing this module registers the GPU kernels' formulas for it (the scores
-recomputed in the backward included, as the kernel does).
+recomputed in the backward included, as the kernel does). Likewise oneDNN's matmul
+(``mkldnn::_linear_pointwise``, which ``msvae_hf.linear`` runs the CPU's linear layers on) gets addmm's count,
+2 M K N, so that a model counts the same FLOPs on either backend.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from math import prod
 from typing import Any
 
 import torch
@@ -35,13 +38,20 @@ if _CPU_ATTENTION_BACKWARD not in flop_registry:
         return sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape)
 
 
+_ONEDNN_LINEAR = getattr(getattr(torch.ops, "mkldnn", None), "_linear_pointwise", None)
+if _ONEDNN_LINEAR is not None and _ONEDNN_LINEAR not in flop_registry:
+    @register_flop_formula(_ONEDNN_LINEAR)
+    def _onednn_linear_flops(x_shape, w_shape, *args, out_shape=None, **kwargs) -> int:  # noqa: ANN001
+        return 2 * prod(x_shape[:-1]) * x_shape[-1] * w_shape[0]
+
+
 def op_kind(op: str) -> str:
     """``convolution``, ``matmul``, ``attention`` or ``other`` for an operator's name, as FlopCounterMode
     (``aten.mm``) or torch.profiler (``aten::mm``) writes it."""
-    name = op.replace("::", ".").removeprefix("aten.").split(".")[0]
+    name = op.replace("::", ".").removeprefix("aten.").removeprefix("mkldnn.").split(".")[0]
     if "convolution" in name:
         return "convolution"
-    if name in ("mm", "addmm", "bmm", "baddbmm"):
+    if name in ("mm", "addmm", "bmm", "baddbmm", "_linear_pointwise"):
         return "matmul"
     return "attention" if "scaled_dot_product" in name or "attention" in name else "other"
 

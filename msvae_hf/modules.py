@@ -31,6 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from .linear import Linear, linear
+
 MAX_CELL_TABLE = 1 << 16
 """The most cell values (obs_num_values ** channels) the observation encoder embeds from one table."""
 
@@ -224,7 +226,7 @@ class ObservationEncoder(nn.Module):
             nn.ReLU(),
         )
         pooled = (height // 2) * (width // 2) * config.obs_channels
-        self.proj = nn.Linear(pooled, config.hidden_size)
+        self.proj = Linear(pooled, config.hidden_size)
         self.direction_embedding = nn.Embedding(config.num_directions, config.hidden_size)
 
     def forward(self, observations: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
@@ -245,7 +247,7 @@ class ObservationEncoder(nn.Module):
         # proj reads the pooled map in (C, h, w) order; its columns are reordered rather than the map, which
         # would cost a copy of the map and one of its gradient.
         weight = self.proj.weight.unflatten(1, (x.shape[3], x.shape[1], x.shape[2])).permute(0, 2, 3, 1)
-        features = F.linear(x.flatten(1), weight.flatten(1), self.proj.bias)
+        features = linear(x.flatten(1), weight.flatten(1), self.proj.bias)
         return F.relu(features + self.direction_embedding(directions.long()))
 
     def embed_cells(self, obs: torch.Tensor) -> torch.Tensor:
@@ -336,7 +338,7 @@ def packed_recurrence(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, batch_sizes: li
 def _one_direction(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, sizes: list[int], suffix: str) -> torch.Tensor:
     """One direction of :func:`packed_recurrence` over packed ``data`` [N, I] (steps of ``sizes`` rows)."""
     weight_hh, bias_hh = getattr(rnn, f"weight_hh_l0{suffix}"), getattr(rnn, f"bias_hh_l0{suffix}")
-    inputs = F.linear(data, getattr(rnn, f"weight_ih_l0{suffix}"), getattr(rnn, f"bias_ih_l0{suffix}")).split(sizes)
+    inputs = linear(data, getattr(rnn, f"weight_ih_l0{suffix}"), getattr(rnn, f"bias_ih_l0{suffix}")).split(sizes)
     lstm, hidden = isinstance(rnn, nn.LSTM), weight_hh.shape[1]
     h = c = data.new_zeros(0, hidden)
     outputs: list[torch.Tensor] = [data] * len(sizes)
@@ -349,9 +351,9 @@ def _one_direction(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, sizes: list[int], 
             new = data.new_zeros(size - h.shape[0], hidden)
             h, c = torch.cat([h, new]), torch.cat([c, new]) if lstm else c  # a GRU has no cell state
         if lstm:
-            h, c = lstm_update(inputs[step] + F.linear(h, weight_hh, bias_hh), c)
+            h, c = lstm_update(inputs[step] + linear(h, weight_hh, bias_hh), c)
         else:
-            h = gru_update(inputs[step], F.linear(h, weight_hh, bias_hh), h)
+            h = gru_update(inputs[step], linear(h, weight_hh, bias_hh), h)
         outputs[step] = h
     return torch.cat(outputs)
 
@@ -382,10 +384,10 @@ class BottleneckAttention(nn.Module):
     def __init__(self, config, input_size: int) -> None:
         super().__init__()
         self.queries = nn.Parameter(torch.empty(config.num_latent_tokens, config.hidden_size))
-        self.key_proj = nn.Linear(input_size, config.hidden_size)
+        self.key_proj = Linear(input_size, config.hidden_size)
         self.attention = nn.MultiheadAttention(config.hidden_size, config.decoder_heads, batch_first=True)
-        self.to_mean = nn.Linear(config.hidden_size, config.latent_dim)
-        self.to_logvar = nn.Linear(config.hidden_size, config.latent_dim)
+        self.to_mean = Linear(config.hidden_size, config.latent_dim)
+        self.to_logvar = Linear(config.hidden_size, config.latent_dim)
 
     def forward(self, states: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """states [B, S, input_size], mask [B, S] -> (mean, logvar), each [B, K, D].
@@ -397,13 +399,13 @@ class BottleneckAttention(nn.Module):
         w_q, w_kv = attention.in_proj_weight.split([hidden, 2 * hidden])
         b_q, b_kv = attention.in_proj_bias.split([hidden, 2 * hidden])
         positions = RealPositions(mask)
-        key_values = F.linear(self.key_proj(positions.gather(states)), w_kv, b_kv)
+        key_values = linear(self.key_proj(positions.gather(states)), w_kv, b_kv)
         heads = attention.num_heads
 
         def split(x: torch.Tensor) -> torch.Tensor:  # [b, n, H] -> [b, heads, n, H / heads]
             return x.view(x.shape[0], x.shape[1], heads, hidden // heads).transpose(1, 2)
 
-        queries = split(F.linear(self.queries, w_q, b_q).unsqueeze(0))
+        queries = split(linear(self.queries, w_q, b_q).unsqueeze(0))
 
         def attend(key_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:  # [b, n, 2H], [b, n] -> [b, K, H]
             keys, values = key_values.chunk(2, -1)
@@ -432,7 +434,7 @@ class LatentPrior(nn.Module):
         self.latent_dim = config.latent_dim
         if self.kind == "autoregressive":
             self.gru = nn.GRU(config.latent_dim, config.prior_hidden_size, batch_first=True)
-            self.head = nn.Linear(config.prior_hidden_size, 2 * config.latent_dim)
+            self.head = Linear(config.prior_hidden_size, 2 * config.latent_dim)
 
     def forward(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Prior parameters for each token given the sampled previous tokens: z [B, K, D] -> (mean, logvar)."""
@@ -449,7 +451,7 @@ class LuongAttention(nn.Module):
 
     def __init__(self, query_size: int, memory_size: int) -> None:
         super().__init__()
-        self.memory_proj = nn.Linear(memory_size, query_size)
+        self.memory_proj = Linear(memory_size, query_size)
 
     def forward(
         self,
@@ -491,8 +493,8 @@ class ActionDecoder(nn.Module):
         self.lstm = nn.LSTM(config.hidden_size + config.action_embed_dim, config.hidden_size, batch_first=True)
         self.attention = LuongAttention(config.hidden_size, memory_size)
         self.head = nn.Sequential(
-            nn.Linear(2 * config.hidden_size, config.hidden_size), nn.Tanh(),
-            nn.Linear(config.hidden_size, config.num_actions),
+            Linear(2 * config.hidden_size, config.hidden_size), nn.Tanh(),
+            Linear(config.hidden_size, config.num_actions),
         )
 
     def previous_actions(self, actions: torch.Tensor) -> torch.Tensor:
@@ -541,13 +543,13 @@ class _DecoderLayer(nn.Module):
     def __init__(self, config) -> None:
         super().__init__()
         d, self.heads = config.hidden_size, config.decoder_heads
-        self.qkv = nn.Linear(d, 3 * d)
-        self.self_out = nn.Linear(d, d)
-        self.cross_q = nn.Linear(d, d)
-        self.cross_kv = nn.Linear(d, 2 * d)
-        self.cross_out = nn.Linear(d, d)
+        self.qkv = Linear(d, 3 * d)
+        self.self_out = Linear(d, d)
+        self.cross_q = Linear(d, d)
+        self.cross_kv = Linear(d, 2 * d)
+        self.cross_out = Linear(d, d)
         self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
-        self.mlp = nn.Sequential(nn.Linear(d, config.decoder_ffn_dim), nn.GELU(), nn.Linear(config.decoder_ffn_dim, d))
+        self.mlp = nn.Sequential(Linear(d, config.decoder_ffn_dim), nn.GELU(), Linear(config.decoder_ffn_dim, d))
         self.dropout = nn.Dropout(config.dropout)
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
@@ -647,10 +649,10 @@ class InstructionDecoder(nn.Module):
         d = config.hidden_size
         self.token_embedding = nn.Embedding(config.vocab_size, d, padding_idx=config.pad_token_id)
         self.position_embedding = nn.Embedding(config.max_instruction_length, d)
-        self.memory_proj = nn.Linear(memory_size, d)
+        self.memory_proj = Linear(memory_size, d)
         self.layers = nn.ModuleList(_DecoderLayer(config) for _ in range(config.decoder_layers))
         self.norm = nn.LayerNorm(d)
-        self.lm_head = nn.Linear(d, config.vocab_size)
+        self.lm_head = Linear(d, config.vocab_size)
         self.max_length = config.max_instruction_length
 
     def forward(

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from msvae_hf.linear import AVAILABLE as ONEDNN_AVAILABLE
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -47,6 +49,23 @@ def test_flops_count_the_cpu_attention_kernel_by_its_matrix_products(monkeypatch
         ["matmul", "matmul", "convolution", "attention", "other"]
 
 
+@pytest.mark.skipif(not ONEDNN_AVAILABLE, reason="this torch build has no oneDNN linear")
+def test_flops_count_a_linear_layer_the_same_on_either_backend(monkeypatch) -> None:
+    """oneDNN's matmul counts as addmm does: 2 M K N forward, twice that backward (input and weight)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from flops import count_flops, op_kind
+
+    from msvae_hf.linear import linear, onednn_linear
+
+    x, w, b = torch.randn(3, 7, 5, requires_grad=True), torch.randn(6, 5, requires_grad=True), torch.randn(6)
+    counts = []
+    for enabled in (True, False):
+        with onednn_linear(enabled):
+            counts.append(count_flops(lambda: linear(x, w, b).sum().backward()))
+    assert counts[0] == counts[1] and counts[0]["matmul"] == 3 * 2 * 21 * 5 * 6
+    assert op_kind("mkldnn::_linear_pointwise") == "matmul"
+
+
 def test_train_step_profiles_an_update_by_kind_of_operator(tmp_path: Path) -> None:
     out = tmp_path / "train_step.json"
     subprocess.run(["python", "benchmarks/train_step.py", "--tiny", "--batch-size", "4", "--steps", "1", "--warmup",
@@ -64,6 +83,14 @@ def test_train_step_profiles_an_update_by_kind_of_operator(tmp_path: Path) -> No
     assert len(peaks) == 5 and data["gemm_peak_flops_per_s"] == max(peaks)
     assert data["models"]["msvae"]["fraction_of_gemm_peak"] == pytest.approx(
         data["models"]["msvae"]["achieved_flops_per_s"] / max(peaks))
+    # oneDNN's matmul sampled alongside; the best peak is the higher of the two backends'
+    onednn = data["onednn_gemm_peak_flops_per_s_samples"]
+    assert len(onednn) == (5 if ONEDNN_AVAILABLE else 0)
+    assert data["best_gemm_peak_flops_per_s"] == max(peaks + onednn)
+    assert data["models"]["msvae"]["fraction_of_best_gemm_peak"] == pytest.approx(
+        data["models"]["msvae"]["achieved_flops_per_s"] / data["best_gemm_peak_flops_per_s"])
+    assert profile["fraction_of_best_gemm_peak"]["matmul"] == pytest.approx(
+        profile["flops_per_s"]["matmul"] / data["best_gemm_peak_flops_per_s"])
 
 
 def test_demo_dataset_generates_a_set_once_and_measures_it_as_stored(tmp_path: Path) -> None:
@@ -101,6 +128,24 @@ def test_attention_layout_times_both_layouts_of_every_model(tmp_path: Path) -> N
         assert r["grouped"]["fraction_of_gemm_peak"] == pytest.approx(
             r["grouped"]["achieved_flops_per_s"] / data["gemm_peak_flops_per_s"])
     assert data["models"]["msvae"]["grouped"]["flops_fwd_bwd"] < data["models"]["msvae"]["padded"]["flops_fwd_bwd"]
+    assert data["switch"] == "length_groups" and data["settings"] == ["padded", "grouped"]
+
+
+def test_attention_layout_times_the_linear_backends(tmp_path: Path) -> None:
+    """--switch linear: F.linear against oneDNN's matmul, the same FLOPs counted for both (the counter sees
+    oneDNN's products as matmuls too, so that their fractions of the peak compare)."""
+    out = tmp_path / "linear.json"
+    subprocess.run(["python", "benchmarks/attention_layout.py", "--switch", "linear", "--tiny", "--batch-size", "4",
+                    "--steps", "1", "--warmup", "1", "--gemm-size", "256", "--out", str(out)], cwd=ROOT,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True, capture_output=True, timeout=600)
+    data = json.loads(out.read_text())
+    assert data["switch"] == "linear" and data["settings"] == ["f_linear", "onednn"]
+    for r in data["models"].values():
+        assert r["onednn"]["flops_fwd_bwd"] == r["f_linear"]["flops_fwd_bwd"] > 0
+        assert r["f_linear_over_onednn"] == pytest.approx(
+            r["f_linear"]["seconds_per_update"] / r["onednn"]["seconds_per_update"])
+        assert r["onednn"]["fraction_of_best_gemm_peak"] == pytest.approx(
+            r["onednn"]["achieved_flops_per_s"] / data["best_gemm_peak_flops_per_s"])
 
 
 def test_demo_generation_times_its_rounds_and_reports_the_median_ratio(tmp_path: Path) -> None:

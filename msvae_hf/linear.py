@@ -1,0 +1,99 @@
+"""Linear layers whose fp32 matrix products on the CPU run on oneDNN.
+
+PyTorch's CPU ``F.linear`` calls the BLAS it was built with (MKL). On an AMD CPU with AVX-512 MKL takes its
+AVX2 code path: one core of the project's Zen 5 machine reaches about 110 GFLOP/s through it, and about 240
+through oneDNN's fp32 matmul, which every x86 torch build carries for its convolutions
+(``benchmarks/train_step.py`` measures both peaks). :func:`linear` runs forward and backward through oneDNN
+there; everywhere else (other devices and dtypes, autocast, builds without oneDNN, or inside
+``onednn_linear(False)``) it is ``F.linear``. The values agree with ``F.linear`` to fp32 rounding, not bit for
+bit: the two libraries sum the products in different orders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _onednn_available() -> bool:
+    try:
+        return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    except (AttributeError, RuntimeError):
+        return False
+
+
+AVAILABLE = _onednn_available()
+"""Whether this torch build has oneDNN's fp32 linear (x86 and Arm builds do)."""
+
+_ENABLED = [AVAILABLE]
+
+
+@contextlib.contextmanager
+def onednn_linear(enabled: bool) -> Iterator[None]:
+    """Within the block, CPU fp32 linear layers run on oneDNN (``True``, the default where available) or on
+    ``F.linear`` (``False``), e.g. to compare the two."""
+    _ENABLED.append(enabled and AVAILABLE)
+    try:
+        yield
+    finally:
+        _ENABLED.pop()
+
+
+def onednn_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [M, K] @ weight[N, K]^T (+ bias) on oneDNN, which reads transposed and sliced operands in place.
+    Where oneDNN declines (an empty inner dimension: the weight's gradient from an empty batch; operands whose
+    shapes do not fit) ``F.linear`` computes it, or raises its own error naming the shapes."""
+    try:
+        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    except RuntimeError:
+        return F.linear(x, weight, bias)
+
+
+class _OneDNNLinear(torch.autograd.Function):
+    """F.linear's forward and backward, each product through oneDNN."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return onednn_matmul(x.reshape(-1, x.shape[-1]), weight, bias).view(*x.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, weight = ctx.saved_tensors
+        grad = grad.reshape(-1, grad.shape[-1])
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = onednn_matmul(grad, weight.t()).view(x.shape)
+        if ctx.needs_input_grad[1]:
+            grad_w = onednn_matmul(grad.t(), x.reshape(-1, x.shape[-1]).t())
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = grad.sum(0)
+        return grad_x, grad_w, grad_b
+
+
+def _use_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    return (
+        _ENABLED[-1]
+        and x.device.type == "cpu"
+        and x.dtype == weight.dtype == torch.float32
+        and not torch.is_autocast_enabled("cpu")
+    )
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear(x, weight, bias)``; on oneDNN for CPU fp32 tensors (see the module's docstring)."""
+    if _use_onednn(x, weight):
+        return _OneDNNLinear.apply(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` (same parameters and state dict) whose product is :func:`linear`."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
