@@ -28,8 +28,9 @@ larger budget, each seed beside the run it continued), ``speakers:FILE``, ``prag
 experiments/validation_table.py kept as FILE.md: each row's maxima over its seeds); for ``benchmarks``:
 ``train_step:FILE``, ``train_step_profile:FILE`` (an update's profile),
 ``train_step_compare:FILE,...`` (one line per benchmark, times against the first), ``train_step_peak:FILE,...``
-(the GEMM peak each measured and MS-VAE's fraction of it), ``attention_layout:FILE,...`` (padded against
-length-grouped attention, timed in one process),
+(the GEMM peak each measured and MS-VAE's fraction of it), ``attention_layout:FILE,...`` (two settings of a
+switch timed in one process: padded against length-grouped attention, or F.linear against oneDNN),
+``gemm_peaks:FILE,...`` (torch.matmul's and oneDNN's peaks and each model's fraction of either),
 ``train_step_log:LOG,...`` (the seconds per update that benchmarks/gpu_check.sh prints into its log, each
 matched to the benchmark's own JSON), ``speaker_decode:FILE``, ``rollout:FILE``,
 ``rollout_ratios:FILE``, ``demo_generation:FILE``, ``demo_storage:FILE``, ``demo_dataset:FILE``,
@@ -685,20 +686,43 @@ def table_train_step_peak(level: str, names: str, root: Path = RESULTS) -> list[
 
 
 def table_attention_layout(level: str, names: str, root: Path = RESULTS) -> list[str]:
-    """benchmarks/attention_layout.py's JSONs: each model's seconds per update over the padded batch and per
-    length group (updates alternating in one process), the speed-up, and each layout's GFLOP and fraction of the
-    highest GEMM peak the run measured."""
-    lines = ["| benchmark | model | padded s / update | grouped s / update | padded / grouped | GFLOP / update "
-             "(padded, grouped) | fraction of GEMM peak (padded, grouped) |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    """benchmarks/attention_layout.py's JSONs: each model's seconds per update in the switch's two settings
+    (padded batch and length groups, or F.linear and oneDNN; updates alternating in one process), the speed-up,
+    and each setting's GFLOP and fraction of the GEMM peak: the highest torch.matmul peak the run measured, or,
+    where the first JSON has it, the best of torch.matmul's and oneDNN's (``best``)."""
+    first_data = read_json(level, names.split(",")[0], root)
+    a, b = first_data.get("settings", ["padded", "grouped"])
+    best = "best_gemm_peak_flops_per_s" in first_data
+    peak, key = ("best GEMM peak", "fraction_of_best_gemm_peak") if best else ("GEMM peak", "fraction_of_gemm_peak")
+    lines = [f"| benchmark | model | {a} s / update | {b} s / update | {a} / {b} | GFLOP / update ({a}, {b}) | "
+             f"fraction of {peak} ({a}, {b}) |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for name in names.split(","):
         data = read_json(level, name, root)
         for model, r in data["models"].items():
-            padded, grouped = r["padded"], r["grouped"]
-            lines.append(f"| {name}.json | {model} | {padded['seconds_per_update']:.4f} | "
-                         f"{grouped['seconds_per_update']:.4f} | {r['padded_over_grouped']:.2f}x | "
-                         f"{padded['flops_fwd_bwd'] / 1e9:.1f}, {grouped['flops_fwd_bwd'] / 1e9:.1f} | "
-                         f"{padded['fraction_of_gemm_peak']:.2f}, {grouped['fraction_of_gemm_peak']:.2f} |")
+            first, second = r[a], r[b]
+            lines.append(f"| {name}.json | {model} | {first['seconds_per_update']:.4f} | "
+                         f"{second['seconds_per_update']:.4f} | {r[f'{a}_over_{b}']:.2f}x | "
+                         f"{first['flops_fwd_bwd'] / 1e9:.1f}, {second['flops_fwd_bwd'] / 1e9:.1f} | "
+                         f"{first[key]:.2f}, {second[key]:.2f} |")
+    return lines
+
+
+def table_gemm_peaks(level: str, names: str, root: Path = RESULTS) -> list[str]:
+    """JSONs that time both GEMM backends (benchmarks/train_step.py, attention_layout.py): the peaks of
+    torch.matmul and of oneDNN's matmul in the order measured, and each model's (default setting's) seconds per
+    update and fraction of either peak."""
+    lines = ["| benchmark | commit | torch.matmul peaks (GFLOP/s) | oneDNN matmul peaks (GFLOP/s) | model | "
+             "s / update | fraction of torch.matmul peak | fraction of best peak |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name in names.split(","):
+        data = read_json(level, name, root)
+        peaks = [" / ".join(f"{p / 1e9:.1f}" for p in data[k]) or "-"
+                 for k in ("gemm_peak_flops_per_s_samples", "onednn_gemm_peak_flops_per_s_samples")]
+        for model, r in data["models"].items():
+            r = r[data["settings"][1]] if "settings" in data else r
+            lines.append(f"| {name}.json | {str(data.get('commit', '-'))[:7]} | {peaks[0]} | {peaks[1]} | {model} | "
+                         f"{r['seconds_per_update']:.4f} | {r['fraction_of_gemm_peak']:.2f} | "
+                         f"{r['fraction_of_best_gemm_peak']:.2f} |")
     return lines
 
 
@@ -827,6 +851,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "gradients": table_gradients, "validation": table_validation, "train_step": table_train_step,
     "train_step_compare": table_train_step_compare, "train_step_peak": table_train_step_peak,
     "attention_layout": table_attention_layout,
+    "gemm_peaks": table_gemm_peaks,
     "train_step_log": table_train_step_log, "train_step_profile": table_train_step_profile,
     "speaker_decode": table_speaker_decode, "rollout": table_rollout, "rollout_ratios": table_rollout_ratios,
     "demo_generation": table_demo_generation, "demo_storage": table_demo_storage,

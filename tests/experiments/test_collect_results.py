@@ -216,6 +216,37 @@ def test_train_step_peak_table_gives_each_runs_peaks_and_msvae_fraction(tmp_path
                          "| new.json | - | 1.2 | 0.8000 | 1.0 | 1.00 |"]
 
 
+def switch_json(settings: tuple[str, str], with_best: bool) -> dict:
+    """attention_layout.py's JSON for one model: the first setting at 0.5 s, the second at 0.4 s."""
+    a, b = settings
+    r = {name: {"seconds_per_update": t, "flops_fwd_bwd": 2e9, "fraction_of_gemm_peak": 2e9 / t / 10e9,
+                "fraction_of_best_gemm_peak": 2e9 / t / 20e9} for name, t in ((a, 0.5), (b, 0.4))}
+    data = {"models": {"msvae": {**r, f"{a}_over_{b}": 1.25}}, "commit": "1234567abc",
+            "gemm_peak_flops_per_s_samples": [9e9, 10e9]}
+    if with_best:  # a JSON that timed oneDNN's matmul too, and names its switch's settings
+        data |= {"settings": list(settings), "best_gemm_peak_flops_per_s": 20e9,
+                 "onednn_gemm_peak_flops_per_s_samples": [19e9, 20e9]}
+    return data
+
+
+def test_switch_tables_name_the_settings_and_give_both_peaks(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    for name, settings, best in (("old", ("padded", "grouped"), False), ("new", ("f_linear", "onednn"), True)):
+        data = switch_json(settings, best)
+        if not best:
+            del data["models"]["msvae"]["padded"]["fraction_of_best_gemm_peak"]  # written before both peaks
+        (tmp_path / "benchmarks" / f"{name}.json").write_text(json.dumps(data))
+    old = collect_results.table_attention_layout("benchmarks", "old", tmp_path)
+    assert old[0].startswith("| benchmark | model | padded s / update | grouped s / update | padded / grouped |")
+    assert old[0].endswith("| fraction of GEMM peak (padded, grouped) |")
+    assert old[2] == "| old.json | msvae | 0.5000 | 0.4000 | 1.25x | 2.0, 2.0 | 0.40, 0.50 |"
+    new = collect_results.table_attention_layout("benchmarks", "new", tmp_path)
+    assert new[0].endswith("| fraction of best GEMM peak (f_linear, onednn) |")
+    assert new[2] == "| new.json | msvae | 0.5000 | 0.4000 | 1.25x | 2.0, 2.0 | 0.20, 0.25 |"
+    peaks = collect_results.table_gemm_peaks("benchmarks", "new", tmp_path)
+    assert peaks[2:] == ["| new.json | 1234567 | 9.0 / 10.0 | 19.0 / 20.0 | msvae | 0.4000 | 0.50 | 0.25 |"]
+
+
 def test_train_step_profile_table_sums_the_kinds_and_rates_each(tmp_path):
     data = train_step_json("no", (0.3, 0.4, 1.2))
     data["gemm_peak_flops_per_s"] = 100e9
