@@ -1,7 +1,8 @@
 """Two settings of one switch of the CPU code, timed in one process, updates alternating.
 
     python benchmarks/attention_layout.py [--switch length_groups|linear] [--demos DIR] [--batch-size 128]
-                                          [--steps 20] [--warmup 2] [--tiny] [--out results/attention_layout.json]
+                                          [--batches 1] [--steps 20] [--warmup 2] [--tiny]
+                                          [--out results/attention_layout.json]
 
 `--switch length_groups` (the default): attention over the whole padded batch (`padded`,
 `msvae_hf.modules.length_groups(False)`, every attention kernel over [B, S]) against attention per group of rows
@@ -9,8 +10,10 @@ of similar length (`grouped`, the default, `modules.LengthGroups`). `--switch li
 `F.linear` (`f_linear`, `msvae_hf.linear.onednn_linear(False)`) against oneDNN's matmul (`onednn`, the default).
 
 Each model (follower, speaker, MS-VAE: App. D sizes unless `--tiny`) trains on ONE real BossLocal batch (as
-`benchmarks/train_step.py` loads it), its updates (forward, backward, `training.adam` step) alternating between
-the two settings update by update. Both see the machine in the same state, so their ratio does not move with its
+`benchmarks/train_step.py` loads it), or with `--batches N` on N distinct batches in turn, as training meets
+batches of new lengths (which matters where a library builds kernels per shape, as oneDNN does), its updates
+(forward, backward, `training.adam` step) alternating between the two settings update by update, both on the
+same batch in each round. Both see the machine in the same state, so their ratio does not move with its
 speed the way two separate runs' do. Per model and setting: the median, fastest and slowest seconds per update
 (wall clock), the FLOPs of one forward + backward (`benchmarks/flops.py`) and the fraction of the single-thread
 GEMM peak (a large matmul, sampled before the models and after each; the highest, each of torch.matmul and
@@ -40,9 +43,10 @@ SWITCHES = {"length_groups": (length_groups, ("padded", "grouped")), "linear": (
 """Each switch: its context manager and the names of its settings False and True."""
 
 
-def time_layouts(model: torch.nn.Module, batch: dict, steps: int, warmup: int,
+def time_layouts(model: torch.nn.Module, batches: list[dict], steps: int, warmup: int,
                  switch: str = "length_groups") -> dict[str, Any]:
-    """Updates alternating between the switch's two settings: per setting the seconds per update and the FLOPs."""
+    """Updates alternating between the switch's two settings, round i on batches[i % len(batches)] in both: per
+    setting the seconds per update and the FLOPs of one forward + backward (the mean over the batches)."""
     manager, names = SWITCHES[switch]
     settings = dict(zip(names, (False, True), strict=True))
     model.train()
@@ -50,9 +54,11 @@ def time_layouts(model: torch.nn.Module, batch: dict, steps: int, warmup: int,
     out: dict[str, Any] = {}
     for name, enabled in settings.items():
         with manager(enabled):
-            out[name] = {"flops_fwd_bwd": count_flops(lambda: model(**batch).loss.backward())["all"]}
+            flops = [count_flops(lambda b=b: model(**b).loss.backward())["all"] for b in batches]
+        out[name] = {"flops_fwd_bwd": sum(flops) / len(flops)}
     times: dict[str, list[float]] = {name: [] for name in settings}
     for i in range(warmup + steps):
+        batch = batches[i % len(batches)]
         for name, enabled in settings.items() if i % 2 == 0 else reversed(settings.items()):
             with manager(enabled):
                 start = time.perf_counter()
@@ -76,6 +82,8 @@ def main() -> None:
     parser.add_argument("--demos", help="make_demos folder (paired/unpaired splits); generated if absent")
     parser.add_argument("--level", default="BabyAI-BossLocal-v0")
     parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--batches", type=int, default=1,
+                        help="distinct batches, one per round in turn, as training meets new lengths (default: one)")
     parser.add_argument("--steps", type=int, default=20, help="timed updates per setting")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--gemm-size", type=int, default=2048)
@@ -87,18 +95,20 @@ def main() -> None:
     torch.manual_seed(0)
     retain_freed_memory()
     tok = MSVAETokenizer.from_grammar()
-    paired, unpaired = load_batches(args, tok)
+    batches = load_batches(args, tok, args.batches)
+    paired, unpaired = batches[0]
     extra = {**(TINY if args.tiny else {}), "vocab_size": len(tok)}
     models = {
-        "follower": (FollowerModel(FollowerConfig(**extra)), paired),
-        "speaker": (SpeakerModel(SpeakerConfig(**extra)), paired),
-        "msvae": (MSVAEModel(MSVAEConfig(**extra)), {**paired, **unpaired}),
+        "follower": (FollowerModel(FollowerConfig(**extra)), [p for p, _ in batches]),
+        "speaker": (SpeakerModel(SpeakerConfig(**extra)), [p for p, _ in batches]),
+        "msvae": (MSVAEModel(MSVAEConfig(**extra)), [{**p, **u} for p, u in batches]),
     }
     peaks = [gemm_peaks(args.gemm_size, 10, device)]
     results: dict[str, Any] = {
         "switch": args.switch, "settings": list(SWITCHES[args.switch][1]),
         "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "torch": torch.__version__, "tiny": args.tiny, "level": args.level, "steps": args.steps,
+        "batches": args.batches,
         "batch_paired": int(paired["actions"].shape[0]), "batch_unpaired": int(unpaired["unpaired_actions"].shape[0]),
         "mean_instruction_tokens": float(paired["attention_mask"].sum(1).float().mean()),
         "longest_instruction_tokens": int(paired["attention_mask"].sum(1).max()),

@@ -57,27 +57,33 @@ TINY = dict(hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, 
             prior_hidden_size=32, obs_embed_dim=8, action_embed_dim=8)
 
 
-def load_batches(args: argparse.Namespace, tok: MSVAETokenizer) -> tuple[dict, dict]:
-    """(paired batch, unpaired batch) as padded tensors."""
+def load_batches(args: argparse.Namespace, tok: MSVAETokenizer, count: int = 1) -> list[tuple[dict, dict]]:
+    """``count`` (paired batch, unpaired batch) pairs as padded tensors: the k-th of rows k * batch_size onwards
+    of each split (wrapping around a split that runs out)."""
     if args.demos:
         from msvae_hf.data.demos import load_demos
 
         dd = load_demos(args.demos)
         paired, unpaired = dd["paired"], dd["unpaired"] if "unpaired" in dd else dd["paired"]
-    else:
-        from msvae_hf.data.demos import generate_split
+        return _collate_batches(tok, paired, unpaired, args.batch_size, count)
+    from msvae_hf.data.demos import generate_split
 
-        with tempfile.TemporaryDirectory() as cache:
-            paired, _ = generate_split(args.level, "paired", args.batch_size, cache_dir=cache)
-            unpaired, _ = generate_split(args.level, "unpaired", args.batch_size, cache_dir=cache)
-            paired, unpaired = paired.flatten_indices(), unpaired.flatten_indices()
-            collate = DemoCollator(tok)
-            return (collate(list(for_loader(paired.select(range(args.batch_size))))),
-                    as_unpaired(collate(list(for_loader(unpaired.select(range(args.batch_size)))))))
+    with tempfile.TemporaryDirectory() as cache:
+        paired, _ = generate_split(args.level, "paired", args.batch_size * count, cache_dir=cache)
+        unpaired, _ = generate_split(args.level, "unpaired", args.batch_size * count, cache_dir=cache)
+        return _collate_batches(tok, paired.flatten_indices(), unpaired.flatten_indices(), args.batch_size, count)
+
+
+def _collate_batches(tok: MSVAETokenizer, paired, unpaired, batch_size: int, count: int) -> list[tuple[dict, dict]]:  # noqa: ANN001
     collate = DemoCollator(tok)
-    n_p, n_u = min(args.batch_size, len(paired)), min(args.batch_size, len(unpaired))
-    rows_u = [{k: v for k, v in r.items() if k != "instruction"} for r in for_loader(unpaired.select(range(n_u)))]
-    return collate(list(for_loader(paired.select(range(n_p))))), as_unpaired(collate(rows_u))
+
+    def rows(split, k: int) -> list[dict]:  # noqa: ANN001
+        n = min(batch_size, len(split))
+        return list(for_loader(split.select([(k * n + i) % len(split) for i in range(n)])))
+
+    return [(collate(rows(paired, k)),
+             as_unpaired(collate([{c: v for c, v in r.items() if c != "instruction"} for r in rows(unpaired, k)])))
+            for k in range(count)]
 
 
 def as_unpaired(batch: dict) -> dict:
@@ -219,7 +225,7 @@ def main() -> None:
         parser.error("--profile-steps profiles CPU updates (torch.profiler's CPU activity); use --device cpu")
     torch.manual_seed(0)
     tok = MSVAETokenizer.from_grammar()
-    paired, unpaired = load_batches(args, tok)
+    (paired, unpaired), = load_batches(args, tok)
     extra = {**(TINY if args.tiny else {}), "vocab_size": len(tok)}
     models = {
         "follower": FollowerModel(FollowerConfig(**extra)),

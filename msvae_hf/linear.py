@@ -1,10 +1,10 @@
-"""Linear layers whose fp32 matrix products on the CPU run on oneDNN.
+"""Linear layers whose large fp32 matrix products on the CPU run on oneDNN.
 
 PyTorch's CPU ``F.linear`` calls the BLAS it was built with (MKL). On an AMD CPU with AVX-512 MKL takes its
-AVX2 code path: one core of the project's Zen 5 machine reaches about 110 GFLOP/s through it, and about 240
-through oneDNN's fp32 matmul, which every x86 torch build carries for its convolutions
-(``benchmarks/train_step.py`` measures both peaks). :func:`linear` runs forward and backward through oneDNN
-there; everywhere else (other devices and dtypes, autocast, builds without oneDNN, or inside
+AVX2 code path: one core of a Zen 5 machine reaches about 110 GFLOP/s through it, and about 240 through
+oneDNN's fp32 matmul, which every x86 torch build carries for its convolutions (``benchmarks/train_step.py``
+measures both peaks). :func:`linear` runs forward and backward through oneDNN there, for products of at least
+MIN_ROWS rows; everywhere else (fewer rows, other devices and dtypes, autocast, builds without oneDNN, or inside
 ``onednn_linear(False)``) it is ``F.linear``. The values agree with ``F.linear`` to fp32 rounding, not bit for
 bit: the two libraries sum the products in different orders.
 """
@@ -53,24 +53,41 @@ def onednn_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
         return F.linear(x, weight, bias)
 
 
+MIN_ROWS = 512
+"""Products with fewer rows stay on ``F.linear``: the recurrences' per-step products, which gain nothing."""
+ROW_BUCKET = 256
+"""oneDNN builds (and caches, 1024 by default) one kernel per shape; rows are padded with zeros to a multiple of
+this, so that batches of other lengths reuse the kernels instead of building new ones at every update."""
+
+
+def _pad_rows(x: torch.Tensor) -> torch.Tensor:
+    """x [M, K] with zero rows appended up to a multiple of ROW_BUCKET."""
+    missing = -x.shape[0] % ROW_BUCKET
+    return F.pad(x, (0, 0, 0, missing)) if missing else x
+
+
 class _OneDNNLinear(torch.autograd.Function):
-    """F.linear's forward and backward, each product through oneDNN."""
+    """F.linear's forward and backward, each product through oneDNN on rows padded to ROW_BUCKET (the padding's
+    products are zero and are dropped)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
-        return onednn_matmul(x.reshape(-1, x.shape[-1]), weight, bias).view(*x.shape[:-1], weight.shape[0])
+        rows = x.reshape(-1, x.shape[-1])
+        out = onednn_matmul(_pad_rows(rows), weight, bias)[: rows.shape[0]]
+        return out.view(*x.shape[:-1], weight.shape[0])
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, weight = ctx.saved_tensors
         grad = grad.reshape(-1, grad.shape[-1])
+        padded = _pad_rows(grad)
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_x = onednn_matmul(grad, weight.t()).view(x.shape)
+            grad_x = onednn_matmul(padded, weight.t())[: grad.shape[0]].view(x.shape)
         if ctx.needs_input_grad[1]:
-            grad_w = onednn_matmul(grad.t(), x.reshape(-1, x.shape[-1]).t())
+            grad_w = onednn_matmul(padded.t(), _pad_rows(x.reshape(-1, x.shape[-1])).t())
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = grad.sum(0)
         return grad_x, grad_w, grad_b
@@ -82,6 +99,7 @@ def _use_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
         and x.device.type == "cpu"
         and x.dtype == weight.dtype == torch.float32
         and not torch.is_autocast_enabled("cpu")
+        and x.numel() >= MIN_ROWS * x.shape[-1] > 0
     )
 
 

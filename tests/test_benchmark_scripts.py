@@ -132,14 +132,15 @@ def test_attention_layout_times_both_layouts_of_every_model(tmp_path: Path) -> N
 
 
 def test_attention_layout_times_the_linear_backends(tmp_path: Path) -> None:
-    """--switch linear: F.linear against oneDNN's matmul, the same FLOPs counted for both (the counter sees
-    oneDNN's products as matmuls too, so that their fractions of the peak compare)."""
+    """--switch linear over two batches in turn: F.linear against oneDNN's matmul, the same FLOPs counted for both
+    (the counter sees oneDNN's products as matmuls too, so that their fractions of the peak compare)."""
     out = tmp_path / "linear.json"
     subprocess.run(["python", "benchmarks/attention_layout.py", "--switch", "linear", "--tiny", "--batch-size", "4",
-                    "--steps", "1", "--warmup", "1", "--gemm-size", "256", "--out", str(out)], cwd=ROOT,
+                    "--batches", "2", "--steps", "2", "--warmup", "1", "--gemm-size", "256", "--out", str(out)],
+                   cwd=ROOT,
                    env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True, capture_output=True, timeout=600)
     data = json.loads(out.read_text())
-    assert data["switch"] == "linear" and data["settings"] == ["f_linear", "onednn"]
+    assert data["switch"] == "linear" and data["settings"] == ["f_linear", "onednn"] and data["batches"] == 2
     for r in data["models"].values():
         assert r["onednn"]["flops_fwd_bwd"] == r["f_linear"]["flops_fwd_bwd"] > 0
         assert r["f_linear_over_onednn"] == pytest.approx(

@@ -9,9 +9,12 @@ import torch.nn.functional as F
 from test_model import build, real_batch, unpaired
 from torch import nn
 
+import msvae_hf.linear as linear_module
 from msvae_hf import MSVAETokenizer
-from msvae_hf.linear import AVAILABLE, Linear, linear, onednn_linear
+from msvae_hf.linear import AVAILABLE, MIN_ROWS, ROW_BUCKET, Linear, linear, onednn_linear
 
+FP32_SUMS = {"rtol": 1e-4, "atol": 1e-4}
+"""fp32 against float64, for sums of about a thousand products of order one."""
 needs_onednn = pytest.mark.skipif(not AVAILABLE, reason="this torch build has no oneDNN linear")
 
 
@@ -24,11 +27,34 @@ def grads_of(fn, *tensors: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tenso
     return out.detach(), [leaf.grad for leaf in leaves]
 
 
+@pytest.fixture
+def small_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """oneDNN from one row on, rows padded to multiples of 8: the tiny tests' products take oneDNN's path."""
+    monkeypatch.setattr(linear_module, "MIN_ROWS", 1)
+    monkeypatch.setattr(linear_module, "ROW_BUCKET", 8)
+
+
+def on_onednn(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
+    """Records the operand shapes of every oneDNN product from here on."""
+    shapes: list[tuple[int, ...]] = []
+    matmul = linear_module.onednn_matmul
+
+    def recording(x, weight, bias=None):  # noqa: ANN001, ANN202
+        shapes.append((*x.shape, weight.shape[0]))
+        return matmul(x, weight, bias)
+
+    monkeypatch.setattr(linear_module, "onednn_matmul", recording)
+    return shapes
+
+
 @needs_onednn
-@pytest.mark.parametrize("shape", [(7, 5), (3, 4, 5), (0, 5)])
+@pytest.mark.parametrize("shape", [(MIN_ROWS + 7, 5), (3, MIN_ROWS // 2 + 1, 5), (2 * ROW_BUCKET, 5)])
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_values_and_gradients_are_the_closed_form(shape: tuple[int, ...], with_bias: bool) -> None:
-    """Against x W^T + b and its gradients (g W, g^T x, sum g) computed in float64."""
+def test_values_and_gradients_are_the_closed_form(shape: tuple[int, ...], with_bias: bool,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against x W^T + b and its gradients (g W, g^T x, sum g) computed in float64; every product on oneDNN
+    over rows padded to a multiple of ROW_BUCKET."""
+    products = on_onednn(monkeypatch)
     torch.manual_seed(0)
     x, weight, bias = torch.randn(shape), torch.randn(6, 5), torch.randn(6)
     operands = (x, weight, bias) if with_bias else (x, weight)
@@ -36,15 +62,31 @@ def test_values_and_gradients_are_the_closed_form(shape: tuple[int, ...], with_b
     x64, w64 = x.double().reshape(-1, 5), weight.double()
     expected = x64 @ w64.T + (bias.double() if with_bias else 0)
     g = torch.linspace(-1, 1, expected.numel(), dtype=torch.float64).view(expected.shape)
-    torch.testing.assert_close(out.double().reshape(-1, 6), expected, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(grads[0].double().reshape(-1, 5), g @ w64, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(grads[1].double(), g.T @ x64, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.double().reshape(-1, 6), expected, **FP32_SUMS)
+    torch.testing.assert_close(grads[0].double().reshape(-1, 5), g @ w64, **FP32_SUMS)
+    torch.testing.assert_close(grads[1].double(), g.T @ x64, **FP32_SUMS)
     if with_bias:
-        torch.testing.assert_close(grads[2].double(), g.sum(0), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(grads[2].double(), g.sum(0), **FP32_SUMS)
     assert out.shape == (*shape[:-1], 6)
+    assert len(products) == 3 and all(p[0] % ROW_BUCKET == 0 or p[1] % ROW_BUCKET == 0 for p in products)
+
+
+def test_few_rows_stay_on_f_linear_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Products under MIN_ROWS rows (the recurrences' steps) and empty ones are F.linear's own."""
+    products = on_onednn(monkeypatch)
+    torch.manual_seed(5)
+    for shape in ((MIN_ROWS - 1, 5), (0, 5)):
+        x, weight, bias = torch.randn(shape), torch.randn(6, 5), torch.randn(6)
+        out, grads = grads_of(linear, x, weight, bias)
+        ref, ref_grads = grads_of(F.linear, x, weight, bias)
+        torch.testing.assert_close(out, ref, rtol=0, atol=0)
+        for got, want in zip(grads, ref_grads, strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert products == []
 
 
 @needs_onednn
+@pytest.mark.usefixtures("small_rows")
 def test_strided_operands_and_frozen_inputs() -> None:
     """Transposed and sliced operands give F.linear's values; a tensor that needs no gradient gets none;
     operands whose shapes do not fit get F.linear's error, which names them."""
@@ -73,6 +115,7 @@ def test_elsewhere_it_is_f_linear_bit_for_bit(case: str) -> None:
         torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
+@pytest.mark.usefixtures("small_rows")
 def test_switch_nests_and_restores() -> None:
     x, weight = torch.randn(4, 3), torch.randn(2, 3)
     with onednn_linear(False):
@@ -82,6 +125,7 @@ def test_switch_nests_and_restores() -> None:
         torch.testing.assert_close(linear(x, weight), F.linear(x, weight), rtol=0, atol=0)
 
 
+@pytest.mark.usefixtures("small_rows")
 def test_layer_is_an_nn_linear_with_the_same_state_dict() -> None:
     torch.manual_seed(3)
     plain = nn.Linear(5, 4)
@@ -95,8 +139,9 @@ def test_layer_is_an_nn_linear_with_the_same_state_dict() -> None:
 
 
 @needs_onednn
-def test_msvae_objective_and_gradients_match_f_linear() -> None:
+def test_msvae_objective_and_gradients_match_f_linear(small_rows: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole Eq. 10 loss and every parameter's gradient, oneDNN against F.linear, on one batch."""
+    products = on_onednn(monkeypatch)
     tok = MSVAETokenizer.from_grammar()
     model = build("msvae", tok).train()
     batch = real_batch(tok)
@@ -111,6 +156,7 @@ def test_msvae_objective_and_gradients_match_f_linear() -> None:
         return loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
 
     loss, grads = run(True)
+    assert len(products) > 100  # every layer's products, the recurrences' steps included
     ref_loss, ref_grads = run(False)
     assert grads.keys() == ref_grads.keys()
     torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-5)
