@@ -41,6 +41,7 @@ import time
 from typing import Any
 
 import torch
+from datasets import Dataset
 from flops import count_flops, op_kind
 from report import write_report
 
@@ -74,10 +75,11 @@ def load_batches(args: argparse.Namespace, tok: MSVAETokenizer, count: int = 1) 
         return _collate_batches(tok, paired.flatten_indices(), unpaired.flatten_indices(), args.batch_size, count)
 
 
-def _collate_batches(tok: MSVAETokenizer, paired, unpaired, batch_size: int, count: int) -> list[tuple[dict, dict]]:  # noqa: ANN001
+def _collate_batches(tok: MSVAETokenizer, paired: Dataset, unpaired: Dataset, batch_size: int,
+                     count: int) -> list[tuple[dict, dict]]:
     collate = DemoCollator(tok)
 
-    def rows(split, k: int) -> list[dict]:  # noqa: ANN001
+    def rows(split: Dataset, k: int) -> list[dict]:
         n = min(batch_size, len(split))
         return list(for_loader(split.select([(k * n + i) % len(split) for i in range(n)])))
 
