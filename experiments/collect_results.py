@@ -92,10 +92,12 @@ def load_reruns(level: str, root: Path = RESULTS) -> list[dict]:
 
 def records_with_curves(level: str, root: Path = RESULTS) -> dict[str, dict]:
     """:func:`load_records`, where a record without a validation curve (made before curves were recorded) gives
-    way to its run trained again (``results/<level>/reruns/``) if that one has a curve."""
-    records = load_records(level, root)
+    way to its run trained again (``results/<level>/reruns/``) if that one has a curve (the last in name order
+    where there are several, as in :func:`records_trained_again`)."""
+    first = load_records(level, root)
+    records = dict(first)
     for again in load_reruns(level, root):
-        if again.get("history") and not records.get(again["run"], {}).get("history"):
+        if again.get("history") and not first.get(again["run"], {}).get("history"):
             records[again["run"]] = {**again, "trained_again": True}
     return records
 

@@ -439,3 +439,18 @@ def test_quarter_means_set_the_last_quarter_against_the_one_before():
     assert (last, before) == pytest.approx((0.6, 0.45))
     assert se == pytest.approx(math.sqrt(p * (1 - p) / 100 * (1 / 3 + 1 / 2)))
     assert collect_results.quarter_means({"history": history[-2:], "config": {"eval_episodes": 100}}) is None
+
+
+def test_a_run_trained_again_twice_gives_its_last_rerun_to_curves_and_tables(tmp_path):
+    """records_with_curves and records_trained_again pick the same run trained again: the last in name order."""
+    (tmp_path / "lvl" / "runs").mkdir(parents=True)
+    (tmp_path / "lvl" / "reruns").mkdir()
+    (tmp_path / "lvl" / "runs" / "follower.json").write_text(json.dumps({"run": "follower", "commit": "first"}))
+    (tmp_path / "lvl" / "runs" / "speaker.json").write_text(json.dumps({"run": "speaker", "history": [{"step": 1}]}))
+    for commit in ("7a79ba2", "606f9bc"):
+        (tmp_path / "lvl" / "reruns" / f"follower_{commit}.json").write_text(
+            json.dumps({"run": "follower", "commit": commit, "history": [{"step": 1}]}))
+    curves = collect_results.records_with_curves("lvl", tmp_path)
+    assert curves["follower"]["commit"] == "7a79ba2" and curves["follower"]["trained_again"]
+    assert collect_results.records_trained_again("lvl", tmp_path)["follower"]["commit"] == "7a79ba2"
+    assert "trained_again" not in curves["speaker"]  # a record with its own curve keeps it
