@@ -12,6 +12,7 @@ bit: the two libraries sum the products in different orders.
 from __future__ import annotations
 
 import contextlib
+import platform
 from collections.abc import Iterator
 
 import torch
@@ -20,6 +21,8 @@ from torch import nn
 
 
 def _onednn_available() -> bool:
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False  # measured on x86 only; elsewhere F.linear stays
     try:
         return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
     except (AttributeError, RuntimeError):
@@ -27,7 +30,7 @@ def _onednn_available() -> bool:
 
 
 AVAILABLE = _onednn_available()
-"""Whether this torch build has oneDNN's fp32 linear (x86 and Arm builds do)."""
+"""Whether the linear layers may use oneDNN: an x86 CPU and a torch build with oneDNN's fp32 linear."""
 
 _ENABLED = [AVAILABLE]
 
@@ -45,8 +48,8 @@ def onednn_linear(enabled: bool) -> Iterator[None]:
 
 def onednn_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """x [M, K] @ weight[N, K]^T (+ bias) on oneDNN, which reads transposed and sliced operands in place.
-    Where oneDNN declines (an empty inner dimension: the weight's gradient from an empty batch; operands whose
-    shapes do not fit) ``F.linear`` computes it, or raises its own error naming the shapes."""
+    Where oneDNN declines (e.g. operands whose shapes do not fit) ``F.linear`` computes it, or raises its own
+    error, which names the shapes."""
     try:
         return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     except RuntimeError:
