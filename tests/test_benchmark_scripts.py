@@ -132,8 +132,9 @@ def test_attention_layout_times_both_layouts_of_every_model(tmp_path: Path) -> N
 
 
 def test_attention_layout_times_the_linear_backends(tmp_path: Path) -> None:
-    """--switch linear over two batches in turn: F.linear against oneDNN's matmul, the same FLOPs counted for both
-    (the counter sees oneDNN's products as matmuls too, so that their fractions of the peak compare)."""
+    """--switch linear over two batches in turn: both settings timed and named, the ratio and the fractions of the
+    best peak. A tiny batch's products are all under linear.MIN_ROWS rows, so both settings run F.linear and count
+    the same FLOPs; test_flops_count_a_linear_layer_the_same_on_either_backend covers oneDNN's products."""
     out = tmp_path / "linear.json"
     subprocess.run(["python", "benchmarks/attention_layout.py", "--switch", "linear", "--tiny", "--batch-size", "4",
                     "--batches", "2", "--steps", "2", "--warmup", "1", "--gemm-size", "256", "--out", str(out)],
