@@ -31,6 +31,7 @@ experiments/validation_table.py kept as FILE.md: each row's maxima over its seed
 (the GEMM peak each measured and MS-VAE's fraction of it), ``attention_layout:FILE,...`` (two settings of a
 switch timed in one process: padded against length-grouped attention, or F.linear against oneDNN),
 ``gemm_peaks:FILE,...`` (torch.matmul's and oneDNN's peaks and each model's fraction of either),
+``kernel_bound:FILE`` (each update beside its kernels replayed alone: the fraction of the peak they allow),
 ``train_step_log:LOG,...`` (the seconds per update that benchmarks/gpu_check.sh prints into its log, each
 matched to the benchmark's own JSON), ``speaker_decode:FILE``, ``rollout:FILE``,
 ``rollout_ratios:FILE``, ``demo_generation:FILE``, ``demo_storage:FILE``, ``demo_dataset:FILE``,
@@ -597,6 +598,24 @@ def table_train_step_profile(level: str, name: str, root: Path = RESULTS) -> lis
     return lines
 
 
+def table_kernel_bound(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/kernel_bound.py: per model the update's time and fraction of the best GEMM peak beside its
+    kernels replayed alone (the ceiling), and each kind of kernel's rate."""
+    data = read_json(level, name, root)
+    best = data["best_gemm_peak_flops_per_s"]
+    lines = [f"| model ({data['torch_threads']} thread(s), best GEMM peak {best / 1e9:.0f} GFLOP/s) | s / update "
+             "(fraction of the peak) | its kernels alone: s (fraction: the ceiling) | convolutions | matrix products "
+             "| attention | s outside the kernels |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for model, r in data["models"].items():
+        update, kernels = r["update"], r["kernels"]
+        kinds = [fmt(kernels["by_kind"][kind]["fraction_of_best_gemm_peak"], ".2f")
+                 for kind in ("convolution", "matmul", "attention")]
+        lines.append(f"| {model} | {update['seconds_per_update']:.4f} ({update['fraction_of_best_gemm_peak']:.2f}) | "
+                     f"{kernels['seconds']:.4f} ({kernels['ceiling_fraction_of_best_gemm_peak']:.2f}) | "
+                     f"{' | '.join(kinds)} | {r['seconds_outside_kernels']:.4f} |")
+    return lines
+
+
 def table_speaker_decode(level: str, name: str, root: Path = RESULTS) -> list[str]:
     """benchmarks/speaker_decode.py: sequences per second with and without the decoder cache."""
     data = read_json(level, name, root)
@@ -853,7 +872,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "gradients": table_gradients, "validation": table_validation, "train_step": table_train_step,
     "train_step_compare": table_train_step_compare, "train_step_peak": table_train_step_peak,
     "attention_layout": table_attention_layout,
-    "gemm_peaks": table_gemm_peaks,
+    "gemm_peaks": table_gemm_peaks, "kernel_bound": table_kernel_bound,
     "train_step_log": table_train_step_log, "train_step_profile": table_train_step_profile,
     "speaker_decode": table_speaker_decode, "rollout": table_rollout, "rollout_ratios": table_rollout_ratios,
     "demo_generation": table_demo_generation, "demo_storage": table_demo_storage,

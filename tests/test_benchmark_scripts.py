@@ -194,3 +194,62 @@ def test_demo_generation_refuses_fewer_than_one_round(tmp_path: Path) -> None:
     result = subprocess.run(["python", "benchmarks/demo_generation.py", "--repeats", "0", "--out",
                              str(tmp_path / "x.json")], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode != 0 and "--repeats must be at least 1, got 0" in result.stderr
+
+
+def test_kernel_bound_copies_keep_values_sizes_and_strides(monkeypatch) -> None:
+    """benchmarks/kernel_bound.py replays each call on copies laid out as the original: transposed, sliced with
+    gaps, expanded (stride 0) and offset views keep their strides and values."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from kernel_bound import _copy
+
+    base = torch.arange(60.0).view(6, 10)
+    for view in (base.t(), base[1:5, 2:9:3], torch.arange(4.0).view(4, 1).expand(4, 7), base[3:], base):
+        copy = _copy(view)
+        assert copy.stride() == view.stride() and copy.shape == view.shape
+        assert torch.equal(copy, view) and copy.untyped_storage().data_ptr() != view.untyped_storage().data_ptr()
+
+
+def test_kernel_bound_records_each_distinct_product_once_with_its_count(monkeypatch) -> None:
+    """The recorder keeps one call per operator, shapes, strides and arguments, counts repeats, leaves ops without
+    FLOPs out, and its replay counts the FLOPs of every repeat."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from kernel_bound import record_kernels, replay
+
+    a, b = torch.randn(8, 5), torch.randn(5, 3)
+
+    def work() -> None:
+        for _ in range(3):
+            a @ b
+        a.t().contiguous().t() @ b  # the same product on a left factor laid out column-major: a call of its own
+        torch.relu(a)
+
+    calls = record_kernels(work)
+    assert [c["count"] for c in calls] == [3, 1] and all(str(c["func"]) == "aten.mm.default" for c in calls)
+    assert calls[1]["args"][0].stride() == (1, 8)
+    timed = replay(calls[0], repeats=2)
+    assert timed["flops"] == 3 * 2 * 8 * 5 * 3 and timed["calls_per_update"] == 3 and timed["seconds"] > 0
+    assert timed["kind"] == "matmul" and timed["shapes"] == [[8, 5], [5, 3]]
+
+
+def test_kernel_bound_replays_every_product_of_each_update(tmp_path: Path) -> None:
+    """benchmarks/kernel_bound.py: per model, the replayed kernels carry exactly the FLOPs the update counts, the
+    ceiling is their FLOPs over their time and the best peak, and the time outside them is the remainder."""
+    out = tmp_path / "kernel_bound.json"
+    subprocess.run(["python", "benchmarks/kernel_bound.py", "--tiny", "--batch-size", "4", "--steps", "1",
+                    "--warmup", "1", "--repeats", "1", "--gemm-size", "256", "--out", str(out)], cwd=ROOT,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True, capture_output=True, timeout=600)
+    data = json.loads(out.read_text())
+    assert set(data["models"]) == {"follower", "speaker", "msvae"}
+    assert len(data["gemm_peak_flops_per_s_samples"]) == 4
+    for r in data["models"].values():
+        update, kernels = r["update"], r["kernels"]
+        assert kernels["flops"] == update["flops_fwd_bwd"] > 0
+        assert kernels["flops"] == sum(v["flops"] for v in kernels["by_kind"].values())
+        assert kernels["seconds"] == pytest.approx(sum(v["seconds"] for v in kernels["by_kind"].values()))
+        assert kernels["calls_per_update"] >= kernels["distinct_calls"] >= len(kernels["top_calls"]) > 0
+        assert kernels["ceiling_fraction_of_best_gemm_peak"] == pytest.approx(
+            kernels["flops"] / kernels["seconds"] / data["best_gemm_peak_flops_per_s"])
+        assert r["seconds_outside_kernels"] == pytest.approx(update["seconds_per_update"] - kernels["seconds"])
+        times = [t["seconds"] for t in kernels["top_calls"]]
+        assert times == sorted(times, reverse=True)
+    assert data["models"]["msvae"]["kernels"]["by_kind"]["convolution"]["flops"] > 0

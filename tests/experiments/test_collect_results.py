@@ -247,6 +247,21 @@ def test_switch_tables_name_the_settings_and_give_both_peaks(tmp_path):
     assert peaks[2:] == ["| new.json | 1234567 | 9.0 / 10.0 | 19.0 / 20.0 | msvae | 0.4000 | 0.50 | 0.25 |"]
 
 
+def test_kernel_bound_table_puts_each_update_beside_its_kernels(tmp_path):
+    kinds = {"convolution": {"fraction_of_best_gemm_peak": 0.8}, "matmul": {"fraction_of_best_gemm_peak": 0.65},
+             "attention": {"fraction_of_best_gemm_peak": None}}
+    data = {"torch_threads": 1, "best_gemm_peak_flops_per_s": 200e9, "models": {"msvae": {
+        "update": {"seconds_per_update": 0.5, "fraction_of_best_gemm_peak": 0.55},
+        "kernels": {"seconds": 0.375, "ceiling_fraction_of_best_gemm_peak": 0.7333, "by_kind": kinds},
+        "seconds_outside_kernels": 0.125}}}
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "kb.json").write_text(json.dumps(data))
+    lines = collect_results.table_kernel_bound("benchmarks", "kb", tmp_path)
+    assert "best GEMM peak 200 GFLOP/s" in lines[0]
+    assert lines[2:] == ["| msvae | 0.5000 (0.55) | 0.3750 (0.73) | 0.80 | 0.65 | - | 0.1250 |"]
+    assert collect_results.TABLES["kernel_bound"] is collect_results.table_kernel_bound
+
+
 def test_train_step_profile_table_sums_the_kinds_and_rates_each(tmp_path):
     data = train_step_json("no", (0.3, 0.4, 1.2))
     data["gemm_peak_flops_per_s"] = 100e9
