@@ -8,11 +8,12 @@ For each model (follower, speaker, MS-VAE; App. D sizes unless `--tiny`) on ONE 
 the inputs of every operator that does counted FLOPs (those of `torch.utils.flop_counter`'s registry, with
 `benchmarks/flops.py`'s additions: matrix products, convolutions, attention kernels), with their shapes,
 strides and arguments. Each distinct call is then replayed alone, `--repeats` times after one warm-up (the
-median kept), and its time multiplied by how often the update makes it. The sum is the time the update's
-kernels need by themselves, with warm caches and nothing between them: a lower bound on the update's time for
-these kernels, and so FLOPs / that time / the peak is a ceiling on the fraction of the GEMM peak the update can
-reach while it is made of these operators. Beside it: the update's own time (`train_step.time_updates`, Adam
-step included) and the time outside the kernels (the difference). The peaks are sampled as train_step.py does
+median kept; a call's time includes its own dispatch, a few microseconds), and its time multiplied by how
+often the update makes it. The sum is the time the update's kernels need by themselves, with warm caches and
+nothing between them: a lower bound on the update's time for these kernels, and so FLOPs / that time / the
+peak is a ceiling on the fraction of the GEMM peak the update can reach while it is made of these operators.
+Beside it: the update's own time (`train_step.time_updates`, Adam step included) and the time outside the
+kernels (the difference). The peaks are sampled as train_step.py does
 (before the models and after each; torch.matmul's and oneDNN's). Per model the JSON lists the operators that
 take the most kernel time, with their shapes, calls per update and achieved rate.
 """
