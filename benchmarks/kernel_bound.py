@@ -13,9 +13,9 @@ often the update makes it. The sum is the time the update's kernels need by them
 nothing between them: a lower bound on the update's time for these kernels, and so FLOPs / that time / the
 peak is a ceiling on the fraction of the GEMM peak the update can reach while it is made of these operators.
 Beside it: the update's own time (`train_step.time_updates`, Adam step included) and the time outside the
-kernels (the difference). The peaks are sampled as train_step.py does
-(before the models and after each; torch.matmul's and oneDNN's). Per model the JSON lists the operators that
-take the most kernel time, with their shapes, calls per update and achieved rate.
+kernels (the difference). The peaks are sampled as train_step.py does (before the models and after each;
+torch.matmul's and oneDNN's). Per model the JSON lists the operators that take the most kernel time, with their
+shapes, calls per update and achieved rate.
 """
 
 from __future__ import annotations
