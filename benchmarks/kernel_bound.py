@@ -39,7 +39,8 @@ from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, Spe
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 from msvae_hf.training import provenance, retain_freed_memory
 
-KINDS = ("convolution", "matmul", "attention")
+KINDS = ("convolution", "matmul", "attention", "other")
+"""flops.op_kind's kinds; a FLOP-counted operator outside the first three (none in these models) counts as other."""
 
 
 def _copy(t: torch.Tensor) -> torch.Tensor:
