@@ -30,10 +30,9 @@ from typing import Any
 import torch
 from flops import count_flops
 from report import write_report
-from train_step import TINY, add_fractions, gemm_peaks, load_batches, peak_summary
+from train_step import add_fractions, gemm_peaks, load_batches, model_batch, peak_summary, three_models
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
-from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
 from msvae_hf.linear import onednn_linear
 from msvae_hf.modules import length_groups
 from msvae_hf.tokenization_msvae import MSVAETokenizer
@@ -97,12 +96,8 @@ def main() -> None:
     tok = MSVAETokenizer.from_grammar()
     batches = load_batches(args, tok, args.batches)
     paired, unpaired = batches[0]
-    extra = {**(TINY if args.tiny else {}), "vocab_size": len(tok)}
-    models = {
-        "follower": (FollowerModel(FollowerConfig(**extra)), [p for p, _ in batches]),
-        "speaker": (SpeakerModel(SpeakerConfig(**extra)), [p for p, _ in batches]),
-        "msvae": (MSVAEModel(MSVAEConfig(**extra)), [{**p, **u} for p, u in batches]),
-    }
+    models = {name: (model, [model_batch(name, p, u) for p, u in batches])
+              for name, model in three_models(tok, args.tiny).items()}
     peaks = [gemm_peaks(args.gemm_size, 10, device)]
     results: dict[str, Any] = {
         "switch": args.switch, "settings": list(SWITCHES[args.switch][1]),

@@ -32,10 +32,9 @@ from report import write_report
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
-from train_step import TINY, add_fractions, gemm_peaks, load_batches, peak_summary, time_updates
+from train_step import add_fractions, gemm_peaks, load_batches, model_batch, peak_summary, three_models, time_updates
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
-from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 from msvae_hf.training import provenance, retain_freed_memory
 
@@ -159,12 +158,8 @@ def main() -> None:
     retain_freed_memory()
     tok = MSVAETokenizer.from_grammar()
     (paired, unpaired), = load_batches(args, tok)
-    extra = {**(TINY if args.tiny else {}), "vocab_size": len(tok)}
-    models = {
-        "follower": (FollowerModel(FollowerConfig(**extra)), paired),
-        "speaker": (SpeakerModel(SpeakerConfig(**extra)), paired),
-        "msvae": (MSVAEModel(MSVAEConfig(**extra)), {**paired, **unpaired}),
-    }
+    models = {name: (model, model_batch(name, paired, unpaired))
+              for name, model in three_models(tok, args.tiny).items()}
     peaks = [gemm_peaks(args.gemm_size, 10, device)]
     results: dict[str, Any] = {
         "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),

@@ -88,6 +88,18 @@ def _collate_batches(tok: MSVAETokenizer, paired: Dataset, unpaired: Dataset, ba
             for k in range(count)]
 
 
+def three_models(tok: MSVAETokenizer, tiny: bool = False) -> dict[str, torch.nn.Module]:
+    """The follower, the speaker and MS-VAE (App. D sizes unless ``tiny``), built in that order."""
+    extra = {**(TINY if tiny else {}), "vocab_size": len(tok)}
+    return {"follower": FollowerModel(FollowerConfig(**extra)), "speaker": SpeakerModel(SpeakerConfig(**extra)),
+            "msvae": MSVAEModel(MSVAEConfig(**extra))}
+
+
+def model_batch(name: str, paired: dict, unpaired: dict) -> dict:
+    """What model ``name`` trains on: the paired batch, and for MS-VAE the unpaired batch beside it."""
+    return {**paired, **unpaired} if name == "msvae" else paired
+
+
 def as_unpaired(batch: dict) -> dict:
     """A collated batch's trajectories under the ``unpaired_`` keys MS-VAE's forward takes."""
     return {f"unpaired_{k}": v for k, v in batch.items() if k not in ("input_ids", "attention_mask")}
@@ -228,14 +240,8 @@ def main() -> None:
     torch.manual_seed(0)
     tok = MSVAETokenizer.from_grammar()
     (paired, unpaired), = load_batches(args, tok)
-    extra = {**(TINY if args.tiny else {}), "vocab_size": len(tok)}
-    models = {
-        "follower": FollowerModel(FollowerConfig(**extra)),
-        "speaker": SpeakerModel(SpeakerConfig(**extra)),
-        "msvae": MSVAEModel(MSVAEConfig(**extra)),
-    }
-    batches = {"follower": paired, "speaker": paired, "msvae": {**paired, **unpaired}}
-    batches = {name: {k: v.to(device) for k, v in b.items()} for name, b in batches.items()}
+    models = three_models(tok, args.tiny)
+    batches = {name: {k: v.to(device) for k, v in model_batch(name, paired, unpaired).items()} for name in models}
     dtype = torch.bfloat16 if args.mixed_precision == "bf16" else torch.float32
     peaks = [gemm_peaks(args.gemm_size, 10, device, dtype)]
     results: dict[str, Any] = {
