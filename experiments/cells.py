@@ -33,6 +33,8 @@ QUESTIONS = {
     "pretraining": "speaker pre-training and self-training: where do unpaired trajectories raise BLEU?",
     "budget": "would more updates close the gap to the paper's SR? (Table 2's follower rows at 4000 updates; "
               "GoToSeqLocal's + V and Table 3 rows too; on BossLocal, the paper's batch and unpaired pool)",
+    "objective_scale": "which reduction of the objective's terms makes App. D's weights behave as the paper says? "
+                       "(docs/design.md, \"Loss scale\": the \"sum\" rows msvae*, the \"mean\" rows mean_msvae*)",
     "tables": "every run's numbers in one table, and the validation curves",
 }
 
@@ -183,12 +185,28 @@ class Cell:
     whole budget from the start is the same run, for where that one is not on this machine)"""
 
 
+#: The objective's scale on both levels (model config ``loss_reduction``): App. D's statements (gamma 1 against
+#: 100, beta 1 against 0.1, alpha 1/2 against 1/20), one seed as the paper's preliminary runs, under each reading
+#: (``msvae*``: "sum", the default; ``mean_msvae*``: "mean"), and Table 2's MS-VAE rows under "mean".
+READING_ROWS: dict[str, Row] = {
+    "msvae_gamma1": Row("MS-VAE full, gamma = 1", "objective_scale", BASELINES, (0,)),
+    "msvae_beta1": Row("MS-VAE full, beta = 1", "objective_scale", BASELINES, (0,)),
+    "msvae_alpha05": Row("MS-VAE full, alpha = 1/2", "objective_scale", BASELINES, (0,)),
+    "mean_msvae_paired": Row("MS-VAE, paired only (mean reading)", "objective_scale", BASELINES),
+    "mean_msvae_v": Row("MS-VAE + V (mean reading)", "objective_scale", BASELINES),
+    "mean_msvae": Row("MS-VAE full (+ V + D') (mean reading)", "objective_scale", BASELINES),
+    "mean_msvae_gamma1": Row("MS-VAE full, gamma = 1 (mean reading)", "objective_scale", BASELINES, (0,)),
+    "mean_msvae_beta1": Row("MS-VAE full, beta = 1 (mean reading)", "objective_scale", BASELINES, (0,)),
+    "mean_msvae_alpha05": Row("MS-VAE full, alpha = 1/2 (mean reading)", "objective_scale", BASELINES, (0,)),
+}
+
+
 def level_rows(level: str) -> dict[str, Row]:
-    """Every row of ``level``'s study, by config name."""
+    """Every row of ``level``'s study, by config name (a level's own rows over the shared ones)."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; known: {sorted(LEVELS)}")
     extra = BOSSLOCAL_ROWS if level == "bosslocal" else GOTOSEQLOCAL_ROWS
-    return {**TABLE_ROWS, **BUDGET_ROWS, **extra}
+    return {**TABLE_ROWS, **BUDGET_ROWS, **READING_ROWS, **extra}
 
 
 def run_dir(level: str, row: str, seed: int) -> Path:

@@ -11,6 +11,8 @@ from transformers import PreTrainedConfig
 
 ATTENTION_KINDS = ("none", "attention", "bottleneck")
 PRIOR_KINDS = ("autoregressive", "normal")
+#: How each term of the objective is reduced (``msvae_hf/losses.py``; docs/design.md, "Loss scale").
+LOSS_REDUCTIONS = ("sum", "mean")
 
 
 @strict(accept_kwargs=True)
@@ -73,6 +75,9 @@ class MSVAEConfig(PreTrainedConfig):
     unpaired_trains_action_decoder: bool = True
     swd_projections: int = 50
     swd_p: int = 2
+    # How each term is reduced (the paper does not say; docs/design.md, "Loss scale"): "sum" over the sequence's
+    # real positions and over the latent's K tokens x D dimensions, or "mean" over them (cross-entropy's default).
+    loss_reduction: str = "sum"
 
     def __post_init__(self, **kwargs):
         self.obs_shape = list(self.obs_shape)
@@ -123,6 +128,10 @@ class MSVAEConfig(PreTrainedConfig):
             raise ValueError(
                 f"MSVAEConfig.follower_attention must be one of {ATTENTION_KINDS}, got {self.follower_attention!r}"
             )
+        if self.loss_reduction not in LOSS_REDUCTIONS:
+            raise ValueError(
+                f"MSVAEConfig.loss_reduction must be one of {LOSS_REDUCTIONS}, got {self.loss_reduction!r}"
+            )
         if self.prior not in PRIOR_KINDS:
             raise ValueError(f"MSVAEConfig.prior must be one of {PRIOR_KINDS}, got {self.prior!r}")
         if len(self.obs_shape) != 3 or self.obs_shape[-1] != 3:
@@ -158,4 +167,4 @@ class SpeakerConfig(MSVAEConfig):
     model_type = "msvae_speaker"
 
 
-__all__ = ["MSVAEConfig", "FollowerConfig", "SpeakerConfig", "ATTENTION_KINDS", "PRIOR_KINDS"]
+__all__ = ["MSVAEConfig", "FollowerConfig", "SpeakerConfig", "ATTENTION_KINDS", "PRIOR_KINDS", "LOSS_REDUCTIONS"]

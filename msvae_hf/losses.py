@@ -1,8 +1,15 @@
 """The MS-VAE objective, one function per term (paper Eq. 1, 3, 9, 10; App. A, B).
 
-Conventions: every term is per sample (a tensor [B]); log-likelihoods are summed over the sequence
-(a proper ELBO of the whole trajectory / instruction) and KLs over the K tokens and D dimensions.
-:func:`msvae_loss` averages over the batch, as Eq. 10's expectations over D_p and D_u.
+Conventions: every term is per sample (a tensor [B]). The paper does not say how a term is reduced over a
+sequence or the latent; ``reduction`` (the config's ``loss_reduction``) picks one of two readings:
+
+- ``"sum"``: log-likelihoods summed over the sequence's real positions (a proper ELBO of the whole trajectory /
+  instruction), KLs summed over the K tokens and D dimensions;
+- ``"mean"``: log-likelihoods averaged over the sequence's real positions (cross-entropy's default, per
+  sequence), KLs averaged over the K tokens and D dimensions.
+
+D' (App. B) is the same under both, as printed. :func:`msvae_loss` averages over the batch, as Eq. 10's
+expectations over D_p and D_u.
 """
 
 from __future__ import annotations
@@ -11,14 +18,26 @@ import torch
 import torch.nn.functional as F
 
 
-def sequence_log_likelihood(logits: torch.Tensor, targets: torch.Tensor, positions) -> torch.Tensor:
-    """log p(x | z) = sum_t log p(x_t | ...) over the real positions of each sequence -> [B].
+def reduce_sequence(total: torch.Tensor, length: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
+    """A per-sequence sum over real positions [..., B] as ``reduction`` reads it: itself (``"sum"``), or divided
+    by the sequence's ``length``, its count of real positions (``"mean"``; an empty sequence counts 1)."""
+    if reduction == "sum":
+        return total
+    if reduction == "mean":
+        return total / length.to(total.dtype).clamp(min=1)
+    raise ValueError(f"loss_reduction must be 'sum' or 'mean', got {reduction!r}")
+
+
+def sequence_log_likelihood(logits: torch.Tensor, targets: torch.Tensor, positions, reduction: str = "sum"
+                            ) -> torch.Tensor:
+    """log p(x | z) = sum_t log p(x_t | ...) over the real positions of each sequence -> [B] (``"mean"``: the
+    average over them).
 
     ``positions`` (a :class:`~msvae_hf.modules.RealPositions` of the [B, S] mask) names the real positions,
     ``logits`` [N, V] are theirs only (the layers skip padding) and ``targets`` [B, S] are padded.
     """
     logp = -F.cross_entropy(logits.float(), positions.gather(targets), reduction="none")
-    return positions.sum_rows(logp)
+    return reduce_sequence(positions.sum_rows(logp), positions.lengths(), reduction)
 
 
 def reparameterize(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
@@ -34,14 +53,27 @@ def gaussian_kl(
     return kl.sum(dim=-1)
 
 
-def kl_to_prior(mean_q: torch.Tensor, logvar_q: torch.Tensor, prior, z: torch.Tensor) -> torch.Tensor:
-    """-B_m = KL[q(z|x_m) || p(z)] (App. A), summed over tokens: [B].
+def reduce_latent(kl_per_token: torch.Tensor, latent_dim: int, reduction: str = "sum") -> torch.Tensor:
+    """KL per token [..., K] (summed over D) -> per sample [...]: the sum over the K tokens, or (``"mean"``) the
+    average over the K tokens and ``latent_dim`` dimensions."""
+    total = kl_per_token.sum(dim=-1)
+    if reduction == "sum":
+        return total
+    if reduction == "mean":
+        return total / (kl_per_token.shape[-1] * latent_dim)
+    raise ValueError(f"loss_reduction must be 'sum' or 'mean', got {reduction!r}")
+
+
+def kl_to_prior(mean_q: torch.Tensor, logvar_q: torch.Tensor, prior, z: torch.Tensor, reduction: str = "sum"
+                ) -> torch.Tensor:
+    """-B_m = KL[q(z|x_m) || p(z)] (App. A), summed over tokens (``"mean"``: averaged over tokens and
+    dimensions): [B].
 
     For N(0, I) this is the closed form. For the autoregressive prior p(z) = prod_k p(z_k | z_<k) it is
     sum_k KL[q(z_k|x) || p(z_k | z_<k)], analytic per token given the sampled z_<k.
     """
     mean_p, logvar_p = prior(z)
-    return gaussian_kl(mean_q, logvar_q, mean_p, logvar_p).sum(dim=-1)
+    return reduce_latent(gaussian_kl(mean_q, logvar_q, mean_p, logvar_p), mean_q.shape[-1], reduction)
 
 
 def paired_elbo(

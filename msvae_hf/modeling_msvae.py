@@ -186,7 +186,7 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
             logits = torch.func.functional_call(self.action_decoder, weights, (states, z, None, steps))
         else:
             logits = self.action_decoder.logits(states, z, None, steps)
-        return sequence_log_likelihood(logits, actions, steps)
+        return sequence_log_likelihood(logits, actions, steps, self.config.loss_reduction)
 
     def _instruction_log_likelihood(self, zs: list[torch.Tensor], input_ids, attention_mask) -> list[torch.Tensor]:
         """log p(y | z) = sum_l log p(y_l | z, y_<l) (Sec. 3.1), teacher forced, for each z of ``zs`` (each
@@ -251,11 +251,11 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
             ])
         else:
             a_1_all = self._action_log_likelihood(states, z_tau, actions, trajectory_mask)
-        b_1_all = -kl_to_prior(mean_tau, logvar_tau, self.prior, z_tau)
+        b_1_all = -kl_to_prior(mean_tau, logvar_tau, self.prior, z_tau, self.config.loss_reduction)
         a_1, b_1 = a_1_all[p], b_1_all[p]
         c_2 = self._action_log_likelihood(states[p], z_y, actions[p], trajectory_mask[p])
         a_2, c_1 = self._instruction_log_likelihood([z_y, z_tau[p]], input_ids, attention_mask)
-        b_2 = -kl_to_prior(mean_y, logvar_y, self.prior, z_y)
+        b_2 = -kl_to_prior(mean_y, logvar_y, self.prior, z_y, self.config.loss_reduction)
         betas = self.config.betas
         j_bar = paired_elbo((a_1, a_2), (b_1, b_2), (c_1, c_2), betas)
 

@@ -186,7 +186,8 @@ class FollowerMixin:
         states = self.action_decoder.states(features, actions, trajectory_mask)
         steps = RealPositions(trajectory_mask)
         logits = self.action_decoder.logits(states, memory, memory_mask, steps)
-        return sequence_log_likelihood(logits, actions, steps), steps.scatter(logits)
+        ll = sequence_log_likelihood(logits, actions, steps, self.config.loss_reduction)
+        return ll, steps.scatter(logits)
 
     def policy(self, tokenizer=None, greedy: bool = True, seed: int | None = None) -> FollowerPolicy:
         """A :class:`~msvae_hf.rollout.RolloutPolicy` for online control (reset / act with recurrent state)."""
@@ -301,7 +302,8 @@ class SpeakerMixin:
         if copies > 1:
             tokens = tokens.repeat(copies)
         targets = input_ids[:, 1:].repeat(copies, 1)
-        return sequence_log_likelihood(logits, targets, tokens), tokens.scatter(logits)
+        ll = sequence_log_likelihood(logits, targets, tokens, self.config.loss_reduction)
+        return ll, tokens.scatter(logits)
 
     def prepare_inputs_for_generation(self, input_ids, cache=None, memory=None, memory_mask=None, **kwargs):
         """Feed only the tokens the cache has not seen, with the trajectory memory (expanded per beam)."""

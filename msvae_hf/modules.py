@@ -80,6 +80,10 @@ class RealPositions:
         """[N] -> [B]: the sum over each row's real positions."""
         return x.new_zeros(self.batch_size).index_add(0, self.rows, x)
 
+    def lengths(self) -> torch.Tensor:
+        """[B]: each row's count of real positions."""
+        return torch.bincount(self.rows, minlength=self.batch_size)
+
     @functools.cached_property
     def groups(self) -> LengthGroups:
         """These positions' rows in groups of similar length (:class:`LengthGroups`), built once."""

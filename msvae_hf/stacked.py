@@ -29,7 +29,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .losses import gaussian_kl, msvae_loss, paired_elbo, projected_wasserstein, unpaired_elbo
+from .losses import (
+    gaussian_kl,
+    msvae_loss,
+    paired_elbo,
+    projected_wasserstein,
+    reduce_latent,
+    reduce_sequence,
+    unpaired_elbo,
+)
 from .modeling_msvae import MSVAEModel
 from .modules import gru_update, lstm_update
 
@@ -227,7 +235,7 @@ class StackedMSVAE(nn.Module):
             out = _gru(previous, *self._rnn("prior.gru", ""))
             mean_p, logvar_p = _linear(out, self.p("prior.head.weight"), self.p("prior.head.bias")).chunk(2, -1)
             logvar_p = logvar_p.clamp(-10.0, 10.0)
-        return gaussian_kl(mean, logvar, mean_p, logvar_p).sum(-1)
+        return reduce_latent(gaussian_kl(mean, logvar, mean_p, logvar_p), mean.shape[-1], self.config.loss_reduction)
 
     def _action_states(self, features, actions, mask) -> torch.Tensor:
         """h'_t of the action decoder's LSTM: [R, B, T, H] (padding comes last, so never reaches a real step)."""
@@ -245,7 +253,7 @@ class StackedMSVAE(nn.Module):
         hidden = torch.tanh(_linear(torch.cat([context, states], -1), self.p("action_decoder.head.0.weight"),
                                     self.p("action_decoder.head.0.bias")))
         logits = _linear(hidden, self.p("action_decoder.head.2.weight"), self.p("action_decoder.head.2.bias"))
-        return _masked_log_likelihood(logits, actions, mask)
+        return _masked_log_likelihood(logits, actions, mask, self.config.loss_reduction)
 
     def _instruction_log_likelihood(self, z, ids, mask) -> torch.Tensor:
         """log p(y | z) (Eq. 6): the two-layer transformer decoder, teacher forced -> [R, B]."""
@@ -277,7 +285,7 @@ class StackedMSVAE(nn.Module):
             x = x + lin("mlp.2", F.gelu(lin("mlp.0", norm("norm3", x))))
         x = _layer_norm(x, self.p(f"{prefix}.norm.weight"), self.p(f"{prefix}.norm.bias"))
         logits = _linear(x, self.p(f"{prefix}.lm_head.weight"), self.p(f"{prefix}.lm_head.bias"))
-        return _masked_log_likelihood(logits, ids[..., 1:], mask[..., 1:])
+        return _masked_log_likelihood(logits, ids[..., 1:], mask[..., 1:], self.config.loss_reduction)
 
     def _rnn(self, prefix: str, suffix: str) -> tuple[torch.Tensor, ...]:
         return tuple(self.p(f"{prefix}.{kind}_l0{suffix}") for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
@@ -350,10 +358,12 @@ def _merge_heads(x: torch.Tensor, runs: int) -> torch.Tensor:
     return x.transpose(1, 2).reshape(runs, rb // runs, n, heads * dh)
 
 
-def _masked_log_likelihood(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """sum over real positions of log p(target): logits [R, B, S, V] -> [R, B]."""
+def _masked_log_likelihood(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, reduction: str
+                           ) -> torch.Tensor:
+    """log p(target) over real positions, reduced as :func:`~msvae_hf.losses.reduce_sequence`: logits
+    [R, B, S, V] -> [R, B]."""
     logp = -F.cross_entropy(logits.float().flatten(0, 2), targets.flatten(), reduction="none")
-    return (logp.view(targets.shape) * mask.to(logp.dtype)).sum(-1)
+    return reduce_sequence((logp.view(targets.shape) * mask.to(logp.dtype)).sum(-1), mask.sum(-1), reduction)
 
 
 def _cat_time(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:

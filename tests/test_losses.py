@@ -12,13 +12,14 @@ import torch
 from scipy.stats import wasserstein_distance
 from torch.distributions import Independent, Normal, kl_divergence
 
-from msvae_hf.configuration_msvae import MSVAEConfig
+from msvae_hf.configuration_msvae import LOSS_REDUCTIONS, MSVAEConfig
 from msvae_hf.losses import (
     domain_distance,
     gaussian_kl,
     kl_to_prior,
     msvae_loss,
     paired_elbo,
+    reduce_latent,
     sequence_log_likelihood,
     sliced_wasserstein,
     unpaired_elbo,
@@ -157,6 +158,36 @@ def test_sequence_log_likelihood_sums_the_real_positions_of_each_row() -> None:
     expected = [np.log(0.5) + np.log(0.75), np.log(0.1)]
     got = sequence_log_likelihood(logits, targets, RealPositions(mask))
     assert got.tolist() == pytest.approx(expected, rel=1e-6)
+
+
+def test_sequence_log_likelihood_mean_averages_the_real_positions_of_each_row() -> None:
+    """loss_reduction "mean": the same two rows, each averaged over its own real steps (2 and 1)."""
+    targets, mask = torch.tensor([[0, 1, 1], [1, 0, 0]]), torch.tensor([[1, 1, 0], [1, 0, 0]])
+    logits = torch.log(torch.tensor([[0.5, 0.5], [0.25, 0.75], [0.9, 0.1]]))
+    expected = [(np.log(0.5) + np.log(0.75)) / 2, np.log(0.1)]
+    got = sequence_log_likelihood(logits, targets, RealPositions(mask), reduction="mean")
+    assert got.tolist() == pytest.approx(expected, rel=1e-6)
+    packed = sequence_log_likelihood(logits[[0, 2, 1]], targets, RealPositions(mask, packed=True), reduction="mean")
+    assert packed.tolist() == pytest.approx(expected, rel=1e-6)  # the packed order counts the same steps
+
+
+def test_kl_to_prior_mean_averages_tokens_and_dimensions() -> None:
+    """loss_reduction "mean": KL[q || N(0, I)] averaged over the K x D entries, by torch.distributions."""
+    prior = LatentPrior(MSVAEConfig(prior="normal", **TINY))
+    mq, lq, _, _ = _gaussians((3, 4, 8), seed=1)
+    z = torch.randn(3, 4, 8, dtype=torch.float64)
+    per_entry = kl_divergence(Normal(mq, (0.5 * lq).exp()), Normal(torch.zeros_like(mq), torch.ones_like(mq)))
+    torch.testing.assert_close(kl_to_prior(mq, lq, prior, z, reduction="mean"), per_entry.mean(dim=(1, 2)))
+
+
+@pytest.mark.parametrize("reduction", ["avg", "none", None])
+def test_an_unknown_reduction_is_refused(reduction) -> None:
+    positions = RealPositions(torch.ones(1, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match="loss_reduction must be 'sum' or 'mean'"):
+        sequence_log_likelihood(torch.zeros(2, 3), torch.zeros(1, 2, dtype=torch.long), positions, reduction)
+    with pytest.raises(ValueError, match="loss_reduction must be 'sum' or 'mean'"):
+        reduce_latent(torch.zeros(1, 4), 8, reduction)
+    assert LOSS_REDUCTIONS == ("sum", "mean")  # what the config accepts is what these functions take
 
 
 def test_paired_elbo_eq9_closed_form() -> None:

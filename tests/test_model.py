@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from torch.distributions import Normal, kl_divergence
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and Local levels)
@@ -259,6 +260,47 @@ def test_msvae_loss_with_beta_per_modality(tok: MSVAETokenizer, mean_z: None) ->
     j_bar = 0.5 * (out.a_1 + 0.01 * out.b_1 + out.c_1 + out.a_2 + 0.5 * out.b_2 + out.c_2)
     v = out.a_1_unpaired + 0.01 * out.b_1_unpaired
     torch.testing.assert_close(out.j_bar, j_bar)
+    torch.testing.assert_close(out.loss, -j_bar.mean() - 3.0 * v.mean() + 0.25 * out.domain_distance)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_msvae_terms_under_each_loss_reduction(tok: MSVAETokenizer, mean_z: None, reduction: str) -> None:
+    """Each loss_reduction against an independent computation on a fixed batch: A_2 and C_1 from the decoder's
+    padded logits (log-softmax, mask, sum or mean over each instruction's real tokens), B_2 from
+    torch.distributions against the prior given z, each entry summed or averaged over K x D; A_1 and C_2 are
+    the "sum" model's divided by each trajectory's length under "mean"; J-bar, V and the loss recombined."""
+    batch, extra = real_batch(tok), real_batch(tok, lengths=(7, 3), seed=1)
+    model = build("msvae", tok, loss_reduction=reduction, gamma=3.0, alpha=0.25)
+    summed = build("msvae", tok, loss_reduction="sum")
+    with torch.no_grad():
+        torch.manual_seed(1)  # the same random projections for D' in both
+        out = model(**batch, **unpaired(extra), reduction="none")
+        torch.manual_seed(1)
+        ref = summed(**batch, **unpaired(extra), reduction="none")
+        ids, mask = batch["input_ids"], batch["attention_mask"][:, 1:].bool()
+        logp = {}
+        for name, z in (("a_2", out.instruction_mean), ("c_1", out.trajectory_mean[: len(LENGTHS)])):
+            logits = model.instruction_decoder(ids[:, :-1], z, None)
+            token_logp = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+            total = (token_logp * mask).sum(1)
+            logp[name] = total if reduction == "sum" else total / mask.sum(1)
+        mean_p, logvar_p = model.prior(out.instruction_mean)
+        entries = kl_divergence(Normal(out.instruction_mean, (0.5 * out.instruction_logvar).exp()),
+                                Normal(mean_p, (0.5 * logvar_p).exp()))
+    kl = entries.sum((1, 2)) if reduction == "sum" else entries.mean((1, 2))
+    torch.testing.assert_close(out.a_2, logp["a_2"], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.c_1, logp["c_1"], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.b_2, -kl, atol=1e-5, rtol=1e-5)
+    steps = batch["trajectory_mask"].sum(1).float() if reduction == "mean" else torch.ones(len(LENGTHS))
+    torch.testing.assert_close(out.a_1, ref.a_1 / steps, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.c_2, ref.c_2 / steps, atol=1e-5, rtol=1e-5)
+    unpaired_steps = extra["trajectory_mask"].sum(1).float() if reduction == "mean" else torch.ones(2)
+    torch.testing.assert_close(out.a_1_unpaired, ref.a_1_unpaired / unpaired_steps, atol=1e-5, rtol=1e-5)
+    j_bar = 0.5 * (out.a_1 + 0.1 * out.b_1 + out.c_1 + out.a_2 + 0.1 * out.b_2 + out.c_2)
+    v = out.a_1_unpaired + 0.1 * out.b_1_unpaired
+    torch.testing.assert_close(out.j_bar, j_bar)
+    torch.testing.assert_close(out.v, v)
+    torch.testing.assert_close(out.domain_distance, ref.domain_distance)  # D' as printed under both readings
     torch.testing.assert_close(out.loss, -j_bar.mean() - 3.0 * v.mean() + 0.25 * out.domain_distance)
 
 

@@ -48,7 +48,8 @@ def alone(model: MSVAEModel, batch: dict, generator: torch.Generator):
     return out
 
 
-@pytest.mark.parametrize("overrides", [{}, {"prior": "normal", "share_observation_encoder": False}])
+@pytest.mark.parametrize("overrides", [{}, {"prior": "normal", "share_observation_encoder": False},
+                                       {"loss_reduction": "mean"}])
 def test_every_run_gets_its_own_objective_and_gradients(tok: MSVAETokenizer, overrides: dict) -> None:
     runs = models(tok, **overrides)
     batches = [run_batches(tok, r) for r in range(len(runs))]
