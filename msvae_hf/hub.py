@@ -10,14 +10,19 @@ validated here (`ModelCard.validate` calls the Hub).
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
+import torch
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 from huggingface_hub.repocard import RepoCard
+from huggingface_hub.utils import validate_repo_id
+from safetensors import safe_open
 
 from .card_templates import template_path
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
@@ -109,12 +114,103 @@ RUN_FILES = ("results.json", "train_config.json", "best/config.json", "best/mode
 RUN_EXTRAS = ("results.json", "train_config.json", "command.txt")
 
 
+#: The folders of a run whose weights must all be finite before anything of it is pushed.
+CHECKED_WEIGHTS = ("best", "best_speaker")
+
+
+def check_finite_weights(folder: str | Path) -> None:
+    """Raise ``ValueError`` (one line: the folder, its first non-finite tensor, how many) when a tensor of
+    ``folder``'s ``*.safetensors`` holds NaN or inf, as a diverged run's weights do. Reads one tensor at a time."""
+    folder = Path(folder)
+    files = sorted(folder.glob("*.safetensors"))
+    bad: list[str] = []
+    total = 0
+    for path in files:
+        with safe_open(str(path), framework="pt") as weights:
+            for name in weights.keys():  # noqa: SIM118 (safe_open is not a Mapping)
+                total += 1
+                tensor = weights.get_tensor(name)
+                if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
+                    bad.append(name if len(files) == 1 else f"{path.name}:{name}")
+    if bad:
+        raise ValueError(f"{folder} holds non-finite weights: {len(bad)} of {total} tensors have NaN or inf, "
+                         f"first {bad[0]} (the run diverged); nothing pushed")
+
+
+def _training_roots(run_dir: Path, train_config: Mapping[str, Any]) -> list[PurePath]:
+    """The folders a run's absolute paths are shown relative to, first match first: the folder it was trained
+    from (``output_dir`` less the run's place in its repository), then the repository that holds the run here
+    (nearest parent with pyproject.toml or .git; else the run's parent folder)."""
+    run = Path(os.path.abspath(run_dir))
+    repo = next((p for p in run.parents if (p / "pyproject.toml").is_file() or (p / ".git").exists()), run.parent)
+    place = run.relative_to(repo).parts
+    out = PurePath(str(train_config.get("output_dir") or "."))
+    roots: list[PurePath] = []
+    if not out.is_absolute() and out.parts and run.parts[-len(out.parts):] == out.parts:
+        roots.append(PurePath(*run.parts[:-len(out.parts)]))  # trained from the folder that holds it here
+    elif out.is_absolute() and out.parts[-len(place):] == place:
+        roots.append(PurePath(*out.parts[:-len(place)]))  # trained (maybe elsewhere) from output_dir's repository
+    return [*roots, repo]
+
+
+def _relative_path(path: str, roots: Sequence[PurePath]) -> str:
+    """``path`` relative to the first root that holds it, else ``../``-relative to the first one; a path that
+    shares nothing but the filesystem root with it becomes ``<local>/NAME``. A relative path is kept."""
+    p = PurePath(path)
+    if not p.is_absolute():
+        return path
+    for root in roots:
+        if p == root or root in p.parents:
+            return p.relative_to(root).as_posix()
+    if os.path.commonpath([p, roots[0]]) != p.anchor:
+        return PurePath(os.path.relpath(p, roots[0])).as_posix()
+    return f"<local>/{p.name}"
+
+
+def _relative_values(value: Any, roots: Sequence[PurePath]) -> Any:
+    """``value`` (JSON) with every string that is an absolute path made relative (``_relative_path``)."""
+    if isinstance(value, Mapping):
+        return {key: _relative_values(item, roots) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_relative_values(item, roots) for item in value]
+    return _relative_path(value, roots) if isinstance(value, str) else value
+
+
+def _relative_command(text: str, roots: Sequence[PurePath]) -> str:
+    """Command line(s) with every absolute path argument (also ``--flag=PATH``) made relative; a line that
+    shlex cannot split has each whitespace-separated absolute path made relative instead."""
+    lines = []
+    for line in text.splitlines():
+        try:
+            tokens = shlex.split(line)
+        except ValueError:
+            lines.append(" ".join(_relative_path(word, roots) for word in line.split(" ")))
+            continue
+        relative = []
+        for token in tokens:
+            key, eq, value = token.partition("=")
+            relative.append(f"{key}={_relative_path(value, roots)}" if eq and not PurePath(key).is_absolute()
+                            else _relative_path(token, roots))
+        lines.append(line if relative == tokens else shlex.join(relative))
+    return "\n".join(lines)
+
+
+def _shown_config(run_dir: Path, train_config: Mapping[str, Any], dataset: str | None) -> dict[str, Any]:
+    """``train_config`` as pushed: absolute paths relative (``_training_roots``), ``demos`` the Hub ``dataset``
+    id when given."""
+    shown = _relative_values(dict(train_config), _training_roots(run_dir, train_config))
+    return {**shown, "demos": dataset} if dataset else shown
+
+
 def run_training_command(run_dir: str | Path) -> str:
-    """The command line(s) that trained the run: ``command.txt`` (one line per start or resume), or, for a
-    run that predates it, the equivalent ``--config train_config.json`` call (that file is pushed too)."""
-    path = Path(run_dir) / "command.txt"
+    """The command line(s) that trained the run, as pushed (absolute paths made relative to the folder it was
+    trained from): ``command.txt`` (one line per start or resume), or, for a run that predates it, the
+    equivalent ``--config train_config.json`` call (that file is pushed too)."""
+    run_dir = Path(run_dir)
+    path = run_dir / "command.txt"
     if path.is_file() and path.read_text(encoding="utf-8").strip():
-        return path.read_text(encoding="utf-8").strip()
+        config = json.loads((run_dir / "train_config.json").read_text(encoding="utf-8"))
+        return _relative_command(path.read_text(encoding="utf-8").strip(), _training_roots(run_dir, config))
     return "# command.txt absent: the run's exact settings are in train_config.json (pushed with the model)\n" \
         "python scripts/train.py --config train_config.json"
 
@@ -206,9 +302,10 @@ def _demo_stats(demos: str) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def _demos_section(demos: str) -> str:
-    """A short description of the run's demonstrations (``stats.json`` of scripts/make_demos.py), if present."""
-    lines = ["", "## Demonstrations", "", f"Trained on `{demos}` (see its README.md dataset card)."]
+def _demos_section(demos: str, shown: str, roots: Sequence[PurePath]) -> str:
+    """A short description of the run's demonstrations (``stats.json`` of scripts/make_demos.py beside the local
+    ``demos``, if present), named ``shown``, with the absolute paths of their command made relative."""
+    lines = ["", "## Demonstrations", "", f"Trained on `{shown}` (see its README.md dataset card)."]
     stats = _demo_stats(demos)
     if stats:
         lines += ["", f"Level {stats.get('level')}, dataset seed {stats.get('dataset_seed')}:", "",
@@ -217,7 +314,7 @@ def _demos_section(demos: str) -> str:
             lines.append(f"| {split} | {st.get('episodes')} | {_format(st.get('mean_steps', '-'))} | "
                          f"{_format(st.get('mean_words', '-'))} |")
         if stats.get("command"):
-            lines += ["", "Generated with:", "", "```bash", stats["command"], "```"]
+            lines += ["", "Generated with:", "", "```bash", _relative_command(str(stats["command"]), roots), "```"]
     return "\n".join(lines) + "\n"
 
 
@@ -230,20 +327,37 @@ def run_kind(train_config: Mapping[str, Any]) -> str:
 def render_run_card(run_dir: str | Path, repo_id: str = "<repo_id>", dataset: str | None = None) -> ModelCard:
     """The model card of a finished run: metrics from results.json (as a table and as model-index metadata),
     config from train_config.json, the training command (command.txt), and the demonstrations (``dataset``
-    names a Hub dataset id instead of the local demos path)."""
+    names a Hub dataset id instead of the demos path). No local absolute path is shown: each is made relative
+    to the folder the run was trained from (e.g. ``data/bosslocal_100k``)."""
     run_dir = Path(run_dir)
     results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     config = json.loads((run_dir / "train_config.json").read_text(encoding="utf-8"))
     kind = run_kind(config)
     model_config = json.loads((run_dir / "best" / "config.json").read_text(encoding="utf-8"))
-    dataset = dataset or str(config.get("demos"))
+    shown = _shown_config(run_dir, config, dataset)
     card = render_model_card(
-        {"train_config": config, "model_config": model_config}, run_metrics(results, config),
-        run_training_command(run_dir), dataset, kind, repo_id=repo_id,
-        eval_results=run_eval_results(results, config, dataset),
+        {"train_config": shown, "model_config": model_config}, run_metrics(results, config),
+        run_training_command(run_dir), str(shown.get("demos")), kind, repo_id=repo_id,
+        eval_results=run_eval_results(results, config, str(shown.get("demos"))),
     )
-    card.text += _demos_section(str(config.get("demos")))
+    card.text += _demos_section(str(config.get("demos")), str(shown.get("demos")), _training_roots(run_dir, config))
     return card
+
+
+def _relative_extras(run_dir: Path, stage: Path, dataset: str | None) -> None:
+    """Rewrite the staged copies of ``RUN_EXTRAS`` without local absolute paths (the run's own files stay)."""
+    config = json.loads((run_dir / "train_config.json").read_text(encoding="utf-8"))
+    roots = _training_roots(run_dir, config)
+    (stage / "train_config.json").write_text(json.dumps(_shown_config(run_dir, config, dataset), indent=2),
+                                             encoding="utf-8")
+    results = json.loads((stage / "results.json").read_text(encoding="utf-8"))
+    shown = _relative_values(results, roots)
+    if json.dumps(shown) != json.dumps(results):  # rewritten only where it names a local absolute path
+        (stage / "results.json").write_text(json.dumps(shown, indent=2), encoding="utf-8")
+    if (stage / "command.txt").is_file():
+        text = (stage / "command.txt").read_text(encoding="utf-8")
+        (stage / "command.txt").write_text(_relative_command(text, roots) + "\n" * text.endswith("\n"),
+                                           encoding="utf-8")
 
 
 def push_run(
@@ -258,8 +372,11 @@ def push_run(
     and command.txt to the Hub model repo ``repo_id``.
 
     The run directory is never modified: the files are staged in ``staging_dir`` (a temporary folder if None;
-    a given one must be empty or absent and is kept, e.g. for a dry run with a fake ``api``). A run without
-    ``best/`` or ``results.json`` is an error before anything is uploaded.
+    a given one must be empty or absent and is kept, e.g. for a dry run with a fake ``api``), and the staged
+    card, train_config.json, command.txt and results.json show absolute paths relative to the folder the run
+    was trained from (``dataset``, a Hub dataset id, replaces ``demos``). A run without ``best/`` or
+    ``results.json``, or whose ``best/`` or ``best_speaker/`` holds a NaN or inf weight, is an error before
+    anything is staged or uploaded.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -268,6 +385,14 @@ def push_run(
     if missing:
         raise FileNotFoundError(f"{run_dir} is not a finished run: missing {', '.join(missing)} "
                                 "(train it to the end with scripts/train.py first)")
+    if dataset is not None:
+        try:
+            validate_repo_id(dataset)
+        except ValueError as err:  # HFValidationError
+            raise ValueError(f"dataset {dataset!r} is not a Hub dataset id (user/name): {err}") from None
+    for name in CHECKED_WEIGHTS:
+        if (run_dir / name).is_dir():
+            check_finite_weights(run_dir / name)
     card = render_run_card(run_dir, repo_id, dataset)
     with tempfile.TemporaryDirectory(prefix="msvae-push-") as tmp:
         stage = Path(staging_dir) if staging_dir is not None else Path(tmp) / "repo"
@@ -279,12 +404,13 @@ def push_run(
         for name in RUN_EXTRAS:
             if (run_dir / name).is_file():
                 shutil.copy2(run_dir / name, stage / name)
+        _relative_extras(run_dir, stage, dataset)
         kind = run_kind(json.loads((run_dir / "train_config.json").read_text(encoding="utf-8")))
         return push_folder_to_hub(stage, repo_id, card=card, api=api, private=private,
                                   commit_message=f"Upload {kind} trained in {run_dir.name}")
 
 
 __all__ = [
-    "MODEL_KINDS", "render_model_card", "push_folder_to_hub",
+    "MODEL_KINDS", "render_model_card", "push_folder_to_hub", "check_finite_weights",
     "render_run_card", "run_kind", "run_metrics", "run_eval_results", "run_training_command", "push_run",
 ]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from safetensors import SafetensorError, safe_open
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
@@ -111,7 +112,8 @@ class MSVAEPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         """Load strictly: a checkpoint of another model type or with missing/unexpected weights is an error.
 
-        The tokenizer saved beside the weights is attached as ``model.tokenizer``.
+        The tokenizer saved beside the weights is attached as ``model.tokenizer``. A truncated or corrupt
+        safetensors file is an ``OSError`` naming the file (the safetensors error chained).
         """
         path = str(pretrained_model_name_or_path)
         config_file = os.path.join(path, "config.json")
@@ -124,7 +126,13 @@ class MSVAEPreTrainedModel(PreTrainedModel):
                     f"load it with transformers.AutoModel or the matching class"
                 )
         want_info = kwargs.pop("output_loading_info", False)
-        model, info = super().from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs)
+        try:
+            model, info = super().from_pretrained(
+                pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs
+            )
+        except SafetensorError as err:
+            broken = _broken_weights(path)
+            raise OSError(f"{broken} is incomplete or corrupt ({err}): save or download it again") from err
         problems = {k: sorted(v) for k, v in info.items() if k in ("missing_keys", "unexpected_keys") and v}
         if problems:
             raise ValueError(f"checkpoint {path} does not match {cls.__name__}'s config: {problems}")
@@ -168,6 +176,20 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         if tokenizer is None:
             raise ValueError("no tokenizer: pass tokenizer=... or attach one with `model.tokenizer = tok`")
         return tokenizer
+
+
+def _broken_weights(path: str) -> str:
+    """The first safetensors file of the folder ``path`` that does not open, else a description of the weights."""
+    if not os.path.isdir(path):
+        return f"the cached model.safetensors of {path}"
+    files = sorted(name for name in os.listdir(path) if name.endswith(".safetensors"))
+    for name in files:
+        try:
+            with safe_open(os.path.join(path, name), framework="pt"):
+                pass
+        except SafetensorError:
+            return os.path.join(path, name)
+    return os.path.join(path, files[0] if len(files) == 1 else "*.safetensors")
 
 
 class FollowerMixin:
@@ -233,6 +255,19 @@ class _GivenInstructions:
         return self.policy.act(observations, directions, env_ids)
 
 
+def _check_instructions(instructions: Sequence[str]) -> None:
+    """A policy's ``reset`` argument must be a non-empty list of non-blank strings (not one string)."""
+    if isinstance(instructions, str):
+        raise ValueError(f"reset() takes a list of instructions, got one string {instructions!r}: wrap it in a list")
+    if len(instructions) == 0:
+        raise ValueError("reset() got no instructions: pass one per episode")
+    for i, text in enumerate(instructions):
+        if not isinstance(text, str):
+            raise ValueError(f"instruction {i} is a {type(text).__name__}, not a string: {text!r}")
+        if not text.strip():
+            raise ValueError(f"instruction {i} is empty ({text!r}): every episode needs an instruction to follow")
+
+
 class FollowerPolicy:
     """Step-by-step control: ``reset(instructions)`` then ``act(obs, directions, env_ids)`` once per step.
 
@@ -243,9 +278,12 @@ class FollowerPolicy:
     def __init__(self, model, tokenizer, greedy: bool = True, seed: int | None = None) -> None:
         self.model, self.tokenizer, self.greedy = model, tokenizer, greedy
         self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        self.memory: torch.Tensor | None = None  # set by reset()
 
     @torch.no_grad()
     def reset(self, instructions: Sequence[str]) -> None:
+        """Start one episode per instruction; each must be a non-blank string."""
+        _check_instructions(instructions)
         model = self.model
         device = model.device
         enc = self.tokenizer(list(instructions), padding=True, return_tensors="pt")
@@ -259,6 +297,9 @@ class FollowerPolicy:
 
     @torch.no_grad()
     def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        """One action per live env: observations [n, 7, 7, 3], directions [n], env_ids [n] (batch positions)."""
+        if self.memory is None:
+            raise ValueError("act() before reset(): call reset(instructions) first")
         model = self.model
         device = model.device
         idx = torch.as_tensor(np.asarray(env_ids), dtype=torch.long, device=device)

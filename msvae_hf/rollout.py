@@ -78,6 +78,9 @@ class EpisodeResult:
         return record
 
 
+ACT_BEFORE_RESET = "act() before reset(): call reset(instructions) first"
+
+
 def evaluation_seeds(n: int, start: int = TEST_SEED_START) -> list[int]:
     """`n` fixed evaluation seeds from `start`, disjoint from the demonstrations' (`msvae_hf.envs.seeds`)."""
     return list(range(start, start + n))
@@ -95,12 +98,14 @@ class RandomPolicy:
             raise ValueError(f"num_actions must be 3 (left/right/forward) or 7 (all), got {num_actions}")
         self.num_actions = num_actions
         self._seeds = np.random.SeedSequence(seed)
-        self._rngs: list[np.random.Generator] = []
+        self._rngs: list[np.random.Generator] | None = None  # set by reset()
 
     def reset(self, instructions: Sequence[str]) -> None:
         self._rngs = [np.random.default_rng(s) for s in self._seeds.spawn(len(instructions))]
 
     def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        if self._rngs is None:
+            raise ValueError(ACT_BEFORE_RESET)
         return np.array([self._rngs[i].integers(self.num_actions) for i in env_ids], dtype=np.int64)
 
 
@@ -109,7 +114,7 @@ class BotPolicy:
 
     def __init__(self) -> None:
         self._envs: list[gym.Env] = []
-        self._bots: list[Any] = []
+        self._bots: list[Any] | None = None  # set by reset()
 
     def bind_envs(self, envs: Sequence[gym.Env]) -> None:
         self._envs = list(envs)
@@ -122,6 +127,8 @@ class BotPolicy:
         self._bots = [BabyAIBot(env) for env in self._envs]
 
     def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        if self._bots is None:
+            raise ValueError(ACT_BEFORE_RESET)
         return np.array([int(self._bots[i].replan()) for i in env_ids], dtype=np.int64)
 
 

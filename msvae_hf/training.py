@@ -48,11 +48,21 @@ from tqdm.auto import tqdm
 from .configuration_msvae import FollowerConfig, MSVAEConfig, SpeakerConfig
 from .data.collator import DemoCollator, for_loader, read_rows
 from .data.demos import load_demos, require_cell_codes
+from .envs.levels import resolve_level
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
 from .evaluation import evaluate_follower, evaluate_speaker
 from .metrics import smoothed_max
 from .modeling_baselines import FollowerModel, SpeakerModel
 from .modeling_msvae import MSVAEModel
+from .run_folder import (
+    RunFolderBusy,
+    RunLock,
+    check_finite_update,
+    config_differences,
+    is_empty_run_folder,
+    read_json,
+    writing,
+)
 from .tokenization_msvae import MSVAETokenizer
 
 MODEL_TYPES = {"follower": (FollowerModel, FollowerConfig), "speaker": (SpeakerModel, SpeakerConfig),
@@ -89,7 +99,7 @@ class TrainConfig:
     batch_size: int = 128
     """paired batch per process per micro-step"""
     unpaired_batch_size: int | None = None
-    """unpaired batch per process (MS-VAE); None: same as batch_size"""
+    """unpaired batch per process (MS-VAE); None (unset): same as batch_size"""
     learning_rate: float = 1e-3
     max_updates: int = 2000
     gradient_accumulation_steps: int = 1
@@ -121,16 +131,23 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.mixed_precision is False:  # YAML 1.1 reads a bare `mixed_precision: no` as false
             self.mixed_precision = "no"
+        check_field_types(self)
         if self.model_type not in MODEL_TYPES:
             raise ValueError(f"model_type must be one of {sorted(MODEL_TYPES)}, got {self.model_type!r}")
         if self.mixed_precision not in ("no", "bf16", "fp16"):
             raise ValueError(f"mixed_precision must be no, bf16 or fp16, got {self.mixed_precision!r}")
-        for name in ("batch_size", "max_updates", "gradient_accumulation_steps", "eval_every", "log_every",
-                     "checkpoint_every", "keep_checkpoints"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
-        if self.eval_workers < 0:
-            raise ValueError(f"eval_workers must be >= 0, got {self.eval_workers!r}")
+        for name in POSITIVE_FIELDS:
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive, got {value!r}" + (
+                    " (leave it unset for the default)" if name in OPTIONAL_POSITIVE_FIELDS else ""))
+        for name in ("seed", "eval_workers"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if not math.isfinite(self.learning_rate):
+            raise ValueError(f"learning_rate must be finite, got {self.learning_rate!r}")
+        if self.level is not None:
+            resolve_level(self.level)  # ValueError naming the level and the valid names
         known = {f.name for f in dataclasses.fields(MSVAEConfig)}
         unknown = sorted(set(self.model) - known)
         if unknown:
@@ -141,6 +158,30 @@ class TrainConfig:
             raise ValueError("init_follower / init_speaker initialise MS-VAE: set model_type: msvae")
         if self.init_from and (self.init_follower or self.init_speaker):
             raise ValueError("init_from starts from a whole saved model: leave init_follower / init_speaker unset")
+
+
+#: TrainConfig fields that must be > 0 (those of OPTIONAL_POSITIVE_FIELDS may also be unset: None).
+OPTIONAL_POSITIVE_FIELDS = ("num_paired", "num_unpaired", "unpaired_batch_size", "max_grad_norm", "threads")
+POSITIVE_FIELDS = ("batch_size", "learning_rate", "max_updates", "gradient_accumulation_steps", "eval_every",
+                   "eval_episodes", "eval_batch_size", "bleu_examples", "test_episodes", "log_every",
+                   "checkpoint_every", "keep_checkpoints", *OPTIONAL_POSITIVE_FIELDS)
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "text", bool: "true or false", dict: "a mapping"}
+
+
+def check_field_types(cfg: TrainConfig) -> None:
+    """ValueError naming the first field whose value is not of its annotated type ("batch_size must be an
+    integer, got 'abc'"); an integer is a number, a bool is not an integer."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        annotation = str(f.type)
+        if value is None and annotation.endswith("| None"):
+            continue
+        kind = {"int": int, "float": float, "str": str, "bool": bool, "dict": dict}[annotation.split(" |")[0]]
+        ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        if not ok:
+            raise ValueError(f"{f.name} must be {_TYPE_NAMES[kind]}, got {value!r}")
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -365,6 +406,60 @@ CONTINUE_MAY_CHANGE = ("output_dir", "max_updates", "resume", "continue_from", "
                        "eval_batch_size", "keep_checkpoints", "retain_freed_memory")
 
 
+#: TrainConfig fields ``--resume`` may change: how the run is executed, not what or how long it trains.
+RESUME_MAY_CHANGE = ("output_dir", "resume", "threads", "eval_workers", "eval_batch_size", "keep_checkpoints",
+                     "retain_freed_memory")
+
+
+def check_run_folder(cfg: TrainConfig) -> None:
+    """Whether ``cfg`` may train in its ``output_dir``, writing nothing: a new run needs it empty or absent, a
+    resume needs a checkpoint and the config the folder trained with (but :data:`RESUME_MAY_CHANGE`)."""
+    out = Path(cfg.output_dir)
+    if not cfg.resume:
+        if not is_empty_run_folder(out):
+            raise FileExistsError(f"{out} is not empty: pass --resume to continue its run or choose another "
+                                  "output_dir")
+        return
+    if not checkpoint_dirs(out):
+        raise FileNotFoundError(f"nothing to resume in {out}: it holds no checkpoint (checkpoints/step-*); "
+                                "run without --resume to start a new run in an empty or new output_dir")
+    if (out / "train_config.json").is_file():
+        saved = read_json(out / "train_config.json")
+        differ = config_differences(saved, dataclasses.asdict(cfg), RESUME_MAY_CHANGE)
+        if differ:
+            raise ValueError(f"--resume {out}: it trained with another config; " + "; ".join(differ)
+                             + " (resume with its own config, or --continue-from it into a new output_dir)")
+
+
+def claim_run_folder(cfg: TrainConfig, accelerator: Accelerator, command: str | None) -> RunLock | None:
+    """The main process's exclusive lock on ``output_dir`` (:class:`~msvae_hf.run_folder.RunLock`), the folder
+    checked again under it; a refusal reaches every process, so none is left waiting."""
+    lock, error = None, None
+    if accelerator.is_main_process:
+        try:
+            lock = RunLock(cfg.output_dir, command)
+            check_run_folder(cfg)
+        except (RunFolderBusy, ValueError, OSError) as err:
+            if lock is not None:
+                lock.release()
+            lock, error = None, err
+    if accelerator.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        box = [None if error is None else str(error)]
+        broadcast_object_list(box, from_process=0)
+        if box[0] is not None and error is None:
+            error = RunFolderBusy(box[0])
+    if error is not None:
+        raise error
+    return lock
+
+
+def scalar_terms(output: Any) -> dict[str, torch.Tensor]:
+    """The scalar tensors of a model output (the loss and, for MS-VAE, every term of Eq. 10), detached."""
+    return {k: v.detach() for k, v in output.items() if torch.is_tensor(v) and v.dim() == 0}
+
+
 def continuable_checkpoint(cfg: TrainConfig) -> Path:
     """The checkpoint of the finished run ``cfg.continue_from`` that ``cfg`` continues from; ValueError or
     FileNotFoundError naming what stands in the way (nothing is written).
@@ -376,9 +471,8 @@ def continuable_checkpoint(cfg: TrainConfig) -> Path:
     source = Path(cfg.continue_from)
     if not (source / "results.json").is_file() or not (source / "train_config.json").is_file():
         raise FileNotFoundError(f"continue_from {source} is not a finished run (results.json, train_config.json)")
-    saved = json.loads((source / "train_config.json").read_text())
-    differ = [f"{name}: {saved.get(name)!r} there, {value!r} here" for name, value in dataclasses.asdict(cfg).items()
-              if name not in CONTINUE_MAY_CHANGE and saved.get(name) != value]
+    saved = read_json(source / "train_config.json")
+    differ = config_differences(saved, dataclasses.asdict(cfg), CONTINUE_MAY_CHANGE)
     if differ:
         raise ValueError(f"continue_from {source} trained with another config; " + "; ".join(differ))
     finished = json.loads((source / "results.json").read_text())["updates"]
@@ -418,9 +512,11 @@ def save_checkpoint(accelerator: Accelerator, output_dir: str, state: dict, keep
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))
+    with writing(tmp):
+        accelerator.save_state(str(tmp))
+        if accelerator.is_main_process:
+            (tmp / "train_state.json").write_text(json.dumps(state, indent=2))
     if accelerator.is_main_process:
-        (tmp / "train_state.json").write_text(json.dumps(state, indent=2))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         for old in checkpoint_dirs(output_dir)[:-keep]:
@@ -466,7 +562,8 @@ def save_best(model: Any, output_dir: str, name: str = "best") -> None:
     """``save_pretrained`` (tokenizer included) into ``output_dir/name``, atomically."""
     final, tmp = Path(output_dir) / name, Path(output_dir) / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
+    with writing(tmp):
+        model.save_pretrained(tmp)
     old = Path(output_dir) / f".{name}.old"
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():
@@ -555,18 +652,13 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
         log_with="tensorboard", project_dir=cfg.output_dir,
     )
     out = Path(cfg.output_dir)
-    existing = checkpoint_dirs(out)
-    # every rank checks (none has written anything yet), so no rank is left waiting for a failed one
-    if cfg.resume and not existing:
-        raise FileNotFoundError(f"nothing to resume in {out}: it holds no checkpoint (checkpoints/step-*); "
-                                "run without --resume to start a new run in an empty or new output_dir")
-    if not cfg.resume and out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FileExistsError(f"{out} is not empty: pass --resume to continue its run or choose another output_dir")
+    check_run_folder(cfg)  # every rank checks (none has written anything yet), so no rank waits for a failed one
     source = None
     if cfg.continue_from and not cfg.resume:
         source = continuable_checkpoint(cfg)
     set_seed(cfg.seed)
     paired, unpaired, valid, test, level = load_training_data(cfg)
+    resolve_level(level)
     tokenizer = MSVAETokenizer.from_grammar()
     collator = DemoCollator(tokenizer)
     model = build_model(cfg, tokenizer)
@@ -581,78 +673,89 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     if cfg.model_type == "msvae" and unpaired is not None and len(unpaired) and raw_model.config.uses_unpaired:
         unpaired_sampler = StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, world, cfg.seed, stream=1)
 
-    commit = provenance()["commit"]  # the code that trains; final_evaluation may run under a later one
-    state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,
-             "wall_time": 0.0, "commits": [commit]}
-    if source is not None:
-        if accelerator.is_main_process:
-            continue_run(source, out)
-        accelerator.wait_for_everyone()
+    # Everything is checked: the first write is the lock, and the folder is checked again under it.
+    lock = claim_run_folder(cfg, accelerator, command)
+    try:
         existing = checkpoint_dirs(out)
-    if cfg.resume or source is not None:
-        last = existing[-1]
-        saved = json.loads((last / "train_state.json").read_text())
-        if saved.get("model_type") != cfg.model_type:
-            raise ValueError(f"checkpoint {last} is a {saved.get('model_type')!r} run, not {cfg.model_type!r}")
-        accelerator.load_state(str(last))
-        state = saved
-        if "commits" not in state and source is not None:  # a checkpoint from before commits were kept in it
-            finished = json.loads((Path(cfg.continue_from) / "results.json").read_text())
-            state["commits"] = finished.get("training_commits") or [finished.get("commit")]
-        state.setdefault("commits", []).append(commit)
-    accelerator.init_trackers("tb", config={k: v for k, v in dataclasses.asdict(cfg).items()
-                                            if isinstance(v, (int, float, str, bool))})
-    if accelerator.is_main_process:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
-        if command:
-            if world > 1 and command.startswith("python "):
-                command = f"accelerate launch --num_processes {world} " + command[len("python "):]
-            with open(out / "command.txt", "a", encoding="utf-8") as f:
-                f.write(command + "\n")
-
-    bar = tqdm(total=cfg.max_updates, initial=state["step"], disable=not accelerator.is_main_process, desc="updates")
-    started = time.time() - state["wall_time"]
-    model.train()
-    while state["step"] < cfg.max_updates:
-        step = state["step"]
-        for k in range(micro):
-            micro_step = step * micro + k
-            batch = collator(paired_sampler.rows(micro_step, rank))
-            if unpaired_sampler is not None:
-                u = collator(unpaired_sampler.rows(micro_step, rank))
-                batch.update({f"unpaired_{name}": u[name] for name in
-                              ("observations", "directions", "actions", "trajectory_mask")})
-            batch = {name: t.to(accelerator.device) for name, t in batch.items()}
-            with accelerator.accumulate(model):
-                output = model(**batch)
-                accelerator.backward(output.loss)
-                if cfg.max_grad_norm and accelerator.sync_gradients:
-                    accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-                optimizer.zero_grad()
-        state["step"] = step = step + 1
-        bar.update(1)
-        if step % cfg.log_every == 0 or step == 1:
-            logs = {f"train/{k}": float(v.detach()) for k, v in output.items() if torch.is_tensor(v) and v.dim() == 0}
-            accelerator.log(logs, step=step)
-            bar.set_postfix(loss=f"{logs['train/loss']:.3f}")
-        if step % cfg.eval_every == 0 or step == cfg.max_updates:
+        commit = provenance()["commit"]  # the code that trains; final_evaluation may run under a later one
+        state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,
+                 "wall_time": 0.0, "commits": [commit]}
+        if source is not None:
             if accelerator.is_main_process:
-                metrics = validate(raw_model, cfg, level, valid)
-                accelerator.log(metrics, step=step)
-                keep_best(state, metrics, step, cfg, raw_model)
-                bar.write(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
-            state = _broadcast(state, accelerator)
-        if step % cfg.checkpoint_every == 0 or step == cfg.max_updates:
-            state["wall_time"] = time.time() - started
-            save_checkpoint(accelerator, cfg.output_dir, state, cfg.keep_checkpoints)
-    bar.close()
-    results = {}
-    if accelerator.is_main_process:
-        results = final_evaluation(cfg, state, level, test, device=accelerator.device)
-    accelerator.end_training()
-    return results
+                continue_run(source, out)
+            accelerator.wait_for_everyone()
+            existing = checkpoint_dirs(out)
+        if cfg.resume or source is not None:
+            last = existing[-1]
+            saved = read_json(last / "train_state.json")
+            if saved.get("model_type") != cfg.model_type:
+                raise ValueError(f"checkpoint {last} is a {saved.get('model_type')!r} run, not {cfg.model_type!r}")
+            accelerator.load_state(str(last))
+            state = saved
+            if "commits" not in state and source is not None:  # a checkpoint from before commits were kept in it
+                finished = json.loads((Path(cfg.continue_from) / "results.json").read_text())
+                state["commits"] = finished.get("training_commits") or [finished.get("commit")]
+            state.setdefault("commits", []).append(commit)
+        accelerator.init_trackers("tb", config={k: v for k, v in dataclasses.asdict(cfg).items()
+                                                if isinstance(v, (int, float, str, bool))})
+        if accelerator.is_main_process:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
+            if command:
+                if world > 1 and command.startswith("python "):
+                    command = f"accelerate launch --num_processes {world} " + command[len("python "):]
+                with open(out / "command.txt", "a", encoding="utf-8") as f:
+                    f.write(command + "\n")
+
+        bar = tqdm(total=cfg.max_updates, initial=state["step"], disable=not accelerator.is_main_process,
+                   desc="updates")
+        started = time.time() - state["wall_time"]
+        model.train()
+        while state["step"] < cfg.max_updates:
+            step = state["step"]
+            for k in range(micro):
+                micro_step = step * micro + k
+                batch = collator(paired_sampler.rows(micro_step, rank))
+                if unpaired_sampler is not None:
+                    u = collator(unpaired_sampler.rows(micro_step, rank))
+                    batch.update({f"unpaired_{name}": u[name] for name in
+                                  ("observations", "directions", "actions", "trajectory_mask")})
+                batch = {name: t.to(accelerator.device) for name, t in batch.items()}
+                with accelerator.accumulate(model):
+                    output = model(**batch)
+                    check_finite_update(step + 1, {"loss": output.loss, **scalar_terms(output)})
+                    accelerator.backward(output.loss)
+                    if accelerator.sync_gradients and cfg.mixed_precision != "fp16":  # fp16's scaler skips inf steps
+                        check_finite_update(step + 1, {"loss": output.loss}, raw_model.named_parameters())
+                    if cfg.max_grad_norm and accelerator.sync_gradients:
+                        accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                    optimizer.step()
+                    optimizer.zero_grad()
+            state["step"] = step = step + 1
+            bar.update(1)
+            if step % cfg.log_every == 0 or step == 1:
+                logs = {f"train/{k}": float(v) for k, v in scalar_terms(output).items()}
+                accelerator.log(logs, step=step)
+                bar.set_postfix(loss=f"{logs['train/loss']:.3f}")
+            if step % cfg.eval_every == 0 or step == cfg.max_updates:
+                if accelerator.is_main_process:
+                    metrics = validate(raw_model, cfg, level, valid)
+                    accelerator.log(metrics, step=step)
+                    keep_best(state, metrics, step, cfg, raw_model)
+                    bar.write(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
+                state = _broadcast(state, accelerator)
+            if step % cfg.checkpoint_every == 0 or step == cfg.max_updates:
+                state["wall_time"] = time.time() - started
+                save_checkpoint(accelerator, cfg.output_dir, state, cfg.keep_checkpoints)
+        bar.close()
+        results = {}
+        if accelerator.is_main_process:
+            results = final_evaluation(cfg, state, level, test, device=accelerator.device)
+        accelerator.end_training()
+        return results
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def _broadcast(state: dict, accelerator: Accelerator) -> dict:

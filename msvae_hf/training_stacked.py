@@ -29,6 +29,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm.auto import tqdm
 
 from .data.collator import DemoCollator
+from .run_folder import RunLock, check_finite_update, is_empty_run_folder, writing
 from .stacked import TRAJECTORY_KEYS, StackedMSVAE, stack_batches
 from .tokenization_msvae import MSVAETokenizer
 from .training import (
@@ -84,7 +85,7 @@ def train_stacked(cfgs: Sequence[TrainConfig], stack_dir: str | Path, command: s
         raise FileNotFoundError(f"nothing to resume in {stack_dir}: it holds no checkpoint (checkpoints/step-*)")
     if not cfg.resume:
         for out in (stack_dir, *(Path(c.output_dir) for c in cfgs)):
-            if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            if not is_empty_run_folder(out):
                 raise FileExistsError(f"{out} is not empty: resume the stack or choose other folders")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -114,76 +115,85 @@ def train_stacked(cfgs: Sequence[TrainConfig], stack_dir: str | Path, command: s
                  StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, 1, run.seed, stream=1))
                 for run in cfgs]
 
-    commit = provenance()["commit"]
-    state: dict[str, Any] = {"step": 0, "wall_time": 0.0, "seeds": [c.seed for c in cfgs], "commits": [commit],
-                             "runs": [{"history": [], "best": None, "best_speaker": None} for _ in cfgs]}
-    if cfg.resume:
-        last = existing[-1]
-        saved = torch.load(last / "stack.pt", map_location=device, weights_only=True)
-        state = json.loads((last / "train_state.json").read_text())
-        if state["seeds"] != [c.seed for c in cfgs]:
-            raise ValueError(f"checkpoint {last} holds the seeds {state['seeds']}, not {[c.seed for c in cfgs]}")
-        state["commits"].append(commit)
-        stacked.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        for generator, generator_state in zip(generators, saved["generators"]):
-            generator.set_state(generator_state.cpu())
-    writers = []
-    for run in cfgs:
-        out = Path(run.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "train_config.json").write_text(json.dumps(dataclasses.asdict(run), indent=2))
-        if command:
-            with open(out / "command.txt", "a", encoding="utf-8") as f:
-                f.write(command + "\n")
-        writers.append(SummaryWriter(str(out / "tb")))
+    locks = [RunLock(folder, command) for folder in (stack_dir, *(Path(c.output_dir) for c in cfgs))]
+    try:
+        commit = provenance()["commit"]
+        state: dict[str, Any] = {"step": 0, "wall_time": 0.0, "seeds": [c.seed for c in cfgs], "commits": [commit],
+                                 "runs": [{"history": [], "best": None, "best_speaker": None} for _ in cfgs]}
+        if cfg.resume:
+            last = existing[-1]
+            saved = torch.load(last / "stack.pt", map_location=device, weights_only=True)
+            state = json.loads((last / "train_state.json").read_text())
+            if state["seeds"] != [c.seed for c in cfgs]:
+                raise ValueError(f"checkpoint {last} holds the seeds {state['seeds']}, not {[c.seed for c in cfgs]}")
+            state["commits"].append(commit)
+            stacked.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            for generator, generator_state in zip(generators, saved["generators"]):
+                generator.set_state(generator_state.cpu())
+        writers = []
+        for run in cfgs:
+            out = Path(run.output_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "train_config.json").write_text(json.dumps(dataclasses.asdict(run), indent=2))
+            if command:
+                with open(out / "command.txt", "a", encoding="utf-8") as f:
+                    f.write(command + "\n")
+            writers.append(SummaryWriter(str(out / "tb")))
 
-    bar = tqdm(total=cfg.max_updates, initial=state["step"], desc=f"updates ({len(cfgs)} runs)")
-    started = time.time() - state["wall_time"]
-    stacked.train()
-    while state["step"] < cfg.max_updates:
-        step = state["step"]
-        batches = []
-        for paired_sampler, unpaired_sampler in samplers:
-            batch = collator(paired_sampler.rows(step, 0))
-            u = collator(unpaired_sampler.rows(step, 0))
-            batches.append({**batch, **{f"unpaired_{k}": u[k] for k in TRAJECTORY_KEYS}})
-        batch = {k: v.to(device) for k, v in stack_batches(batches).items()}
-        output = stacked(batch, stacked.draw_noise(generators, batch))
-        output.loss.sum().backward()  # each run's loss reaches only its own slice of the parameters
-        if cfg.max_grad_norm:
-            clip_grad_norm_per_run(stacked, cfg.max_grad_norm)
-        optimizer.step()
-        optimizer.zero_grad()
-        state["step"] = step = step + 1
-        bar.update(1)
-        if step % cfg.log_every == 0 or step == 1:
-            for r, writer in enumerate(writers):
-                writer.add_scalar("train/loss", float(output.loss[r].detach()), step)
-                for name in ("j_bar", "v", "a_1", "a_2", "b_1", "b_2", "c_1", "c_2"):
-                    writer.add_scalar(f"train/{name}", float(getattr(output, name)[r].detach().mean()), step)
-                writer.add_scalar("train/domain_distance", float(output.domain_distance[r].detach()), step)
-            bar.set_postfix(loss=f"{float(output.loss.detach().mean()):.3f}")
-        if step % cfg.eval_every == 0 or step == cfg.max_updates:
-            for r, run in enumerate(cfgs):
-                evaluator.load_state_dict(stacked.state_dict_of(r))
-                metrics = validate(evaluator, run, level, valid)
-                for name, value in metrics.items():
-                    writers[r].add_scalar(name, value, step)
-                keep_best(state["runs"][r], metrics, step, run, evaluator)
-        if step % cfg.checkpoint_every == 0 or step == cfg.max_updates:
-            state["wall_time"] = time.time() - started
-            save_stack_checkpoint(stack_dir, state, stacked, optimizer, generators, cfg.keep_checkpoints)
-    bar.close()
-    for writer in writers:
-        writer.close()
-    results = []
-    for r, run in enumerate(cfgs):
-        run_state = {"step": state["step"], "wall_time": state["wall_time"], "commits": state["commits"],
-                     **state["runs"][r]}
-        stacked_info = {"runs": len(cfgs), "seeds": state["seeds"], "stack_dir": str(stack_dir)}
-        results.append(final_evaluation(run, run_state, level, test, device=device, extra={"stacked": stacked_info}))
-    return results
+        bar = tqdm(total=cfg.max_updates, initial=state["step"], desc=f"updates ({len(cfgs)} runs)")
+        started = time.time() - state["wall_time"]
+        stacked.train()
+        while state["step"] < cfg.max_updates:
+            step = state["step"]
+            batches = []
+            for paired_sampler, unpaired_sampler in samplers:
+                batch = collator(paired_sampler.rows(step, 0))
+                u = collator(unpaired_sampler.rows(step, 0))
+                batches.append({**batch, **{f"unpaired_{k}": u[k] for k in TRAJECTORY_KEYS}})
+            batch = {k: v.to(device) for k, v in stack_batches(batches).items()}
+            output = stacked(batch, stacked.draw_noise(generators, batch))
+            check_finite_update(step + 1, {"loss": output.loss, "j_bar": output.j_bar, "v": output.v,
+                                           "domain_distance": output.domain_distance})
+            output.loss.sum().backward()  # each run's loss reaches only its own slice of the parameters
+            check_finite_update(step + 1, {"loss": output.loss}, stacked.named_parameters())
+            if cfg.max_grad_norm:
+                clip_grad_norm_per_run(stacked, cfg.max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad()
+            state["step"] = step = step + 1
+            bar.update(1)
+            if step % cfg.log_every == 0 or step == 1:
+                for r, writer in enumerate(writers):
+                    writer.add_scalar("train/loss", float(output.loss[r].detach()), step)
+                    for name in ("j_bar", "v", "a_1", "a_2", "b_1", "b_2", "c_1", "c_2"):
+                        writer.add_scalar(f"train/{name}", float(getattr(output, name)[r].detach().mean()), step)
+                    writer.add_scalar("train/domain_distance", float(output.domain_distance[r].detach()), step)
+                bar.set_postfix(loss=f"{float(output.loss.detach().mean()):.3f}")
+            if step % cfg.eval_every == 0 or step == cfg.max_updates:
+                for r, run in enumerate(cfgs):
+                    evaluator.load_state_dict(stacked.state_dict_of(r))
+                    metrics = validate(evaluator, run, level, valid)
+                    for name, value in metrics.items():
+                        writers[r].add_scalar(name, value, step)
+                    keep_best(state["runs"][r], metrics, step, run, evaluator)
+            if step % cfg.checkpoint_every == 0 or step == cfg.max_updates:
+                state["wall_time"] = time.time() - started
+                save_stack_checkpoint(stack_dir, state, stacked, optimizer, generators, cfg.keep_checkpoints)
+        bar.close()
+        for writer in writers:
+            writer.close()
+        results = []
+        for r, run in enumerate(cfgs):
+            run_state = {"step": state["step"], "wall_time": state["wall_time"], "commits": state["commits"],
+                         **state["runs"][r]}
+            stacked_info = {"runs": len(cfgs), "seeds": state["seeds"], "stack_dir": str(stack_dir)}
+            results.append(final_evaluation(run, run_state, level, test, device=device,
+                                            extra={"stacked": stacked_info}))
+        return results
+    finally:
+        for lock in locks:
+            lock.release()
 
 
 def clip_grad_norm_per_run(stacked: StackedMSVAE, max_norm: float) -> torch.Tensor:
@@ -203,10 +213,11 @@ def save_stack_checkpoint(stack_dir: Path, state: dict, stacked: StackedMSVAE, o
     root = stack_dir / "checkpoints"
     final, tmp = root / f"step-{state['step']:07d}", root / f".tmp-step-{state['step']:07d}"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    torch.save({"model": stacked.state_dict(), "optimizer": optimizer.state_dict(),
-                "generators": [g.get_state() for g in generators]}, tmp / "stack.pt")
-    (tmp / "train_state.json").write_text(json.dumps(state, indent=2))
+    with writing(tmp):
+        tmp.mkdir(parents=True)
+        torch.save({"model": stacked.state_dict(), "optimizer": optimizer.state_dict(),
+                    "generators": [g.get_state() for g in generators]}, tmp / "stack.pt")
+        (tmp / "train_state.json").write_text(json.dumps(state, indent=2))
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     for old in checkpoint_dirs(stack_dir)[:-keep]:

@@ -11,6 +11,9 @@ differ (--num-proc and --chunk-size may change). For a large set in the backgrou
     nohup python scripts/make_demos.py --level BossLocal --paired 1000 --unpaired 1000000 --valid 500 \\
         --test 500 --num-proc 2 --out data/bosslocal_1m > make_demos.log 2>&1 &
 
+The dataset's checksums.json holds the sha256 of each of its arrow files (also after --convert); load_demos checks
+them, and its errors give this command (the one stats.json records, with --overwrite) to regenerate a damaged set.
+
 A dataset saved before observations were stored as one-byte cell codes is converted with
 
     python scripts/make_demos.py --convert OLD_DIR --out NEW_DIR

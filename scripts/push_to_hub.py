@@ -9,6 +9,11 @@ train_config.json and command.txt, and a README.md card (msvae_hf.hub.render_run
 success rate and its protocol, the paper-protocol smoothed max of validation SR, test BLEU, the exact
 training command, the configuration and the demonstrations. Authentication is huggingface_hub's own
 (``hf auth login`` or HF_TOKEN).
+
+Nothing is staged or uploaded when ``best/`` or ``best_speaker/`` holds a NaN or inf weight (a diverged run).
+What is uploaded names no local absolute path: the card, train_config.json and command.txt show each one
+relative to the folder the run was trained from (e.g. ``data/bosslocal_100k``), and ``--dataset`` names the
+demonstrations by their Hub id. The run folder itself is never modified.
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ def main(argv: list[str] | None = None, api: Any = None) -> Any:
     parser.add_argument("--repo", required=True, help="the Hub model repo, user/name")
     parser.add_argument("--private", action="store_true", help="create the repo private")
     parser.add_argument("--dataset", default=None,
-                        help="Hub dataset id of the demonstrations (default: the local demos path)")
+                        help="Hub dataset id (user/name) of the demonstrations, named in the card's model-index "
+                        "and as demos in the pushed train_config.json (default: the demos path, relative)")
     parser.add_argument("--dry-run", metavar="DIR", default=None,
                         help="write the folder that would be pushed to DIR (must be empty) and upload nothing")
     args = parser.parse_args(argv)

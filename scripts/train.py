@@ -16,6 +16,7 @@ import sys
 
 import yaml
 
+from msvae_hf.run_folder import NonFiniteError, RunFolderBusy
 from msvae_hf.training import load_config, parse_train_args, train, train_arg_parser
 
 
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     command = shlex.join(["python", *(sys.argv if argv is None else ["scripts/train.py", *argv])])
     try:
         results = train(cfg, command=command)
-    except (ValueError, FileNotFoundError, FileExistsError) as err:
+    except (ValueError, OSError, RunFolderBusy, NonFiniteError) as err:  # one line each, nothing half-written
         sys.exit(f"error: {err}")
     if results:
         print(yaml.safe_dump({k: v for k, v in results.items() if k not in ("history", "test_examples")}))

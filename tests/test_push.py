@@ -4,6 +4,7 @@ through a fake HfApi that records the calls and the folder's contents at upload 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,8 @@ def test_push_run(msvae_run):
     card = ModelCard(readme)
     assert card.data.metrics == ["success_rate", "bleu"] and "msvae" in card.data.tags
     assert {r.metric_type for r in card.data.eval_results} == {"success_rate", "bleu"}  # model-index metadata
-    assert card.data.datasets == [json.loads((run / "train_config.json").read_text())["demos"]]
+    demos = json.loads((run / "train_config.json").read_text())["demos"]
+    assert card.data.datasets == [os.path.relpath(demos, run.parent)]  # relative to where the run was trained
     assert f"| success_rate | {results['test']['success_rate']:.4g} |" in readme
     # the card's BLEU is the pushed weights' (best/); the run's best_speaker/ BLEU is listed beside it
     assert f"| bleu | {results['test_bleu_of_best']:.4g} |" in readme
@@ -75,7 +77,8 @@ def test_push_run(msvae_run):
         in readme
     command = (run / "command.txt").read_text().strip()
     assert command.startswith("python scripts/train.py --model-type msvae") and " ".join(argv[-4:]) in command
-    assert f"```bash\n{command}\n```" in readme
+    shown = command.replace(demos, os.path.relpath(demos, run.parent)).replace(str(run), run.name)
+    assert f"```bash\n{shown}\n```" in readme and str(run) not in readme
     assert '"swd_projections": 8' in readme and '"max_updates": 4' in readme  # training + model config
     assert "## Demonstrations" in readme and "| unpaired | 80 |" in readme
     assert tree_digest(run) == before  # the run directory is untouched (no README.md written into best/)
@@ -117,7 +120,7 @@ def test_card_metrics_are_model_index_metadata(kind, baseline_runs, msvae_run):
             assert result.task_type == "reinforcement-learning"
             assert result.dataset_type == result.dataset_name == TINY_LEVEL
         else:
-            assert result.task_type == "text-generation" and result.dataset_type == demos
+            assert result.task_type == "text-generation" and result.dataset_type == os.path.relpath(demos, run.parent)
             assert result.dataset_name == f"{TINY_LEVEL} bot demonstrations"
             assert result.metric_name == f"test BLEU-4 (sacrebleu corpus BLEU), greedy decoding, " \
                 f"{TINY_TRAIN['bleu_examples']} pairs of the test split, best checkpoint by {chosen_by}"

@@ -564,7 +564,7 @@ def test_resume_with_another_model_type(baseline_runs, tiny_demos, tmp_path):
     run = tmp_path / "speaker"
     shutil.copytree(baseline_runs["speaker"], run)
     before = tree_digest(run)
-    with pytest.raises(ValueError, match="'speaker' run, not 'msvae'"):
+    with pytest.raises(ValueError, match="model_type: 'speaker' there, 'msvae' here"):
         train_tiny("msvae", run, tiny_demos, resume=True)
     assert tree_digest(run) == before
 

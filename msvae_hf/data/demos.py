@@ -23,10 +23,21 @@ text (absent from `unpaired`), level the gymnasium id, seed.
 beside the output (`<out>.chunks/<split>/chunk-00042`); a rerun with the same arguments reads the chunks there
 and plays on from the first missing one, so an interrupted run loses at most one chunk and ends with the
 dataset an uninterrupted run gives. `convert_demos` rewrites a dataset stored before the cell codes.
+
+Integrity: both write ``checksums.json`` beside ``stats.json``, the sha256 of each arrow file of the final dataset
+(paths relative to it), and `load_demos` checks them (`verify_checksums`) before it reads the files, so a file cut
+short or with a flipped bit is refused with one line naming it and the command that regenerates it
+(`regenerate_command`). Each file is hashed once: its digest is cached in ``~/.cache/msvae_hf/demo_checksums.json``
+(``$XDG_CACHE_HOME`` if set) under its path, size, mtime and ctime. A later change through the file system moves the
+ctime, which `touch` or `os.utime` cannot set back, so even a same-size change with its mtime restored is hashed
+again. The limit: a change that bypasses the file system after the file was hashed (the disk itself rotting a bit)
+leaves all three as they were and stays unseen until the cache file is deleted. A dataset written before the
+checksums has no ``checksums.json`` and loads unchecked.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -41,6 +52,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import (
     Dataset,
@@ -74,6 +86,13 @@ DEFAULT_CHUNK_SIZE = 10_000
 STATUS_OK = "ok"
 #: How observations are stored; a dataset whose observations feature differs predates the cell codes.
 OBSERVATIONS_FEATURE = Value("binary")
+#: The sha256 of each arrow file, written beside stats.json by make_demos and convert_demos.
+CHECKSUMS_FILE = "checksums.json"
+#: Set to 1 to load demonstrations without checking them against CHECKSUMS_FILE (data edited on purpose).
+SKIP_CHECKSUMS_ENV = "MSVAE_SKIP_DEMO_CHECKSUMS"
+#: A file changed less than this before it is hashed is not cached: a second change within the file system's
+#: timestamp granularity could leave its size, mtime and ctime as they were.
+RACY_WINDOW_NS = 2_000_000_000
 
 
 class TooManyDroppedError(RuntimeError):
@@ -389,6 +408,7 @@ def make_demos(
             "max_steps": max_steps, "time_limit_s": time_limit_s, "command": command}
     (final / "stats.json").write_text(json.dumps(info, indent=2))
     render_dataset_card(level, stats, dict(dropped), command).save(final / "README.md")
+    write_checksums(final)  # of the files `out` will hold: the rename below moves them unchanged
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.exists():
         shutil.rmtree(out) if out.is_dir() else out.unlink()
@@ -408,15 +428,170 @@ def require_cell_codes(data: Dataset | DatasetDict, path: str | Path) -> None:
             )
 
 
-def load_demos(path: str | Path) -> DatasetDict:
-    """Load (memory-mapped) a DatasetDict written by `make_demos`, with clear errors."""
+def _sha256(file: Path) -> str:
+    """The hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(file, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_checksums(folder: str | Path) -> dict[str, str]:
+    """Write ``CHECKSUMS_FILE`` in `folder`: the sha256 of each of its arrow files, by path relative to it."""
+    folder = Path(folder)
+    digests = {f.relative_to(folder).as_posix(): _sha256(f) for f in sorted(folder.rglob("*.arrow"))}
+    (folder / CHECKSUMS_FILE).write_text(json.dumps({"sha256": digests}, indent=2) + "\n")
+    return digests
+
+
+def regenerate_command(path: str | Path) -> str:
+    """The command that writes the demonstrations at `path` again: the make_demos command stats.json records (with
+    --overwrite), else one rebuilt from the arguments stats.json records."""
+    path = Path(path)
+    try:
+        info = json.loads((path / "stats.json").read_text())
+        command = str(info.get("command") or "")
+        if "make_demos" in command:
+            return command if "--overwrite" in command.split() else f"{command} --overwrite"
+        args = ["--level", str(info["level"])]
+        for split in SPLITS:
+            if episodes := info["splits"].get(split, {}).get("episodes", 0):
+                args += [f"--{split}", str(episodes)]
+        args += ["--seed", str(info["dataset_seed"])]
+        if info.get("max_steps") is not None:
+            args += ["--max-steps", str(info["max_steps"])]
+        if info.get("time_limit_s", DEFAULT_TIME_LIMIT_S) != DEFAULT_TIME_LIMIT_S:
+            args += ["--time-limit", str(info["time_limit_s"])]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return f"python scripts/make_demos.py <its arguments> --out {shlex.quote(str(path))} --overwrite"
+    return shlex.join(["python", "scripts/make_demos.py", *args, "--out", str(path), "--overwrite"])
+
+
+def _checksum_cache_file() -> Path | None:
+    """Where verified digests are cached (None when there is no home folder to put it in)."""
+    root = os.environ.get("XDG_CACHE_HOME")
+    try:
+        return (Path(root) if root else Path.home() / ".cache") / "msvae_hf" / "demo_checksums.json"
+    except RuntimeError:
+        return None
+
+
+def _read_checksum_cache(file: Path | None) -> dict[str, Any]:
+    """The cache: resolved path -> [size, mtime_ns, ctime_ns, sha256]; empty if missing or unreadable."""
+    try:
+        cache = json.loads(file.read_text()) if file is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return cache if isinstance(cache, dict) else {}
+
+
+def _write_checksum_cache(file: Path | None, cache: dict[str, Any]) -> None:
+    """Save the cache in one rename, dropping files that are gone; a cache that cannot be written is skipped."""
+    if file is None:
+        return
+    tmp = None
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=file.parent, prefix=f".{file.name}-", delete=False) as f:
+            tmp = f.name
+            json.dump({k: v for k, v in cache.items() if os.path.exists(k)}, f)
+        os.replace(tmp, file)
+    except OSError as err:
+        logger.debug("checksum cache %s not written: %s", file, err)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+_UNCHECKED: set[Path] = set()  # datasets without checksums already reported
+
+
+def verify_checksums(path: str | Path) -> None:
+    """Check each arrow file of `path` against its ``CHECKSUMS_FILE``; ValueError (one line) naming the first that
+    differs. Digests are cached by file path, size, mtime and ctime (see the module docstring), so a second call
+    reads no file again. A dataset without ``CHECKSUMS_FILE`` passes unchecked."""
+    path = Path(path)
+    record = path / CHECKSUMS_FILE
+    ways_out = (f"regenerate the dataset with `{regenerate_command(path)}`, or, if you changed it on purpose, skip "
+                f"this check with load_demos(..., verify=False) or {SKIP_CHECKSUMS_ENV}=1")
+    if not record.exists():
+        if path not in _UNCHECKED:
+            _UNCHECKED.add(path)
+            logger.info("%s has no %s (written before checksums were): its files are not verified", path,
+                        CHECKSUMS_FILE)
+        return
+    try:
+        expected = json.loads(record.read_text())["sha256"]
+        expected = {str(k): str(v) for k, v in expected.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{record} is unreadable ({type(err).__name__}: {err}); {ways_out}") from err
+    cache_file = _checksum_cache_file()
+    cache, changed = _read_checksum_cache(cache_file), False
+    try:
+        for name, digest in expected.items():
+            file = path / name
+            try:
+                st = file.stat()
+            except FileNotFoundError:
+                raise ValueError(f"{file} is missing (it is listed in {record}); {ways_out}") from None
+            key, stamp = str(file.resolve()), [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+            entry = cache.get(key)
+            if isinstance(entry, list) and len(entry) == 4 and entry[:3] == stamp:
+                actual = entry[3]
+            else:
+                actual = _sha256(file)
+                if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_WINDOW_NS:
+                    cache[key], changed = [*stamp, actual], True
+            if actual != digest:
+                raise ValueError(
+                    f"{file}: its sha256 differs from the one recorded in {record} (the file is damaged or was "
+                    f"changed after it was written); {ways_out}"
+                )
+    finally:
+        if changed:
+            _write_checksum_cache(cache_file, cache)
+
+
+def _skip_checksums() -> bool:
+    """Whether ``SKIP_CHECKSUMS_ENV`` asks to skip the checksums."""
+    return os.environ.get(SKIP_CHECKSUMS_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _unreadable_message(path: Path, err: BaseException) -> str:
+    """One line naming the arrow file of `path` that pyarrow cannot read (found by reading each) and the command
+    that regenerates it."""
+    broken = None
+    for file in sorted(path.rglob("*.arrow")):
+        try:
+            with pa.memory_map(str(file)) as source:
+                pa.ipc.open_stream(source).read_all()
+        except (OSError, pa.ArrowException):
+            broken = file
+            break
+    detail = " ".join(f"{type(err).__name__}: {err}".split())
+    what = f"{broken} cannot be read" if broken is not None else f"{path} cannot be read"
+    return f"{what} ({detail}): it is damaged or cut short; regenerate the dataset with `{regenerate_command(path)}`"
+
+
+def load_demos(path: str | Path, verify: bool = True) -> DatasetDict:
+    """Load (memory-mapped) a DatasetDict written by `make_demos`, with clear one-line errors.
+
+    The arrow files are first checked against the ``checksums.json`` written with them (`verify_checksums`: each
+    file is hashed once, then cached). Skip that check for data edited on purpose with ``verify=False`` or the
+    environment variable ``MSVAE_SKIP_DEMO_CHECKSUMS=1`` (for scripts/train.py). A file pyarrow cannot read is
+    named, with the command that regenerates the dataset.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no demonstrations at {path}; create them with scripts/make_demos.py")
+    if verify and not _skip_checksums():
+        verify_checksums(path)
     try:
         dd = load_from_disk(str(path))
     except FileNotFoundError as err:
         raise ValueError(f"{path} is not a dataset saved with save_to_disk ({err})") from err
+    except (OSError, pa.ArrowException) as err:
+        raise ValueError(_unreadable_message(path, err)) from err
     if not isinstance(dd, DatasetDict):
         raise ValueError(f"{path} holds a single Dataset, expected a DatasetDict with splits {SPLITS}")
     if "paired" not in dd:
@@ -472,6 +647,7 @@ def convert_demos(old: str | Path, out: str | Path, overwrite: bool = False) -> 
             info = json.loads(stats_file.read_text())
             render_dataset_card(info["level"], info["splits"], info["dropped"], info["command"]).save(
                 final / "README.md")
+        write_checksums(final)  # the new files' (replacing any copied from `old`)
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         os.replace(final, out)

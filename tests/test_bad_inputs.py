@@ -1,0 +1,171 @@
+"""Bad inputs stop with one clear line: evaluate.py's --model, a truncated safetensors file, and the policies'
+reset/act protocol. Tiny models (tests/test_model.py's ``build``), saved to tmp_path; no rollout runs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import REPO, load_script
+from safetensors import SafetensorError
+from test_model import build
+from transformers import AutoModel
+
+from msvae_hf.rollout import BotPolicy, RandomPolicy
+from msvae_hf.tokenization_msvae import MSVAETokenizer
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Tiny saved models {"speaker", "follower", "msvae"} with their tokenizer (read-only)."""
+    root = tmp_path_factory.mktemp("saved")
+    tok = MSVAETokenizer.from_grammar()
+    folders = {}
+    for name, kind in (("speaker", "speaker"), ("follower", "follower-attention"), ("msvae", "msvae")):
+        model = build(kind, tok)
+        model.tokenizer = tok
+        model.save_pretrained(root / name)
+        folders[name] = root / name
+    return folders
+
+
+@pytest.fixture(scope="module")
+def evaluate() -> Any:
+    return load_script("evaluate")
+
+
+def evaluate_error(evaluate: Any, capsys: pytest.CaptureFixture[str], model: str | Path) -> str:
+    """Run ``evaluate.py --model model`` in-process; assert exit code 2 and one stderr line, and return it."""
+    with pytest.raises(SystemExit) as stop:
+        evaluate.main(["--model", str(model), "--episodes", "1", "--batch-size", "1"])
+    assert stop.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("evaluate.py: error: ")
+    return lines[0]
+
+
+def truncate(folder: Path, keep: float) -> Path:
+    """Cut ``folder/model.safetensors`` to ``keep`` of its bytes; return the file."""
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: int(len(data) * keep)])
+    return weights
+
+
+# ---------------------------------------------------------------------------------------------- evaluate.py --model
+def test_evaluate_refuses_a_speaker_and_names_the_bleu_function(
+    saved: dict[str, Path], evaluate: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = evaluate_error(evaluate, capsys, saved["speaker"])
+    assert f"{saved['speaker']} is a speaker" in line
+    assert "evaluate.py rolls out followers and MS-VAE" in line
+    assert "msvae_hf.evaluation.evaluate_speaker" in line
+
+
+def test_evaluate_on_a_run_folder_points_to_best(
+    saved: dict[str, Path], evaluate: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step-000002").mkdir(parents=True)
+    shutil.copytree(saved["msvae"], run / "best")
+    assert evaluate_error(evaluate, capsys, run) == f"evaluate.py: error: no model in {run}: did you mean {run}/best?"
+    shutil.copytree(saved["msvae"], run / "best_speaker")
+    line = evaluate_error(evaluate, capsys, run)
+    assert line == f"evaluate.py: error: no model in {run}: did you mean {run}/best or {run}/best_speaker?"
+
+
+@pytest.mark.parametrize("where", ["absolute", "./relative", "word", "deep/relative/path"])
+def test_evaluate_on_a_missing_path_says_no_model_there(
+    where: str, evaluate: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    model = str(tmp_path / "nope") if where == "absolute" else where
+    for auto in (evaluate.AutoConfig, evaluate.AutoModel):
+        monkeypatch.setattr(auto, "from_pretrained", pytest.fail)  # never asks the Hub
+    assert evaluate_error(evaluate, capsys, model) == f"evaluate.py: error: no model at {model}"
+
+
+def test_evaluate_tries_the_hub_only_for_a_user_name_id(
+    evaluate: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+
+    def offline(name: str, *args: Any, **kwargs: Any) -> None:
+        asked.append(name)
+        raise OSError("We couldn't connect to 'https://huggingface.co'.\nCheck your internet connection.")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(evaluate.AutoConfig, "from_pretrained", offline)
+    line = evaluate_error(evaluate, capsys, "someone/some-model")
+    assert asked == ["someone/some-model"]
+    assert line.startswith("evaluate.py: error: no model at someone/some-model: not a local folder, and from the Hub")
+
+
+def test_evaluate_script_error_is_one_line_without_a_traceback(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    done = subprocess.run([sys.executable, "scripts/evaluate.py", "--model", str(missing)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"evaluate.py: error: no model at {missing}"]
+
+
+# ---------------------------------------------------------------------------------------------- truncated weights
+@pytest.mark.parametrize("keep", [0.0, 0.5])
+def test_truncated_safetensors_is_named_as_incomplete(saved: dict[str, Path], tmp_path: Path, keep: float) -> None:
+    folder = tmp_path / "follower"
+    shutil.copytree(saved["follower"], folder)
+    weights = truncate(folder, keep)
+    with pytest.raises(OSError, match="incomplete or corrupt") as err:
+        AutoModel.from_pretrained(folder)
+    assert str(err.value).startswith(f"{weights} is incomplete or corrupt (")
+    assert str(err.value).endswith(": save or download it again")
+    assert isinstance(err.value.__cause__, SafetensorError)
+
+
+def test_evaluate_on_truncated_weights_names_the_file(
+    saved: dict[str, Path], evaluate: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "msvae"
+    shutil.copytree(saved["msvae"], folder)
+    weights = truncate(folder, 0.5)
+    line = evaluate_error(evaluate, capsys, folder)
+    assert line.startswith(f"evaluate.py: error: {weights} is incomplete or corrupt (")
+
+
+# ---------------------------------------------------------------------------------------------- policies
+@pytest.mark.parametrize("blank", ["", "   ", "\t\n"])
+def test_follower_policy_refuses_a_blank_instruction(saved: dict[str, Path], blank: str) -> None:
+    policy = AutoModel.from_pretrained(saved["follower"]).policy()
+    with pytest.raises(ValueError, match="^instruction 2 is empty"):
+        policy.reset(["go to the red ball", "open the door", blank])
+
+
+@pytest.mark.parametrize(
+    ("instructions", "reason"),
+    [
+        ("go to the red ball", "got one string"),
+        ([], "no instructions"),
+        (["go to the red ball", None], "instruction 1 is a NoneType"),
+    ],
+)
+def test_follower_policy_refuses_a_bad_instruction_list(saved: dict[str, Path], instructions: Any, reason: str) -> None:
+    policy = AutoModel.from_pretrained(saved["follower"]).policy()
+    with pytest.raises(ValueError, match=reason):
+        policy.reset(instructions)
+
+
+@pytest.mark.parametrize("which", ["follower", "msvae", "random", "bot"])
+def test_act_before_reset_is_a_clear_error(saved: dict[str, Path], which: str) -> None:
+    if which in ("follower", "msvae"):
+        policy = AutoModel.from_pretrained(saved[which]).policy()
+    else:
+        policy = RandomPolicy() if which == "random" else BotPolicy()
+    observations, directions = np.zeros((2, 7, 7, 3), dtype=np.uint8), np.zeros(2, dtype=np.int64)
+    with pytest.raises(ValueError, match=r"^act\(\) before reset\(\): call reset\(instructions\) first$"):
+        policy.act(observations, directions, np.arange(2))

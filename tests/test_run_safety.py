@@ -1,0 +1,177 @@
+"""What the trainer guarantees (docs/design.md): a non-finite update stops the run before anything of it is
+saved, a resume refuses a changed config, one trainer per folder, every field checked before anything is
+written, and a full disk leaves no partial checkpoint. Each failure is one line naming what is wrong."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, TINY_MODEL, TINY_TRAIN, tiny_cli_args, train_tiny
+from safetensors.torch import load_file
+
+from msvae_hf import FollowerModel
+from msvae_hf.run_folder import NonFiniteError, RunFolderBusy, RunLock, check_finite_update
+from msvae_hf.training import checkpoint_dirs, load_config
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err)
+    assert "\n" not in text, text
+    return text
+
+
+def _finite_folder(folder: Path) -> bool:
+    files = list(folder.rglob("*.safetensors"))
+    assert files
+    return all(torch.isfinite(t).all() for f in files for t in load_file(f).values())
+
+
+# ------------------------------------------------------------------------------------------------ non-finite
+def test_a_diverging_run_stops_before_saving_anything(tiny_demos: Path, tmp_path: Path) -> None:
+    """learning_rate 1e9: the first update blows the weights up, the next loss or gradient is not finite; the run
+    stops there, naming the update, with no checkpoint and no best/ written."""
+    out = tmp_path / "run"
+    with pytest.raises(NonFiniteError, match=r"^update \d+: the (loss|gradient norm) is ") as info:
+        train_tiny("follower", out, tiny_demos, learning_rate=1e9, checkpoint_every=4, eval_every=4)
+    _one_line(info.value)
+    assert not checkpoint_dirs(out) and not (out / "best").exists() and not (out / "results.json").exists()
+
+
+def test_the_last_good_checkpoints_are_kept(tiny_demos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
+    """A loss that turns NaN at update 4 (checkpoints every update, one kept): the run stops naming update 4 and
+    the term, and the checkpoint of update 3 and best/ stay, finite; nothing is pruned past them."""
+    forward, calls = FollowerModel.forward, []
+
+    def nan_from_fourth(self, *args, **kwargs):
+        output = forward(self, *args, **kwargs)
+        if self.training:
+            calls.append(1)
+            if len(calls) >= 4:
+                output.loss = output.loss * float("nan")
+        return output
+
+    monkeypatch.setattr(FollowerModel, "forward", nan_from_fourth)
+    out = tmp_path / "run"
+    with pytest.raises(NonFiniteError, match=r"^update 4: the loss is nan") as info:
+        train_tiny("follower", out, tiny_demos, max_updates=6, checkpoint_every=1, eval_every=1)
+    _one_line(info.value)
+    assert [p.name for p in checkpoint_dirs(out)] == ["step-0000003"]
+    assert _finite_folder(checkpoint_dirs(out)[0]) and _finite_folder(out / "best")
+
+
+def test_non_finite_names_the_term_and_the_parameter() -> None:
+    terms = {"loss": torch.tensor(float("inf")), "j_bar": torch.tensor(1.0), "v": torch.tensor(float("nan"))}
+    with pytest.raises(NonFiniteError, match=r"^update 7: the loss is inf \(non-finite: v\)"):
+        check_finite_update(7, terms)
+    layer = torch.nn.Linear(2, 2)
+    layer.weight.grad, layer.bias.grad = torch.zeros(2, 2), torch.tensor([0.0, float("nan")])
+    with pytest.raises(NonFiniteError, match=r"^update 3: the gradient norm is nan \(first at bias\)"):
+        check_finite_update(3, {"loss": torch.tensor(1.0)}, layer.named_parameters())
+    layer.bias.grad = torch.tensor([3.0, 4.0])
+    assert check_finite_update(3, {"loss": torch.tensor(1.0)}, layer.named_parameters()) == pytest.approx(5.0)
+
+
+# ------------------------------------------------------------------------------------------------ resume
+def test_resume_refuses_a_changed_config(tiny_demos: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    train_tiny("follower", out, tiny_demos)
+    saved = (out / "train_config.json").read_bytes()
+    with pytest.raises(ValueError, match=r"learning_rate: 0\.001 there, 1000000000\.0 here") as info:
+        train_tiny("follower", out, tiny_demos, learning_rate=1e9, resume=True)
+    assert "--continue-from" in _one_line(info.value)
+    assert (out / "train_config.json").read_bytes() == saved
+    # what resume may change (threads, evaluation workers) it may
+    train_tiny("follower", out, tiny_demos, resume=True, threads=2)
+
+
+# ------------------------------------------------------------------------------------------------ one trainer
+def test_a_held_folder_is_refused_naming_its_holder(tiny_demos: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    lock = RunLock(out, command="python scripts/train.py --config other.yaml")
+    try:
+        with pytest.raises(RunFolderBusy, match=rf"^{out} is in use by pid {os.getpid()} .*other\.yaml"):
+            train_tiny("follower", out, tiny_demos)
+        assert [p.name for p in out.iterdir()] == [".lock"]
+    finally:
+        lock.release()
+    train_tiny("follower", out, tiny_demos)  # the lock file alone does not make the folder "not empty"
+    assert (out / "results.json").is_file()
+
+
+def test_a_second_process_is_refused_at_once(tmp_path: Path) -> None:
+    """The lock is the kernel's: a second process (not only a second open file) is refused while the first holds
+    it, and takes it once the first lets go."""
+    lock = RunLock(tmp_path / "run")
+    code = ("import sys; from msvae_hf.run_folder import RunLock, RunFolderBusy\n"
+            "try:\n    RunLock(sys.argv[1]).release()\nexcept RunFolderBusy as e:\n    sys.exit(str(e))\n")
+    held = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True)
+    assert held.returncode == 1 and f"in use by pid {os.getpid()}" in held.stderr
+    lock.release()
+    free = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True)
+    assert free.returncode == 0, free.stderr
+
+
+# ------------------------------------------------------------------------------------------------ config
+@pytest.mark.parametrize("field, value, message", [
+    ("level", "BossLokal", "unknown level 'BossLokal'"),
+    ("eval_episodes", 0, "eval_episodes must be positive, got 0"),
+    ("batch_size", 8.5, "batch_size must be an integer, got 8.5"),
+    ("batch_size", "abc", "batch_size must be an integer, got 'abc'"),
+    ("learning_rate", "abc", "learning_rate must be a number, got 'abc'"),
+    ("unpaired_batch_size", 0, "unpaired_batch_size must be positive, got 0 (leave it unset for the default)"),
+    ("max_grad_norm", -1.0, "max_grad_norm must be positive"),
+    ("resume", "yes", "resume must be true or false, got 'yes'"),
+])
+def test_bad_fields_are_refused_before_anything_is_written(tiny_demos: Path, tmp_path: Path, field: str,
+                                                           value: object, message: str) -> None:
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        train_tiny("msvae", out, tiny_demos, **{field: value})
+    _one_line(info.value)
+    assert not out.exists()
+
+
+def test_train_script_says_one_line_and_writes_nothing(tiny_demos: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = [sys.executable, "scripts/train.py", "--model-type", "follower", "--demos", str(tiny_demos),
+            "--output-dir", str(out), "--level", "BossLokal", *tiny_cli_args()]
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and done.stderr.strip().count("\n") == 0
+    assert done.stderr.startswith("error: unknown level 'BossLokal'") and not out.exists()
+    assert TINY_MODEL and load_config(None, TINY_TRAIN).batch_size == TINY_TRAIN["batch_size"]
+
+
+# ------------------------------------------------------------------------------------------------ disk full
+def test_a_full_disk_leaves_no_partial_checkpoint(tiny_demos: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second checkpoint's write fails with ENOSPC half-way: one line naming the folder, the partial
+    folder removed, the first checkpoint intact; resuming after space is freed finishes the run."""
+    from accelerate import Accelerator
+
+    save_state, calls = Accelerator.save_state, []
+
+    def full_on_second(self, output_dir=None, **kwargs):
+        calls.append(output_dir)
+        if len(calls) == 2:
+            Path(output_dir).mkdir(parents=True, exist_ok=True)
+            (Path(output_dir) / "model.safetensors").write_bytes(b"\0" * 100)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return save_state(self, output_dir, **kwargs)
+
+    monkeypatch.setattr(Accelerator, "save_state", full_on_second)
+    out = tmp_path / "run"
+    with pytest.raises(OSError, match=r"^\[Errno 28\] no space left on device writing .*\.tmp-step-0000004") as info:
+        train_tiny("follower", out, tiny_demos)
+    _one_line(info.value)
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["step-0000002"]
+    assert json.loads((checkpoint_dirs(out)[0] / "train_state.json").read_text())["step"] == 2
+    monkeypatch.setattr(Accelerator, "save_state", save_state)
+    assert train_tiny("follower", out, tiny_demos, resume=True)["updates"] == TINY_TRAIN["max_updates"]
