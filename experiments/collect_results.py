@@ -17,7 +17,8 @@ benchmarks' JSON. A results document marks each table with the command that prin
     <!-- end table -->
 
 Tables: ``paper`` (Tables 2 and 3 beside the paper's numbers), ``headline`` (the same in one short table),
-``tests`` (the paper's one-sided t-tests over seeds), ``runs:ROW,...`` (every run of those rows, one line
+``tests`` (the paper's one-sided t-tests over seeds), ``readings`` (the paper's statements about its
+weights and Table 2 under each reading of the objective's scale), ``runs:ROW,...`` (every run of those rows, one line
 each, with the random floor), ``seeds:ROW,...`` (mean +- sd over seeds, t-tests against the first row),
 ``seeds_again:ROW,...`` (the same, each run trained again counted as it was trained again),
 ``flatness:ROW,...`` (has each run's validation SR stopped rising), ``budget:ROW,...`` (runs continued to a
@@ -243,6 +244,61 @@ def table_tests(level: str, root: Path = RESULTS) -> list[str]:
         one, two = p_greater(xs, ys)
         p = "-" if one is None else f"{p_text(one)} [{p_text(two)}]"
         lines.append(f"| {claim} | {METRICS[metric][0]} | {ours} | {p} | {theirs} |")
+    return lines
+
+
+#: The loss reductions of the objective (model config ``loss_reduction``, docs/design.md "Loss scale") and the
+#: prefix of their rows (cells.READING_ROWS): ``msvae*`` is "sum", ``mean_msvae*`` "mean".
+READINGS = {"sum": "", "mean": "mean_"}
+#: The paper's statements about its weights and Table 2: (statement, metric, row A, row B, seeds, test), rows
+#: without the reading's prefix. seeds "0": seed 0 of each row (App. D's one-seed preliminary runs), "all": the mean
+#: over every seed of each row (Table 2). test "greater": the statement holds where A > B; "minor": A and B are
+#: gains over paired only (seed 0), and it holds where B's gain is under a third of A's ("gamma <= 1 showed a minor
+#: change ... large values showed performance improvements").
+STATEMENTS = (
+    ("App. D: gamma = 1 changes little, gamma = 100 helps (gain over paired only)", "sr", "msvae", "msvae_gamma1",
+     "0", "minor"),
+    ("App. D: the same for the speaker", "bleu", "msvae", "msvae_gamma1", "0", "minor"),
+    ("App. D: beta = 1 collapses the posterior, the follower degrades (beta = 0.1 > beta = 1)", "sr",
+     "msvae", "msvae_beta1", "0", "greater"),
+    ("App. D: alpha = 1/20 gives a slightly better BLEU than 1/2", "bleu", "msvae", "msvae_alpha05", "0", "greater"),
+    ("Table 2: V raises SR (+ V > paired only)", "sr", "msvae_v", "msvae_paired", "all", "greater"),
+    ("Table 2: V raises BLEU (+ V > paired only)", "bleu", "msvae_v", "msvae_paired", "all", "greater"),
+    ("Table 2: D' adds to SR (full > + V)", "sr", "msvae", "msvae_v", "all", "greater"),
+    ("Table 2: D' adds to BLEU (full > + V)", "bleu", "msvae", "msvae_v", "all", "greater"),
+)
+
+
+def table_readings(level: str, root: Path = RESULTS) -> list[str]:
+    """The paper's statements (:data:`STATEMENTS`) under each reading of the objective's scale (:data:`READINGS`):
+    ours A vs B (runs per side) and whether the statement holds; "-" where a row has no run with the metric."""
+    records = load_records(level, root)
+    rows = records_by_row(records)
+
+    def pick(row: str, seeds: str, metric: str) -> list[float]:
+        """The metric of seed 0 of ``row`` (its run folder's name is the row's) or of every seed."""
+        return values([records[row]] if row in records else [], metric) if seeds == "0" else \
+            values(rows.get(row, []), metric)
+
+    lines = ["| statement | metric | " + " | ".join(f'"{r}": A vs B (n): holds?' for r in READINGS) + " |",
+             "| --- | --- | " + " | ".join("---" for _ in READINGS) + " |"]
+    for statement, metric, a, b, seeds, test in STATEMENTS:
+        cells = []
+        for prefix in READINGS.values():
+            xs, ys = pick(prefix + a, seeds, metric), pick(prefix + b, seeds, metric)
+            base = pick(prefix + "msvae_paired", "0", metric)
+            if not xs or not ys or (test == "minor" and not base):
+                cells.append("-")
+                continue
+            x, y = statistics.fmean(xs), statistics.fmean(ys)
+            digits = 1 if metric == "sr" else 2
+            if test == "minor":
+                x, y = x - base[0], y - base[0]
+                holds = x > 0 and abs(y) < x / 3
+                cells.append(f"{x:+.{digits}f} vs {y:+.{digits}f} ({len(xs)}, {len(ys)}): {'yes' if holds else 'no'}")
+            else:
+                cells.append(f"{x:.{digits}f} vs {y:.{digits}f} ({len(xs)}, {len(ys)}): {'yes' if x > y else 'no'}")
+        lines.append(f"| {statement} | {METRICS[metric][0]} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -877,7 +933,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "speaker_decode": table_speaker_decode, "rollout": table_rollout, "rollout_ratios": table_rollout_ratios,
     "demo_generation": table_demo_generation, "demo_storage": table_demo_storage,
     "demo_dataset": table_demo_dataset, "smoke": table_smoke,
-    "resume": table_resume, "reruns": table_reruns,
+    "resume": table_resume, "reruns": table_reruns, "readings": table_readings,
 }
 
 

@@ -253,3 +253,26 @@ def test_kernel_bound_replays_every_product_of_each_update(tmp_path: Path) -> No
         times = [t["seconds"] for t in kernels["top_calls"]]
         assert times == sorted(times, reverse=True)
     assert data["models"]["msvae"]["kernels"]["by_kind"]["convolution"]["flops"] > 0
+
+
+def test_objective_gradients_from_the_baselines_under_each_reduction(baseline_runs, tiny_demos, tmp_path) -> None:
+    """benchmarks/objective_gradients.py on MS-VAE built from the baselines (App. D): under "mean" the likelihoods
+    shrink by the sequence lengths, D' does not change, and the alpha sweep scales D''s norm linearly."""
+    out = {}
+    for reduction in ("sum", "mean"):
+        out[reduction] = tmp_path / f"{reduction}.json"
+        subprocess.run(["python", "benchmarks/objective_gradients.py",
+                        "--init-follower", str(baseline_runs["follower"] / "best"),
+                        "--init-speaker", str(baseline_runs["speaker"] / "best"),
+                        "--loss-reduction", reduction, "--demos", str(tiny_demos), "--num-paired", "40",
+                        "--batch-size", "8", "--step", "0", "--alphas", "1", "10", "--out", str(out[reduction])],
+                       cwd=ROOT, check=True, capture_output=True, timeout=600)
+    summed, mean = (json.loads(out[r].read_text()) for r in ("sum", "mean"))
+    assert (summed["loss_reduction"], mean["loss_reduction"]) == ("sum", "mean")
+    assert mean["grad_norm_d_per_unit_alpha"] == pytest.approx(summed["grad_norm_d_per_unit_alpha"], rel=1e-5)
+    assert mean["grad_norm_j_bar"] < summed["grad_norm_j_bar"]
+    assert mean["grad_norm_gamma_v"] < summed["grad_norm_gamma_v"]
+    sweep = summed["alpha_sweep"]
+    assert sweep[1]["grad_norm_alpha_d"] == pytest.approx(10 * sweep[0]["grad_norm_alpha_d"])
+    assert summed["alpha_matching_j_bar"] * summed["grad_norm_d_per_unit_alpha"] == pytest.approx(
+        summed["grad_norm_j_bar"])

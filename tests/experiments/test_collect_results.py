@@ -469,3 +469,28 @@ def test_a_run_trained_again_twice_gives_its_last_rerun_to_curves_and_tables(tmp
     assert curves["follower"]["commit"] == "7a79ba2" and curves["follower"]["trained_again"]
     assert collect_results.records_trained_again("lvl", tmp_path)["follower"]["commit"] == "7a79ba2"
     assert "trained_again" not in curves["speaker"]  # a record with its own curve keeps it
+
+
+def test_readings_table_reads_each_statement_under_each_reduction(root: Path):
+    """Seed 0 of each row for App. D's statements (gamma: gains over paired only, "minor" where gamma = 1 gains
+    under a third of gamma = 100's), the mean over seeds for Table 2's; "-" where a row is missing."""
+    runs = root / "gotoseqlocal" / "runs"
+    extra = [record("msvae_gamma1", "msvae", 0.52, 22.0), record("msvae_gamma1_seed1", "msvae", 0.90, 40.0),
+             record("mean_msvae_paired", "msvae", 0.40, 20.0), record("mean_msvae", "msvae", 0.70, 25.0),
+             record("mean_msvae_gamma1", "msvae", 0.58, 21.0), record("mean_msvae_beta1", "msvae", 0.30, 10.0)]
+    for r in extra:
+        (runs / f"{r['run']}.json").write_text(json.dumps(r))
+    lines = collect_results.table_readings("gotoseqlocal", root)
+    cells = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[2:] for line in lines[2:]}
+    gamma_sr = cells["App. D: gamma = 1 changes little, gamma = 100 helps (gain over paired only)"]
+    # sum: gains of msvae (66) and msvae_gamma1 seed 0 (52) over msvae_paired seed 0 (50): +16 vs +2, minor
+    assert gamma_sr[0] == "+16.0 vs +2.0 (1, 1): yes"
+    # mean: +30 vs +18: gamma = 1 gains more than a third of gamma = 100's
+    assert gamma_sr[1].rstrip(" |") == "+30.0 vs +18.0 (1, 1): no"
+    beta = cells["App. D: beta = 1 collapses the posterior, the follower degrades (beta = 0.1 > beta = 1)"]
+    assert beta[0] == "-" and beta[1].rstrip(" |") == "70.0 vs 30.0 (1, 1): yes"
+    v_sr = cells["Table 2: D' adds to SR (full > + V)"]
+    assert v_sr[0] == "-" and v_sr[1].rstrip(" |") == "-"  # no + V row under either reading
+    assert "the same for the speaker" in " ".join(cells)
+    # the seed-0 BLEU of msvae has no best_speaker/ (its BLEU is of best/): no speaker number under "sum"
+    assert cells["App. D: the same for the speaker"][0] == "-"
