@@ -75,6 +75,22 @@ def baseline_runs(tiny_demos: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return runs
 
 
+@pytest.fixture(scope="session")
+def tok():
+    """The package's tokenizer (BabyAI's closed grammar); it holds no state a test could change."""
+    from msvae_hf.tokenization_msvae import MSVAETokenizer
+
+    return MSVAETokenizer.from_grammar()
+
+
+@pytest.fixture
+def mean_z(monkeypatch: pytest.MonkeyPatch) -> None:
+    """z = posterior mean instead of a reparameterised sample, so MS-VAE's forward() is deterministic."""
+    import msvae_hf.modeling_msvae as modeling_msvae
+
+    monkeypatch.setattr(modeling_msvae, "reparameterize", lambda mean, logvar: mean)
+
+
 REPO = Path(__file__).resolve().parents[1]
 
 

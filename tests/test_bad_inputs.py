@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import REPO, load_script
+from model_helpers import build
 from safetensors import SafetensorError
-from test_model import build
 from transformers import AutoModel
 
 from msvae_hf.rollout import BotPolicy, RandomPolicy

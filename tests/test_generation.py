@@ -28,11 +28,6 @@ INSTRUCTIONS = ["go to the red ball", "pick up a blue key", "open the yellow doo
 LEVEL = "BabyAI-GoToSeqLocal-v0"
 
 
-@pytest.fixture(scope="module")
-def tok() -> MSVAETokenizer:
-    return MSVAETokenizer.from_grammar()
-
-
 def pairs(tok: MSVAETokenizer) -> dict[str, torch.Tensor]:
     """Three fixed (trajectory, instruction) pairs: real GoToLocal frames and fixed action sequences."""
     env = gym.make("BabyAI-GoToLocal-v0")

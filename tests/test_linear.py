@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from test_model import build, real_batch, unpaired
+from model_helpers import build, real_batch, unpaired
 from torch import nn
 
 import msvae_hf.linear as linear_module

@@ -10,109 +10,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import gymnasium as gym
-import numpy as np
 import pytest
 import torch
+from model_helpers import LENGTHS, TERMS, build, pad_more, real_batch, select, tiny_kwargs, unpaired
 from torch.distributions import Normal, kl_divergence
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and Local levels)
-import msvae_hf.modeling_msvae as modeling_msvae
-from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
+from msvae_hf import FollowerConfig, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
 from msvae_hf.tokenization_msvae import MSVAETokenizer
-
-TINY = dict(
-    hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32, prior_hidden_size=32,
-    obs_embed_dim=8, action_embed_dim=8,
-)
-LENGTHS = (5, 2, 4, 3)
-TERMS = ("j_bar", "a_1", "a_2", "b_1", "b_2", "c_1", "c_2")
-
-
-@pytest.fixture(scope="module")
-def tok() -> MSVAETokenizer:
-    return MSVAETokenizer.from_grammar()
-
-
-def tiny_kwargs(tok: MSVAETokenizer, **overrides) -> dict:
-    return {**TINY, "vocab_size": len(tok), **overrides}
-
-
-def build(kind: str, tok: MSVAETokenizer, seed: int = 0, **overrides):
-    """A tiny model in eval mode: kind is "msvae", "speaker" or "follower-<attention>"."""
-    torch.manual_seed(seed)
-    kw = tiny_kwargs(tok, **overrides)
-    if kind == "msvae":
-        return MSVAEModel(MSVAEConfig(**kw)).eval()
-    if kind == "speaker":
-        return SpeakerModel(SpeakerConfig(**kw)).eval()
-    return FollowerModel(FollowerConfig(follower_attention=kind.split("-", 1)[1], **kw)).eval()
-
-
-def real_batch(tok: MSVAETokenizer, lengths=LENGTHS, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Padded trajectories of real GoToLocal frames (random left/right/forward actions) and their missions."""
-    env = gym.make("BabyAI-GoToLocal-v0")
-    rng = np.random.default_rng(seed)
-    t_max = max(lengths)
-    obs = torch.zeros(len(lengths), t_max, 7, 7, 3, dtype=torch.uint8)
-    dirs = torch.zeros(len(lengths), t_max, dtype=torch.long)
-    acts = torch.zeros(len(lengths), t_max, dtype=torch.long)
-    mask = torch.zeros(len(lengths), t_max, dtype=torch.bool)
-    missions = []
-    for i, n in enumerate(lengths):
-        o, _ = env.reset(seed=seed * 100 + i)
-        missions.append(o["mission"])
-        for t in range(n):
-            a = int(rng.integers(3))
-            obs[i, t], dirs[i, t], acts[i, t], mask[i, t] = torch.from_numpy(o["image"]), o["direction"], a, True
-            o, *_ = env.step(a)
-    env.close()
-    enc = tok(missions, padding=True, return_tensors="pt")
-    return {
-        "observations": obs, "directions": dirs, "actions": acts, "trajectory_mask": mask,
-        "input_ids": enc["input_ids"].long(), "attention_mask": enc["attention_mask"].long(),
-    }
-
-
-def select(batch: dict[str, torch.Tensor], idx: list[int], trim: bool = True) -> dict[str, torch.Tensor]:
-    """Rows idx of a batch, trimmed to their own longest trajectory / instruction (no extra padding)."""
-    out = {k: v[idx] for k, v in batch.items()}
-    if trim:
-        t, length = int(out["trajectory_mask"].sum(1).max()), int(out["attention_mask"].sum(1).max())
-        for k in ("observations", "directions", "actions", "trajectory_mask"):
-            out[k] = out[k][:, :t]
-        for k in ("input_ids", "attention_mask"):
-            out[k] = out[k][:, :length]
-    return out
-
-
-def pad_more(batch: dict[str, torch.Tensor], extra_t: int = 3, extra_l: int = 4, seed: int = 0) -> dict:
-    """Extra padding at the end of time and instruction axes, filled with GARBAGE (valid-range) values so
-    that only the masks can keep it out of the real positions."""
-    g = torch.Generator().manual_seed(seed)
-    b = batch["actions"].shape[0]
-    out = dict(batch)
-    out["observations"] = torch.cat(
-        [batch["observations"], torch.randint(0, 11, (b, extra_t, 7, 7, 3), generator=g, dtype=torch.uint8)], 1
-    )
-    out["directions"] = torch.cat([batch["directions"], torch.randint(0, 4, (b, extra_t), generator=g)], 1)
-    out["actions"] = torch.cat([batch["actions"], torch.randint(0, 7, (b, extra_t), generator=g)], 1)
-    out["trajectory_mask"] = torch.cat([batch["trajectory_mask"], torch.zeros(b, extra_t, dtype=torch.bool)], 1)
-    out["input_ids"] = torch.cat([batch["input_ids"], torch.randint(4, 30, (b, extra_l), generator=g)], 1)
-    out["attention_mask"] = torch.cat([batch["attention_mask"], torch.zeros(b, extra_l, dtype=torch.long)], 1)
-    return out
-
-
-def unpaired(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    keys = ("observations", "directions", "actions", "trajectory_mask")
-    return {f"unpaired_{k}": batch[k] for k in keys}
-
-
-@pytest.fixture
-def mean_z(monkeypatch: pytest.MonkeyPatch) -> None:
-    """z = posterior mean instead of a reparameterised sample, so forward() is deterministic."""
-    monkeypatch.setattr(modeling_msvae, "reparameterize", lambda mean, logvar: mean)
 
 
 # ------------------------------------------------------------------------------------------------ config

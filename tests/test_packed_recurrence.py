@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from test_model import TERMS, build, pad_more, real_batch, unpaired
+from model_helpers import TERMS, build, pad_more, real_batch, unpaired
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 

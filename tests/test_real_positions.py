@@ -15,7 +15,7 @@ import random
 import pytest
 import torch
 import torch.nn.functional as F
-from test_model import TERMS, build, pad_more, real_batch, tiny_kwargs, unpaired
+from model_helpers import TERMS, build, pad_more, real_batch, tiny_kwargs, unpaired
 from transformers import DynamicCache
 
 import msvae_hf.modeling_msvae as modeling_msvae
@@ -32,11 +32,6 @@ from msvae_hf.modules import LengthGroups, RealPositions, _group_lengths, length
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 LENGTHS = (5, 2, 4, 3, 7, 1)
-
-
-@pytest.fixture(scope="module")
-def tok() -> MSVAETokenizer:
-    return MSVAETokenizer.from_grammar()
 
 
 def test_real_positions_round_trip_and_row_sums() -> None:

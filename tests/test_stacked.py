@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_model import TERMS, build, real_batch, unpaired
+from model_helpers import TERMS, build, real_batch, unpaired
 
 from msvae_hf import MSVAEModel
 from msvae_hf.stacked import StackedMSVAE, stack_batches
@@ -18,11 +18,6 @@ from msvae_hf.tokenization_msvae import MSVAETokenizer
 RUN_LENGTHS = ((5, 2, 4, 3), (7, 1, 2, 2), (3, 3, 6, 1))
 UNPAIRED_LENGTHS = ((8, 3, 6), (2, 2, 9), (4, 5, 1))
 OPTIONS = dict(gamma=0.7, alpha=2.0)
-
-
-@pytest.fixture(scope="module")
-def tok() -> MSVAETokenizer:
-    return MSVAETokenizer.from_grammar()
 
 
 def run_batches(tok: MSVAETokenizer, run: int, update: int = 0) -> dict[str, torch.Tensor]:

@@ -14,11 +14,6 @@ LEVELS = ("BabyAI-GoToSeq-v0", "BabyAI-BossLevel-v0", "BabyAI-GoToSeqLocal-v0", 
 EXAMPLE = "go to the red ball, then pick up a key"
 
 
-@pytest.fixture(scope="module")
-def tok() -> MSVAETokenizer:
-    return MSVAETokenizer.from_grammar()
-
-
 def missions(level: str, n: int, first_seed: int = 0) -> list[str]:
     """Missions of `n` episodes of `level`, skipping the test if the level is not registered."""
     import msvae_hf.envs  # noqa: F401  (registers the Local levels once they exist)
