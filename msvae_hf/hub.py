@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
+from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.repocard import RepoCard
 from huggingface_hub.utils import validate_repo_id
 from safetensors import safe_open
@@ -86,13 +87,19 @@ def push_folder_to_hub(
     repo_id: str,
     card: RepoCard | str | None = None,
     api: HfApi | None = None,
-    private: bool = False,
+    private: bool | None = False,
     commit_message: str = "Upload MS-VAE checkpoint",
     repo_type: str = "model",
+    commit_description: str | None = None,
+    token: bool | str | None = None,
+    revision: str | None = None,
+    create_pr: bool = False,
 ) -> Any:
     """Create `repo_id` (if needed) and upload `folder`, writing `card` as its README.md if it has none.
 
-    Returns what `api.upload_folder` returns (a `CommitInfo` for the real `HfApi`).
+    The Hub arguments go where transformers' ``push_to_hub`` sends them: ``token`` to every call (only when
+    given), a ``revision`` branch created first (unless it names a PR), ``revision`` and ``create_pr`` to the
+    upload. Returns what `api.upload_folder` returns (a `CommitInfo` for the real `HfApi`).
     """
     folder = Path(folder)
     readme = folder / "README.md"
@@ -101,9 +108,18 @@ def push_folder_to_hub(
             raise ValueError(f"{folder} has no README.md: pass a card (e.g. render_model_card)")
         readme.write_text(str(card), encoding="utf-8")
     api = api if api is not None else HfApi()
-    api.create_repo(repo_id=repo_id, repo_type=repo_type, private=private, exist_ok=True)
+    auth: dict[str, Any] = {} if token is None else {"token": token}
+    url = api.create_repo(repo_id=repo_id, repo_type=repo_type, private=private, exist_ok=True, **auth)
+    repo_id = getattr(url, "repo_id", repo_id)  # "name" -> "user/name", as transformers does
+    if revision is not None and not revision.startswith("refs/pr"):
+        try:
+            api.create_branch(repo_id=repo_id, branch=revision, repo_type=repo_type, exist_ok=True, **auth)
+        except HfHubHTTPError as err:  # a PR to a repo we cannot write to: the branch must exist already
+            if not (create_pr and err.response.status_code == 403):
+                raise
     return api.upload_folder(
-        repo_id=repo_id, folder_path=str(folder), repo_type=repo_type, commit_message=commit_message
+        repo_id=repo_id, folder_path=str(folder), repo_type=repo_type, commit_message=commit_message,
+        commit_description=commit_description, revision=revision, create_pr=create_pr, **auth,
     )
 
 

@@ -19,6 +19,7 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
+from transformers.utils import cached_file
 
 from .configuration_msvae import MSVAEConfig
 from .losses import sequence_log_likelihood
@@ -112,12 +113,15 @@ class MSVAEPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         """Load strictly: a checkpoint of another model type or with missing/unexpected weights is an error.
 
-        The tokenizer saved beside the weights is attached as ``model.tokenizer``. A truncated or corrupt
-        safetensors file is an ``OSError`` naming the file (the safetensors error chained).
+        From a folder or a Hub id alike, the tokenizer saved beside the weights is attached as ``model.tokenizer``,
+        read through the same Hub arguments (``revision``, ``token``, ``cache_dir``, ``local_files_only``, ...;
+        ``HF_HUB_OFFLINE=1`` reads the cache). A truncated or corrupt safetensors file is an ``OSError`` naming the
+        file (the safetensors error chained).
         """
         path = str(pretrained_model_name_or_path)
-        config_file = os.path.join(path, "config.json")
-        if os.path.isfile(config_file):
+        hub = {name: kwargs[name] for name in HUB_KWARGS if name in kwargs}
+        config_file = _hub_file(path, "config.json", hub)
+        if config_file is not None:
             with open(config_file, encoding="utf-8") as f:
                 saved_type = json.load(f).get("model_type")
             if cls.config_class.model_type != saved_type and cls is not MSVAEPreTrainedModel:
@@ -136,25 +140,33 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         problems = {k: sorted(v) for k, v in info.items() if k in ("missing_keys", "unexpected_keys") and v}
         if problems:
             raise ValueError(f"checkpoint {path} does not match {cls.__name__}'s config: {problems}")
-        if os.path.isfile(os.path.join(path, "tokenizer.json")):
+        if _hub_file(path, "tokenizer.json", hub) is not None:
             from .tokenization_msvae import MSVAETokenizer
 
-            model.tokenizer = MSVAETokenizer.from_pretrained(path)
+            model.tokenizer = MSVAETokenizer.from_pretrained(path, **hub)
         return (model, info) if want_info else model
 
     def push_to_hub(
         self,
         repo_id: str,
+        *,
         metrics: dict | None = None,
         training_command: str = "",
         dataset: str = "",
-        private: bool = False,
-        api=None,
         commit_message: str = "Upload msvae-hf model",
-        **kwargs,
+        commit_description: str | None = None,
+        private: bool | None = None,
+        token: bool | str | None = None,
+        revision: str | None = None,
+        create_pr: bool = False,
+        max_shard_size: int | str | None = "50GB",
+        tags: list[str] | None = None,
+        api=None,
     ):
         """Upload weights, config, tokenizer and a model card rendered from ``model_cards/`` (msvae_hf.hub).
 
+        Takes transformers' arguments (``token``, ``revision``, ``create_pr``, ``private``, ``commit_message``,
+        ``commit_description``, ``max_shard_size``, ``tags``), forwarded as transformers forwards them;
         ``metrics`` (e.g. ``{"success_rate": 0.55, "bleu": 17.0}``) and ``training_command`` go into the card;
         ``api`` defaults to ``huggingface_hub.HfApi()`` (tests pass a fake that records calls).
         """
@@ -164,18 +176,34 @@ class MSVAEPreTrainedModel(PreTrainedModel):
 
         kind = {"msvae": "msvae", "msvae_follower": "follower", "msvae_speaker": "speaker"}[self.config.model_type]
         card = render_model_card(
-            self.config.to_dict(), metrics or {}, training_command, dataset, kind, repo_id=repo_id
+            self.config.to_dict(), metrics or {}, training_command, dataset, kind, repo_id=repo_id, tags=tags or ()
         )
         with tempfile.TemporaryDirectory() as folder:
-            self.save_pretrained(folder)
-            return push_folder_to_hub(folder, repo_id, card=card, api=api, private=private,
-                                      commit_message=commit_message)
+            self.save_pretrained(folder, max_shard_size=max_shard_size)
+            return push_folder_to_hub(
+                folder, repo_id, card=card, api=api, private=private, commit_message=commit_message,
+                commit_description=commit_description, token=token, revision=revision, create_pr=create_pr,
+            )
 
     def _resolve_tokenizer(self, tokenizer):
         tokenizer = tokenizer if tokenizer is not None else self.tokenizer
         if tokenizer is None:
             raise ValueError("no tokenizer: pass tokenizer=... or attach one with `model.tokenizer = tok`")
         return tokenizer
+
+
+#: The keyword arguments of ``from_pretrained`` that say where and how to fetch files (transformers' AutoModel list).
+HUB_KWARGS = ("cache_dir", "force_download", "local_files_only", "proxies", "revision", "subfolder", "token")
+
+
+def _hub_file(path_or_repo_id: str, filename: str, hub: dict) -> str | None:
+    """The local copy of ``filename`` in a folder or a Hub repo (fetched with the ``hub`` arguments, or read from
+    the cache offline), or None where it is absent or cannot be reached (``from_pretrained`` then says why)."""
+    try:
+        return cached_file(path_or_repo_id, filename, _raise_exceptions_for_missing_entries=False,
+                           _raise_exceptions_for_connection_errors=False, **hub)
+    except (OSError, ValueError):
+        return None
 
 
 def _broken_weights(path: str) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import math
 import os
@@ -21,6 +20,22 @@ from typing import Any
 import torch
 
 LOCK_NAME = ".lock"
+#: Disk space below which a failed write is taken for a full disk (torch's zip writer drops the errno).
+NEARLY_FULL_BYTES = 16 * 2**20
+_HELD: set[int] = set()  # the lock files this process holds, closed in every child it forks
+
+
+def _close_held_in_child() -> None:
+    """A forked child (e.g. an evaluation worker) drops its copies of the held locks' descriptors, so the lock dies
+    with the trainer, not with the last orphaned worker; closing a copy does not unlock the parent's."""
+    for fd in list(_HELD):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_held_in_child)
 
 
 class RunFolderBusy(RuntimeError):
@@ -39,6 +54,8 @@ class RunLock:
     """
 
     def __init__(self, folder: str | Path, command: str | None = None) -> None:
+        import fcntl  # POSIX only: the package trains on Linux and macOS
+
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / LOCK_NAME
@@ -50,16 +67,26 @@ class RunLock:
             os.close(self._fd)
             raise RunFolderBusy(f"{self.folder} is in use by {holder}: wait for it to finish or train into "
                                 "another output_dir") from None
+        _HELD.add(self._fd)
         holder = f"pid {os.getpid()} on {socket.gethostname()}" + (f" ({command})" if command else "")
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, holder.encode(), 0)
 
     def release(self) -> None:
         """Unlock (the file stays; an unlocked file is no claim)."""
+        import fcntl
+
         if self._fd is not None:
+            _HELD.discard(self._fd)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+    def __enter__(self) -> RunLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def is_empty_run_folder(folder: str | Path) -> bool:
@@ -70,12 +97,20 @@ def is_empty_run_folder(folder: str | Path) -> bool:
     return folder.is_dir() and all(p.name == LOCK_NAME for p in folder.iterdir())
 
 
-def _is_disk_full(err: BaseException) -> bool:
-    """ENOSPC, or torch's zip writer's failure when the disk is full (it drops the errno)."""
+def _is_disk_full(err: BaseException, path: Path) -> bool:
+    """ENOSPC, or a failed write where the disk is (nearly) full: torch's zip writer and C++ streams drop the
+    errno ("unexpected pos", "iostream error")."""
     if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
-    text = str(err).lower()
-    return "no space left" in text or "quota exceeded" in text or "file write failed" in text
+    if "no space left" in str(err).lower():
+        return True
+    if not isinstance(err, (OSError, RuntimeError)):
+        return False
+    folder = next((p for p in (path, *path.parents) if p.exists()), None)
+    try:
+        return folder is not None and shutil.disk_usage(folder).free < NEARLY_FULL_BYTES
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
@@ -91,7 +126,7 @@ def writing(path: str | Path) -> Iterator[Path]:
         else:
             with contextlib.suppress(OSError):
                 path.unlink()
-        if isinstance(err, Exception) and _is_disk_full(err):
+        if isinstance(err, Exception) and _is_disk_full(err, path):
             raise OSError(errno.ENOSPC, f"no space left on device writing {path}; it was removed and earlier "
                                         "checkpoints are intact: free space, then resume") from err
         raise
@@ -114,31 +149,37 @@ def read_json(path: str | Path) -> dict[str, Any]:
                          "edited; restore it or start a new run") from None
 
 
-def check_finite_update(step: int, terms: Mapping[str, torch.Tensor | None],
-                        parameters: Iterable[tuple[str, torch.nn.Parameter]] | None = None) -> float | None:
-    """Stop update ``step`` (1-based) when its loss or gradient norm is not finite.
+def nonfinite_terms(terms: Mapping[str, torch.Tensor | None]) -> list[str]:
+    """The names of the terms (tensors of an update's loss, e.g. ``loss``, ``j_bar``, ``v``) holding NaN or inf."""
+    return [name for name, value in terms.items()
+            if torch.is_tensor(value) and not bool(torch.isfinite(value.detach()).all())]
 
-    ``terms`` are the update's scalar loss terms, ``"loss"`` first; ``parameters`` (named, with gradients),
-    when given, have their total gradient norm checked too, which is returned. NonFiniteError names the
-    update, the non-finite terms or the first parameter whose gradient is not finite.
+
+def gradient_norm(grads: Iterable[torch.Tensor]) -> float:
+    """The total 2-norm of ``grads`` (inf or NaN where one is not finite or the sum overflows)."""
+    norms = [torch.linalg.vector_norm(g.detach().float()) for g in grads]
+    return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+
+
+def check_finite_update(step: int, bad_terms: list[str],
+                        parameters: Iterable[tuple[str, torch.nn.Parameter]] | None = None) -> float | None:
+    """Stop update ``step`` (1-based) where a term of its loss (``bad_terms``, :func:`nonfinite_terms` of its
+    micro-steps) or, given ``parameters`` (named, with gradients), its gradient norm is not finite; returns the
+    norm. NonFiniteError names the update and the terms, or the first parameter whose gradient is not finite.
+
+    With several processes the gradients are checked after their all-reduce, where they are the same on every
+    process, so every process stops at the same update (one whose loss alone is not finite names its terms).
     """
-    loss = terms["loss"]
-    if not torch.isfinite(loss.detach()).all():
-        bad = [name for name, value in terms.items()
-               if name != "loss" and value is not None and not torch.isfinite(value.detach()).all()]
-        raise NonFiniteError(f"update {step}: the loss is {float(loss.detach().float().sum())}"
-                             + (f" (non-finite: {', '.join(bad)})" if bad else "")
-                             + "; nothing of this update was saved: lower the learning rate or clip gradients "
-                               "(max_grad_norm), then resume from the last checkpoint")
+    advice = ("; nothing of this update was saved: lower the learning rate or clip gradients (max_grad_norm), "
+              "then resume from the last checkpoint")
+    if bad_terms:
+        raise NonFiniteError(f"update {step}: the loss is not finite (non-finite: {', '.join(bad_terms)})" + advice)
     if parameters is None:
         return None
     named = [(name, p.grad) for name, p in parameters if p.grad is not None]
-    if not named:
-        return None
-    norm = float(torch.nn.utils.get_total_norm([g.detach() for _, g in named]))
+    norm = gradient_norm(g for _, g in named)
     if not math.isfinite(norm):
-        first = next(name for name, g in named if not torch.isfinite(g).all())
-        raise NonFiniteError(f"update {step}: the gradient norm is {norm} (first at {first}); nothing of this "
-                             "update was saved: lower the learning rate or clip gradients (max_grad_norm), then "
-                             "resume from the last checkpoint")
+        first = next((name for name, g in named if not bool(torch.isfinite(g).all())), None)
+        where = f"first at {first}" if first else "every gradient is finite, their norm overflows"
+        raise NonFiniteError(f"update {step}: the gradient norm is {norm} ({where})" + advice)
     return norm

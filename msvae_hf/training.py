@@ -26,12 +26,14 @@ import argparse
 import dataclasses
 import json
 import math
+import numbers
 import os
 import platform
 import re
 import shutil
 import subprocess
 import time
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -60,6 +62,7 @@ from .run_folder import (
     check_finite_update,
     config_differences,
     is_empty_run_folder,
+    nonfinite_terms,
     read_json,
     writing,
 )
@@ -170,18 +173,24 @@ _TYPE_NAMES = {int: "an integer", float: "a number", str: "text", bool: "true or
 
 def check_field_types(cfg: TrainConfig) -> None:
     """ValueError naming the first field whose value is not of its annotated type ("batch_size must be an
-    integer, got 'abc'"); an integer is a number, a bool is not an integer."""
+    integer, got 'abc'"). An integer field takes any integral number (``1e4`` from YAML, numpy's ints) as an int,
+    a number field any real number; a bool is neither."""
+    hints = typing.get_type_hints(type(cfg))
     for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        annotation = str(f.type)
-        if value is None and annotation.endswith("| None"):
+        value, kinds = getattr(cfg, f.name), typing.get_args(hints[f.name]) or (hints[f.name],)
+        if value is None and type(None) in kinds:
             continue
-        kind = {"int": int, "float": float, "str": str, "bool": bool, "dict": dict}[annotation.split(" |")[0]]
-        ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            ok = True
-        if not ok:
-            raise ValueError(f"{f.name} must be {_TYPE_NAMES[kind]}, got {value!r}")
+        kind = next(k for k in kinds if k is not type(None))
+        if kind in (int, float) and isinstance(value, numbers.Real) and not isinstance(value, bool):
+            if kind is float:
+                setattr(cfg, f.name, float(value))
+                continue
+            if isinstance(value, numbers.Integral) or float(value).is_integer():
+                setattr(cfg, f.name, int(value))
+                continue
+        elif isinstance(value, kind):
+            continue
+        raise ValueError(f"{f.name} must be {_TYPE_NAMES.get(kind, kind.__name__)}, got {value!r}")
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -407,8 +416,8 @@ CONTINUE_MAY_CHANGE = ("output_dir", "max_updates", "resume", "continue_from", "
 
 
 #: TrainConfig fields ``--resume`` may change: how the run is executed, not what or how long it trains.
-RESUME_MAY_CHANGE = ("output_dir", "resume", "threads", "eval_workers", "eval_batch_size", "keep_checkpoints",
-                     "retain_freed_memory")
+RESUME_MAY_CHANGE = ("output_dir", "resume", "continue_from", "threads", "eval_workers", "eval_batch_size",
+                     "keep_checkpoints", "retain_freed_memory", "log_every", "checkpoint_every")
 
 
 def check_run_folder(cfg: TrainConfig) -> None:
@@ -423,9 +432,15 @@ def check_run_folder(cfg: TrainConfig) -> None:
     if not checkpoint_dirs(out):
         raise FileNotFoundError(f"nothing to resume in {out}: it holds no checkpoint (checkpoints/step-*); "
                                 "run without --resume to start a new run in an empty or new output_dir")
+    check_resume_config(cfg)
+
+
+def check_resume_config(cfg: TrainConfig) -> None:
+    """ValueError naming each field in which ``cfg`` differs from the ``train_config.json`` its ``output_dir``
+    trained with (but :data:`RESUME_MAY_CHANGE`); a folder without one passes."""
+    out = Path(cfg.output_dir)
     if (out / "train_config.json").is_file():
-        saved = read_json(out / "train_config.json")
-        differ = config_differences(saved, dataclasses.asdict(cfg), RESUME_MAY_CHANGE)
+        differ = config_differences(read_json(out / "train_config.json"), dataclasses.asdict(cfg), RESUME_MAY_CHANGE)
         if differ:
             raise ValueError(f"--resume {out}: it trained with another config; " + "; ".join(differ)
                              + " (resume with its own config, or --continue-from it into a new output_dir)")
@@ -711,6 +726,7 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
                    desc="updates")
         started = time.time() - state["wall_time"]
         model.train()
+        bad_terms: list[str] = []  # the non-finite loss terms of this update's micro-steps
         while state["step"] < cfg.max_updates:
             step = state["step"]
             for k in range(micro):
@@ -723,10 +739,12 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
                 batch = {name: t.to(accelerator.device) for name, t in batch.items()}
                 with accelerator.accumulate(model):
                     output = model(**batch)
-                    check_finite_update(step + 1, {"loss": output.loss, **scalar_terms(output)})
                     accelerator.backward(output.loss)
-                    if accelerator.sync_gradients and cfg.mixed_precision != "fp16":  # fp16's scaler skips inf steps
-                        check_finite_update(step + 1, {"loss": output.loss}, raw_model.named_parameters())
+                    bad_terms = bad_terms or nonfinite_terms({"loss": output.loss, **scalar_terms(output)})
+                    if accelerator.sync_gradients:  # fp16's gradients are scaled, its scaler skips inf steps
+                        check_finite_update(step + 1, bad_terms, None if cfg.mixed_precision == "fp16" else
+                                            raw_model.named_parameters())
+                        bad_terms = []
                     if cfg.max_grad_norm and accelerator.sync_gradients:
                         accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
                     optimizer.step()

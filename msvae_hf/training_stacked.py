@@ -14,6 +14,7 @@ fp32, no gradient accumulation.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -29,7 +30,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm.auto import tqdm
 
 from .data.collator import DemoCollator
-from .run_folder import RunLock, check_finite_update, is_empty_run_folder, writing
+from .run_folder import RunLock, check_finite_update, is_empty_run_folder, nonfinite_terms, writing
 from .stacked import TRAJECTORY_KEYS, StackedMSVAE, stack_batches
 from .tokenization_msvae import MSVAETokenizer
 from .training import (
@@ -37,6 +38,7 @@ from .training import (
     TrainConfig,
     adam,
     build_model,
+    check_resume_config,
     checkpoint_dirs,
     final_evaluation,
     keep_best,
@@ -80,13 +82,7 @@ def train_stacked(cfgs: Sequence[TrainConfig], stack_dir: str | Path, command: s
     cfg = cfgs[0]
     stack_dir = Path(stack_dir)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    existing = checkpoint_dirs(stack_dir)
-    if cfg.resume and not existing:
-        raise FileNotFoundError(f"nothing to resume in {stack_dir}: it holds no checkpoint (checkpoints/step-*)")
-    if not cfg.resume:
-        for out in (stack_dir, *(Path(c.output_dir) for c in cfgs)):
-            if not is_empty_run_folder(out):
-                raise FileExistsError(f"{out} is not empty: resume the stack or choose other folders")
+    check_stack_folders(cfgs, stack_dir)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if cfg.retain_freed_memory:
@@ -115,8 +111,11 @@ def train_stacked(cfgs: Sequence[TrainConfig], stack_dir: str | Path, command: s
                  StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, 1, run.seed, stream=1))
                 for run in cfgs]
 
-    locks = [RunLock(folder, command) for folder in (stack_dir, *(Path(c.output_dir) for c in cfgs))]
-    try:
+    with contextlib.ExitStack() as locks:
+        for folder in (stack_dir, *(Path(c.output_dir) for c in cfgs)):
+            locks.enter_context(RunLock(folder, command))
+        check_stack_folders(cfgs, stack_dir)  # again, under the locks
+        existing = checkpoint_dirs(stack_dir)
         commit = provenance()["commit"]
         state: dict[str, Any] = {"step": 0, "wall_time": 0.0, "seeds": [c.seed for c in cfgs], "commits": [commit],
                                  "runs": [{"history": [], "best": None, "best_speaker": None} for _ in cfgs]}
@@ -153,10 +152,11 @@ def train_stacked(cfgs: Sequence[TrainConfig], stack_dir: str | Path, command: s
                 batches.append({**batch, **{f"unpaired_{k}": u[k] for k in TRAJECTORY_KEYS}})
             batch = {k: v.to(device) for k, v in stack_batches(batches).items()}
             output = stacked(batch, stacked.draw_noise(generators, batch))
-            check_finite_update(step + 1, {"loss": output.loss, "j_bar": output.j_bar, "v": output.v,
-                                           "domain_distance": output.domain_distance})
             output.loss.sum().backward()  # each run's loss reaches only its own slice of the parameters
-            check_finite_update(step + 1, {"loss": output.loss}, stacked.named_parameters())
+            bad = [f"{name} of seed {run.seed}" for r, run in enumerate(cfgs) for name in nonfinite_terms(
+                {"loss": output.loss[r], "j_bar": output.j_bar[r], "v": output.v[r],
+                 "domain_distance": output.domain_distance[r]})]
+            check_finite_update(step + 1, bad, stacked.named_parameters())
             if cfg.max_grad_norm:
                 clip_grad_norm_per_run(stacked, cfg.max_grad_norm)
             optimizer.step()
@@ -191,9 +191,20 @@ def train_stacked(cfgs: Sequence[TrainConfig], stack_dir: str | Path, command: s
             results.append(final_evaluation(run, run_state, level, test, device=device,
                                             extra={"stacked": stacked_info}))
         return results
-    finally:
-        for lock in locks:
-            lock.release()
+
+
+def check_stack_folders(cfgs: Sequence[TrainConfig], stack_dir: Path) -> None:
+    """Whether the stack may train in ``stack_dir`` and its runs' folders, writing nothing: a new stack needs them
+    empty, a resume a checkpoint in ``stack_dir`` and each run's own config (:func:`check_resume_config`)."""
+    if cfgs[0].resume:
+        if not checkpoint_dirs(stack_dir):
+            raise FileNotFoundError(f"nothing to resume in {stack_dir}: it holds no checkpoint (checkpoints/step-*)")
+        for run in cfgs:
+            check_resume_config(run)
+        return
+    for out in (stack_dir, *(Path(c.output_dir) for c in cfgs)):
+        if not is_empty_run_folder(out):
+            raise FileExistsError(f"{out} is not empty: resume the stack or choose other folders")
 
 
 def clip_grad_norm_per_run(stacked: StackedMSVAE, max_norm: float) -> torch.Tensor:

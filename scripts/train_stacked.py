@@ -17,6 +17,7 @@ import sys
 
 import yaml
 
+from msvae_hf.run_folder import NonFiniteError, RunFolderBusy
 from msvae_hf.training import load_config, parse_train_args, train_arg_parser
 from msvae_hf.training_stacked import train_stacked
 
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
                 for seed, out in zip(args.seeds, args.output_dirs)]
         results = train_stacked(cfgs, args.stack_dir, command=shlex.join(["python", "scripts/train_stacked.py", *argv]),
                                 device=args.device)
-    except (ValueError, FileNotFoundError, FileExistsError) as err:
+    except (ValueError, OSError, RunFolderBusy, NonFiniteError) as err:  # one line each, nothing half-written
         sys.exit(f"error: {err}")
     for result in results:
         print(yaml.safe_dump({k: v for k, v in result.items() if k not in ("history", "test_examples")}))

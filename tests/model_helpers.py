@@ -94,3 +94,17 @@ def pad_more(batch: dict[str, torch.Tensor], extra_t: int = 3, extra_l: int = 4,
 def unpaired(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     keys = ("observations", "directions", "actions", "trajectory_mask")
     return {f"unpaired_{k}": batch[k] for k in keys}
+
+
+def key_bias_rows(name: str, param: torch.Tensor) -> torch.Tensor:
+    """Mask of the attention key biases: a constant added to all of a query's scores, so their gradient is
+    zero but for rounding, and Adam (which divides by the gradient's size) moves them by rounding noise."""
+    mask = torch.zeros_like(param, dtype=torch.bool)
+    if name.endswith(("in_proj_bias", "qkv.bias")):
+        third = param.shape[0] // 3
+        mask[third:2 * third] = True
+    elif name.endswith("cross_kv.bias"):
+        mask[: param.shape[0] // 2] = True
+    elif name.endswith("key_proj.bias"):
+        mask[:] = True
+    return mask

@@ -16,8 +16,9 @@ import torch
 from conftest import REPO, TINY_MODEL, TINY_TRAIN, tiny_cli_args, train_tiny
 from safetensors.torch import load_file
 
+import msvae_hf.run_folder as run_folder
 from msvae_hf import FollowerModel
-from msvae_hf.run_folder import NonFiniteError, RunFolderBusy, RunLock, check_finite_update
+from msvae_hf.run_folder import NonFiniteError, RunFolderBusy, RunLock, check_finite_update, nonfinite_terms
 from msvae_hf.training import checkpoint_dirs, load_config
 
 
@@ -60,7 +61,7 @@ def test_the_last_good_checkpoints_are_kept(tiny_demos: Path, tmp_path: Path, mo
 
     monkeypatch.setattr(FollowerModel, "forward", nan_from_fourth)
     out = tmp_path / "run"
-    with pytest.raises(NonFiniteError, match=r"^update 4: the loss is nan") as info:
+    with pytest.raises(NonFiniteError, match=r"^update 4: the loss is not finite \(non-finite: loss\)") as info:
         train_tiny("follower", out, tiny_demos, max_updates=6, checkpoint_every=1, eval_every=1)
     _one_line(info.value)
     assert [p.name for p in checkpoint_dirs(out)] == ["step-0000003"]
@@ -68,15 +69,20 @@ def test_the_last_good_checkpoints_are_kept(tiny_demos: Path, tmp_path: Path, mo
 
 
 def test_non_finite_names_the_term_and_the_parameter() -> None:
-    terms = {"loss": torch.tensor(float("inf")), "j_bar": torch.tensor(1.0), "v": torch.tensor(float("nan"))}
-    with pytest.raises(NonFiniteError, match=r"^update 7: the loss is inf \(non-finite: v\)"):
-        check_finite_update(7, terms)
+    terms = {"loss": torch.tensor(float("inf")), "j_bar": torch.tensor(1.0), "v": torch.tensor(float("nan")),
+             "d": None}
+    assert nonfinite_terms(terms) == ["loss", "v"]
+    with pytest.raises(NonFiniteError, match=r"^update 7: the loss is not finite \(non-finite: loss, v\)"):
+        check_finite_update(7, nonfinite_terms(terms))
     layer = torch.nn.Linear(2, 2)
     layer.weight.grad, layer.bias.grad = torch.zeros(2, 2), torch.tensor([0.0, float("nan")])
     with pytest.raises(NonFiniteError, match=r"^update 3: the gradient norm is nan \(first at bias\)"):
-        check_finite_update(3, {"loss": torch.tensor(1.0)}, layer.named_parameters())
+        check_finite_update(3, [], layer.named_parameters())
     layer.bias.grad = torch.tensor([3.0, 4.0])
-    assert check_finite_update(3, {"loss": torch.tensor(1.0)}, layer.named_parameters()) == pytest.approx(5.0)
+    assert check_finite_update(3, [], layer.named_parameters()) == pytest.approx(5.0)
+    layer.weight.grad = torch.full((2, 2), 1e20)  # every gradient finite, their norm overflows float32
+    with pytest.raises(NonFiniteError, match=r"the gradient norm is inf \(every gradient is finite, their norm"):
+        check_finite_update(3, [], layer.named_parameters())
 
 
 # ------------------------------------------------------------------------------------------------ resume
@@ -88,8 +94,8 @@ def test_resume_refuses_a_changed_config(tiny_demos: Path, tmp_path: Path) -> No
         train_tiny("follower", out, tiny_demos, learning_rate=1e9, resume=True)
     assert "--continue-from" in _one_line(info.value)
     assert (out / "train_config.json").read_bytes() == saved
-    # what resume may change (threads, evaluation workers) it may
-    train_tiny("follower", out, tiny_demos, resume=True, threads=2)
+    # what resume may change (threads, evaluation workers, the finished run it continued) it may
+    train_tiny("follower", out, tiny_demos, resume=True, threads=2, continue_from=str(tmp_path / "elsewhere"))
 
 
 # ------------------------------------------------------------------------------------------------ one trainer
@@ -117,6 +123,25 @@ def test_a_second_process_is_refused_at_once(tmp_path: Path) -> None:
     lock.release()
     free = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True)
     assert free.returncode == 0, free.stderr
+
+
+def test_a_killed_trainer_leaves_no_lock_behind_its_forked_workers(tmp_path: Path) -> None:
+    """A trainer that forked a worker (as the evaluation pool does) and died: the worker lives on, the folder is
+    free (forked children drop their copies of the lock's descriptor)."""
+    code = ("import os, sys, time; from msvae_hf.run_folder import RunLock\n"
+            "RunLock(sys.argv[1])\n"
+            "child = os.fork()\n"
+            "if child == 0:\n    null = os.open(os.devnull, os.O_RDWR)\n    os.dup2(null, 1)\n    os.dup2(null, 2)\n"
+            "    time.sleep(60)\n    os._exit(0)\n"
+            "print(child, flush=True)\nos._exit(0)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True,
+                          timeout=60)
+    worker = int(done.stdout.split()[0])
+    try:
+        os.kill(worker, 0)  # the worker is alive
+        RunLock(tmp_path / "run").release()
+    finally:
+        os.kill(worker, 9)
 
 
 # ------------------------------------------------------------------------------------------------ config
@@ -175,3 +200,31 @@ def test_a_full_disk_leaves_no_partial_checkpoint(tiny_demos: Path, tmp_path: Pa
     assert json.loads((checkpoint_dirs(out)[0] / "train_state.json").read_text())["step"] == 2
     monkeypatch.setattr(Accelerator, "save_state", save_state)
     assert train_tiny("follower", out, tiny_demos, resume=True)["updates"] == TINY_TRAIN["max_updates"]
+
+
+def test_a_full_disk_is_named_when_torch_drops_the_errno(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's zip writer on a full disk raises a RuntimeError without errno ("unexpected pos"): with the disk
+    (nearly) full that is a full disk, named; with space left the error goes on as it was."""
+    target = tmp_path / ".tmp-step-0000002"
+
+    def fail() -> None:
+        with run_folder.writing(target):
+            target.mkdir()
+            (target / "model.safetensors").write_bytes(b"\0" * 10)
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1408 vs 1300")
+
+    monkeypatch.setattr(run_folder.shutil, "disk_usage", lambda p: shutil_usage(free=1024))
+    with pytest.raises(OSError, match=rf"^\[Errno 28\] no space left on device writing {target}"):
+        fail()
+    assert not target.exists()
+    monkeypatch.setattr(run_folder.shutil, "disk_usage", lambda p: shutil_usage(free=10 * 2**30))
+    with pytest.raises(RuntimeError, match="unexpected pos"):
+        fail()
+    assert not target.exists()
+
+
+def shutil_usage(free: int):
+    """A shutil.disk_usage result with ``free`` bytes free."""
+    import shutil
+
+    return shutil._ntuple_diskusage(2**40, 2**40 - free, free)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from model_helpers import TERMS, build, real_batch, unpaired
+from model_helpers import TERMS, build, key_bias_rows, real_batch, unpaired
 
 from msvae_hf import MSVAEModel
 from msvae_hf.stacked import StackedMSVAE, stack_batches
@@ -60,20 +60,6 @@ def test_every_run_gets_its_own_objective_and_gradients(tok: MSVAETokenizer, ove
         for name, param in model.named_parameters():
             torch.testing.assert_close(stacked.p(name).grad[r], param.grad, rtol=1e-4, atol=1e-6,
                                        msg=f"run {r}: {name}")
-
-
-def key_bias_rows(name: str, param: torch.Tensor) -> torch.Tensor:
-    """Mask of the attention key biases: a constant added to all of a query's scores, so their gradient is
-    zero but for rounding, and Adam (which divides by the gradient's size) moves them by rounding noise."""
-    mask = torch.zeros_like(param, dtype=torch.bool)
-    if name.endswith(("in_proj_bias", "qkv.bias")):
-        third = param.shape[0] // 3
-        mask[third:2 * third] = True
-    elif name.endswith("cross_kv.bias"):
-        mask[: param.shape[0] // 2] = True
-    elif name.endswith("key_proj.bias"):
-        mask[:] = True
-    return mask
 
 
 def test_adam_on_the_stack_follows_each_run_alone(tok: MSVAETokenizer) -> None:

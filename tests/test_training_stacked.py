@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import TINY_MODEL, TINY_TRAIN, train_tiny
+from model_helpers import key_bias_rows
 from safetensors.torch import load_file
-from test_stacked import key_bias_rows
 
+from msvae_hf.stacked import StackedMSVAE
 from msvae_hf.training import load_config
 from msvae_hf.training_stacked import check_stack, train_stacked
 
@@ -46,9 +47,25 @@ def test_each_run_of_a_stack_is_its_run_alone(tiny_demos: Path, tmp_path: Path) 
         assert list((tmp_path / "stack" / f"seed{seed}" / "tb").glob("events.out.tfevents.*"))
 
 
-def test_a_stopped_stack_resumes_exactly(tiny_demos: Path, tmp_path: Path) -> None:
+def test_a_stopped_stack_resumes_exactly(tiny_demos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped at its third update (after the checkpoint of update 2), the stack resumes to what it gives
+    uninterrupted; a resume with another config is refused naming the field."""
     whole = train_stacked(configs(tiny_demos, tmp_path / "a"), tmp_path / "a" / "shared", device="cpu")
-    train_stacked(configs(tiny_demos, tmp_path / "b", max_updates=2), tmp_path / "b" / "shared", device="cpu")
+    forward, calls = StackedMSVAE.forward, []
+
+    def stop_at_third(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(StackedMSVAE, "forward", stop_at_third)
+    with pytest.raises(KeyboardInterrupt):
+        train_stacked(configs(tiny_demos, tmp_path / "b"), tmp_path / "b" / "shared", device="cpu")
+    monkeypatch.setattr(StackedMSVAE, "forward", forward)
+    with pytest.raises(ValueError, match=r"learning_rate: 0\.001 there, 0\.5 here"):
+        train_stacked(configs(tiny_demos, tmp_path / "b", resume=True, learning_rate=0.5), tmp_path / "b" / "shared",
+                      device="cpu")
     resumed = train_stacked(configs(tiny_demos, tmp_path / "b", resume=True), tmp_path / "b" / "shared",
                             device="cpu")
     for seed, ours, theirs in zip(SEEDS, resumed, whole):

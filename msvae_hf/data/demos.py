@@ -63,7 +63,8 @@ from datasets import (
     concatenate_datasets,
     load_from_disk,
 )
-from huggingface_hub import DatasetCard, DatasetCardData, HfApi
+from huggingface_hub import DatasetCard, DatasetCardData, HfApi, is_offline_mode, snapshot_download
+from huggingface_hub.utils import validate_repo_id
 from minigrid.utils.baby_ai_bot import BabyAIBot
 
 from ..card_templates import template_path
@@ -573,15 +574,37 @@ def _unreadable_message(path: Path, err: BaseException) -> str:
     return f"{what} ({detail}): it is damaged or cut short; regenerate the dataset with `{regenerate_command(path)}`"
 
 
+def _hub_snapshot(name: str) -> Path | None:
+    """The local snapshot of the Hub dataset repo ``name`` ("user/name"), downloaded, or read from the cache when
+    ``HF_HUB_OFFLINE`` is set; None when ``name`` is a local path (its first folder exists here) or no repo id.
+    FileNotFoundError when the repo cannot be had."""
+    namespace = name.split("/", 1)[0]
+    if name.count("/") != 1 or Path(namespace).exists():
+        return None
+    try:
+        validate_repo_id(name)
+    except ValueError:
+        return None
+    try:
+        return Path(snapshot_download(name, repo_type="dataset", local_files_only=is_offline_mode()))
+    except (OSError, ValueError) as err:
+        raise FileNotFoundError(
+            f"no demonstrations at {name}: no such folder here, and the Hub dataset {name} cannot be had "
+            f"({type(err).__name__}: {' '.join(str(err).split())}); create them with scripts/make_demos.py"
+        ) from err
+
+
 def load_demos(path: str | Path, verify: bool = True) -> DatasetDict:
     """Load (memory-mapped) a DatasetDict written by `make_demos`, with clear one-line errors.
 
-    The arrow files are first checked against the ``checksums.json`` written with them (`verify_checksums`: each
-    file is hashed once, then cached). Skip that check for data edited on purpose with ``verify=False`` or the
-    environment variable ``MSVAE_SKIP_DEMO_CHECKSUMS=1`` (for scripts/train.py). A file pyarrow cannot read is
-    named, with the command that regenerates the dataset.
+    ``path`` is a folder, or the id of a Hub dataset repo that `push_demos_to_hub` filled (downloaded once, or read
+    from the Hub cache when ``HF_HUB_OFFLINE=1``). The arrow files are first checked against the ``checksums.json``
+    written with them (`verify_checksums`: each file is hashed once, then cached). Skip that check for data edited
+    on purpose with ``verify=False`` or the environment variable ``MSVAE_SKIP_DEMO_CHECKSUMS=1`` (for
+    scripts/train.py). A file pyarrow cannot read is named, with the command that regenerates the dataset.
     """
-    path = Path(path)
+    local = Path(path)
+    path = local if local.exists() else _hub_snapshot(str(path)) or local
     if not path.exists():
         raise FileNotFoundError(f"no demonstrations at {path}; create them with scripts/make_demos.py")
     if verify and not _skip_checksums():
@@ -687,8 +710,14 @@ def replay_episode(level: str, seed: int, actions: list[int]) -> Replay:
 
 
 def push_demos_to_hub(path: str | Path, repo_id: str, api: HfApi | None = None, private: bool = False) -> Any:
-    """Upload a `make_demos` folder (arrow files + card) to a Hub dataset repo with `upload_folder`."""
+    """Upload a `make_demos` folder (arrow files, checksums, stats and card) to a Hub dataset repo with
+    `upload_folder`: `load_demos` reads it back by its id, `datasets.load_dataset` by the card's ``configs:``. A card
+    written before it carried ``configs:`` is renewed from stats.json first."""
     load_demos(path)  # refuse to push something that is not a demo dataset
+    readme, stats = Path(path) / "README.md", Path(path) / "stats.json"
+    if stats.is_file() and not (readme.is_file() and DatasetCard.load(readme).data.get("configs")):
+        info = json.loads(stats.read_text())
+        render_dataset_card(info["level"], info["splits"], info["dropped"], info["command"]).save(readme)
     api = api or HfApi()
     api.create_repo(repo_id, repo_type="dataset", exist_ok=True, private=private)
     return api.upload_folder(
