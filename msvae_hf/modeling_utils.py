@@ -24,6 +24,7 @@ from transformers.utils import cached_file
 from .configuration_msvae import MSVAEConfig
 from .losses import sequence_log_likelihood
 from .modules import BottleneckAttention, ObservationEncoder, RealPositions, masked_scatter_frames
+from .rollout import ACT_BEFORE_RESET
 
 
 class MSVAEPreTrainedModel(PreTrainedModel):
@@ -327,7 +328,7 @@ class FollowerPolicy:
     def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
         """One action per live env: observations [n, 7, 7, 3], directions [n], env_ids [n] (batch positions)."""
         if self.memory is None:
-            raise ValueError("act() before reset(): call reset(instructions) first")
+            raise ValueError(ACT_BEFORE_RESET)
         model = self.model
         device = model.device
         idx = torch.as_tensor(np.asarray(env_ids), dtype=torch.long, device=device)
