@@ -12,7 +12,7 @@ of similar length (`grouped`, the default, `modules.LengthGroups`). `--switch li
 Each model (follower, speaker, MS-VAE: App. D sizes unless `--tiny`) trains on ONE real BossLocal batch (as
 `benchmarks/train_step.py` loads it), or with `--batches N` on N distinct batches in turn, as training meets
 batches of new lengths (which matters where a library builds kernels per shape, as oneDNN does), its updates
-(forward, backward, `training.adam` step) alternating between the two settings update by update, both on the
+(forward, backward, `runtime.adam` step) alternating between the two settings update by update, both on the
 same batch in each round. Both see the machine in the same state, so their ratio does not move with its
 speed the way two separate runs' do. Per model and setting: the median, fastest and slowest seconds per update
 (wall clock), the FLOPs of one forward + backward (`benchmarks/flops.py`) and the fraction of the single-thread
@@ -35,8 +35,8 @@ from train_step import add_fractions, gemm_peaks, load_batches, model_batch, pea
 import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf.linear import onednn_linear
 from msvae_hf.modules import length_groups
+from msvae_hf.runtime import adam, provenance, retain_freed_memory
 from msvae_hf.tokenization_msvae import MSVAETokenizer
-from msvae_hf.training import adam, provenance, retain_freed_memory
 
 SWITCHES = {"length_groups": (length_groups, ("padded", "grouped")), "linear": (onednn_linear, ("f_linear", "onednn"))}
 """Each switch: its context manager and the names of its settings False and True."""

@@ -34,9 +34,9 @@ import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf import MSVAEConfig, MSVAEModel
 from msvae_hf.data.collator import DemoCollator, for_loader
 from msvae_hf.evaluation import device_name, resolve_device
+from msvae_hf.runtime import adam, provenance, retain_freed_memory
 from msvae_hf.stacked import StackedMSVAE, stack_batches
 from msvae_hf.tokenization_msvae import MSVAETokenizer
-from msvae_hf.training import adam, provenance, retain_freed_memory
 
 
 def run_batches(args: argparse.Namespace, tok: MSVAETokenizer, runs: int) -> list[dict[str, torch.Tensor]]:

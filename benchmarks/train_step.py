@@ -29,7 +29,7 @@ everything else, the FLOPs of each and their rate against the GEMM peak, and the
 time, by their own time (the profiler's overhead included).
 
 Host memory: MS-VAE is timed first with the C library's default allocator (`msvae_default_allocator`), then
-`msvae_hf.training.retain_freed_memory()` is applied, as `scripts/train.py` does, and every model is timed.
+`msvae_hf.runtime.retain_freed_memory()` is applied, as `scripts/train.py` does, and every model is timed.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ from msvae_hf.data.collator import DemoCollator, for_loader
 from msvae_hf.evaluation import device_name, resolve_device
 from msvae_hf.linear import AVAILABLE as ONEDNN_AVAILABLE
 from msvae_hf.linear import onednn_matmul
+from msvae_hf.runtime import adam, provenance, retain_freed_memory
 from msvae_hf.tokenization_msvae import MSVAETokenizer
-from msvae_hf.training import adam, provenance, retain_freed_memory
 
 TINY = dict(hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32,
             prior_hidden_size=32, obs_embed_dim=8, action_embed_dim=8)

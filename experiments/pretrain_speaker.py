@@ -22,8 +22,10 @@ import torch
 import msvae_hf  # noqa: F401
 from msvae_hf.data.demos import load_demos
 from msvae_hf.extensions.pretraining import pretrain_speaker_encoder
+from msvae_hf.runtime import add_threads_flag, set_threads
 from msvae_hf.tokenization_msvae import MSVAETokenizer
-from msvae_hf.training import add_threads_flag, build_model, load_config, set_threads
+from msvae_hf.train_config import load_config
+from msvae_hf.training import build_model
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -44,7 +44,8 @@ from pathlib import Path
 from cells import Cell, level_cells
 
 from msvae_hf.configuration_msvae import MSVAEConfig
-from msvae_hf.training import checkpoint_dirs, load_config
+from msvae_hf.run_folder import checkpoint_dirs
+from msvae_hf.train_config import load_config
 
 
 def run_record(run: Path) -> dict:

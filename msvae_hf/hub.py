@@ -27,6 +27,7 @@ from safetensors import safe_open
 
 from .card_templates import template_path
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
+from .run_folder import primary_metric
 
 #: model_kind -> (card title, what the checkpoint is).
 MODEL_KINDS: dict[str, tuple[str, str]] = {
@@ -232,8 +233,10 @@ def run_training_command(run_dir: str | Path) -> str:
 
 
 def _chosen_by(train_config: Mapping[str, Any]) -> str:
-    """The validation metric that chose the run's ``best/`` (msvae_hf.training.primary_metric)."""
-    return "validation BLEU" if train_config.get("model_type") == "speaker" else "validation SR"
+    """The validation metric that chose the run's ``best/`` (:func:`~msvae_hf.run_folder.primary_metric`), in
+    words."""
+    metric = primary_metric(str(train_config.get("model_type")))
+    return {"valid/bleu": "validation BLEU", "valid/success_rate": "validation SR"}[metric]
 
 
 def _test_sr_protocol(results: Mapping[str, Any], train_config: Mapping[str, Any]) -> str:

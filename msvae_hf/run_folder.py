@@ -1,7 +1,20 @@
-"""What the trainers guarantee about a run folder: one trainer at a time, writes that leave nothing half-done,
-a resume that trains what the folder trained, and a stop at the first non-finite loss or gradient.
+"""A run folder: its layout, and what the trainers guarantee about it (one trainer at a time, writes that leave
+nothing half-done, a stop at the first non-finite loss or gradient).
 
-Every failure here is one line naming the folder, file, update or field, and what to do.
+Layout (``output_dir/``)::
+
+    .lock                      the running trainer's lock (RunLock), naming it
+    checkpoints/step-000500/   accelerate save_state: model, optimizer, RNG states + train_state.json
+    best/                      save_pretrained of the best model by validation (config, safetensors, tokenizer):
+                               by SR for followers and MS-VAE, by BLEU for speakers (selections)
+    best_speaker/              MS-VAE only: the best by validation BLEU, the checkpoint of its speaker role
+    tb/                        TensorBoard logs
+    train_config.json          the run's TrainConfig; command.txt: each command line that started or resumed it
+    results.json               validation history, App. D's smoothed max, test SR / BLEU
+
+A checkpoint or ``best/`` is written to a temporary folder and renamed into place, so a killed run never leaves
+a half-written one; the last ``keep_checkpoints`` are kept. Every failure here is one line naming the folder,
+file, update or field, and what to do.
 """
 
 from __future__ import annotations
@@ -18,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate import Accelerator
+from accelerate.utils import extract_model_from_parallel
+from safetensors.torch import load_file
 
 LOCK_NAME = ".lock"
 #: Disk space below which a failed write is taken for a full disk (torch's zip writer drops the errno).
@@ -183,3 +199,96 @@ def check_finite_update(step: int, bad_terms: list[str],
         where = f"first at {first}" if first else "every gradient is finite, their norm overflows"
         raise NonFiniteError(f"update {step}: the gradient norm is {norm} ({where})" + advice)
     return norm
+
+
+def checkpoint_dirs(output_dir: str | Path) -> list[Path]:
+    """Complete checkpoints, oldest first."""
+    root = Path(output_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.name.startswith("step-") and (p / "train_state.json").exists())
+
+
+def save_checkpoint(accelerator: Accelerator, output_dir: str, state: dict, keep: int) -> Path:
+    """accelerate ``save_state`` into a temporary folder, then an atomic rename; prune old ones."""
+    root = Path(output_dir) / "checkpoints"
+    final = root / f"step-{state['step']:07d}"
+    tmp = root / f".tmp-step-{state['step']:07d}"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    with writing(tmp):
+        accelerator.save_state(str(tmp))
+        if accelerator.is_main_process:
+            (tmp / "train_state.json").write_text(json.dumps(state, indent=2))
+    if accelerator.is_main_process:
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        for old in checkpoint_dirs(output_dir)[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def own_storage(models: list[torch.nn.Module], weights: list[dict], output_dir: str) -> None:
+    """accelerate's save-state pre-hook: every tensor of the state dicts to save gets its own storage.
+
+    On a GPU, cuDNN keeps a GRU/LSTM's weights as views into one flat buffer; accelerate's safetensors
+    writer takes such views for shared tensors and DROPS them ("Removed shared tensor ... while saving"),
+    leaving a checkpoint without the recurrent weights. Copies of the views are saved whole.
+    """
+    for i, state in enumerate(weights):
+        weights[i] = {k: v.clone() if torch.is_tensor(v) else v for k, v in state.items()}
+
+
+def load_model_weights(models: list[torch.nn.Module], input_dir: str) -> None:
+    """accelerate's load-state pre-hook: checkpointed weights go in through ``load_state_dict``.
+
+    accelerate would call safetensors' ``load_model``, which refuses a model on a GPU whose GRU/LSTM weights
+    are views into one flat cuDNN buffer ("None is covering the entire storage"); ``load_state_dict`` copies
+    into them in place. The model leaves ``models`` so accelerate does not load it again.
+    """
+    path = Path(input_dir) / "model.safetensors"
+    if len(models) != 1 or not path.is_file():
+        return  # anything else (several models, a .bin checkpoint): accelerate's own loading
+    model = extract_model_from_parallel(models.pop())  # the checkpoint holds the unwrapped model's names
+    device = next(model.parameters()).device
+    model.load_state_dict(load_file(path, device=str(device)))
+
+
+def register_checkpoint_hooks(accelerator: Accelerator) -> None:
+    """`own_storage` before `save_state`, `load_model_weights` before `load_state`: GPU RNN weights share
+    one cuDNN buffer, which accelerate's safetensors path would drop on saving and refuse on loading."""
+    accelerator.register_save_state_pre_hook(own_storage)
+    accelerator.register_load_state_pre_hook(load_model_weights)
+
+
+def save_best(model: Any, output_dir: str, name: str = "best") -> None:
+    """``save_pretrained`` (tokenizer included) into ``output_dir/name``, atomically."""
+    final, tmp = Path(output_dir) / name, Path(output_dir) / f".{name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    with writing(tmp):
+        model.save_pretrained(tmp)
+    old = Path(output_dir) / f".{name}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def primary_metric(model_type: str) -> str:
+    """The validation metric that chooses ``best/``: BLEU for a speaker, SR for followers and MS-VAE."""
+    return "valid/bleu" if model_type == "speaker" else "valid/success_rate"
+
+
+def selections(model_type: str) -> dict[str, str]:
+    """Which folder keeps the best model by which validation metric.
+
+    MS-VAE is both a follower and a speaker (Sec. 5.1 evaluates it by SR and by BLEU), so it keeps one
+    checkpoint per role, each chosen by its own metric, as the baseline follower and speaker are.
+    """
+    chosen = {"best": primary_metric(model_type)}
+    if model_type == "msvae":
+        chosen["best_speaker"] = "valid/bleu"
+    return chosen

@@ -1,55 +1,36 @@
 """The training loop behind ``scripts/train.py`` (follower, speaker or MS-VAE), on accelerate.
 
-Read top to bottom: :class:`TrainConfig` (every knob, documented), :func:`build_model`, the stateless
-batch sampler, checkpoints, evaluation, then :func:`train`.
+Read top to bottom: :func:`build_model`, the data, the run folder's checks (new, resumed, continued), evaluation,
+then :func:`train`. What a run is lives in :mod:`msvae_hf.train_config`, the run folder's layout and guarantees in
+:mod:`msvae_hf.run_folder`, the process set-up in :mod:`msvae_hf.runtime`, the batch sampler in
+:mod:`msvae_hf.data.sampler`.
 
 - One update of MS-VAE draws a paired and an unpaired batch (Eq. 10); the baselines draw paired only.
-- Data order is a pure function of (seed, update, process): batch ``i`` of epoch ``e`` is slice ``i`` of a
-  permutation seeded by ``(seed, e)``, and each process takes its own part of that global batch. So
-  resuming needs only the update counter, and data parallelism shards without a distributed sampler.
-- Checkpoint layout (``output_dir/``)::
-
-      checkpoints/step-000500/   accelerate save_state: model, optimizer, RNG states + train_state.json
-      best/                      save_pretrained of the best model by validation (config, safetensors, tokenizer):
-                                 by SR for followers and MS-VAE, by BLEU for speakers
-      best_speaker/              MS-VAE only: the best by validation BLEU, the checkpoint of its speaker role
-      tb/                        TensorBoard logs
-      results.json               validation history, App. D's smoothed max, test SR / BLEU
-
-  A checkpoint is written to a temporary folder and renamed into place, so a killed run never leaves a
-  half-written one; the last ``keep_checkpoints`` are kept.
+- Data order is a pure function of (seed, update, process) (:class:`~msvae_hf.data.sampler.StepSampler`).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
-import numbers
 import os
-import platform
-import re
 import shutil
-import subprocess
 import time
-import typing
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import torch
-import yaml
 from accelerate import Accelerator
-from accelerate.utils import extract_model_from_parallel, set_seed
+from accelerate.utils import set_seed
 from datasets import concatenate_datasets, load_from_disk
-from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
 from .configuration_msvae import FollowerConfig, MSVAEConfig, SpeakerConfig
-from .data.collator import DemoCollator, for_loader, read_rows
+from .data.collator import DemoCollator
 from .data.demos import load_demos, require_cell_codes
+from .data.sampler import StepSampler
 from .envs.levels import resolve_level
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
 from .evaluation import evaluate_follower, evaluate_speaker
@@ -60,273 +41,26 @@ from .run_folder import (
     RunFolderBusy,
     RunLock,
     check_finite_update,
+    checkpoint_dirs,
     config_differences,
     is_empty_run_folder,
     nonfinite_terms,
     read_json,
-    writing,
+    register_checkpoint_hooks,
+    save_best,
+    save_checkpoint,
+    selections,
 )
+from .runtime import adam, provenance, retain_freed_memory
 from .tokenization_msvae import MSVAETokenizer
+from .train_config import MODEL_TYPE_NAMES, TrainConfig
 
 MODEL_TYPES = {"follower": (FollowerModel, FollowerConfig), "speaker": (SpeakerModel, SpeakerConfig),
                "msvae": (MSVAEModel, MSVAEConfig)}
-
-
-@dataclass
-class TrainConfig:
-    """Everything a run needs. Set in a YAML/JSON file and/or on the command line."""
-
-    model_type: str = "msvae"
-    """follower | speaker | msvae"""
-    demos: str = "data/bosslocal"
-    """a DatasetDict written by scripts/make_demos.py (splits paired, unpaired, valid, test)"""
-    output_dir: str = "runs/msvae"
-    level: str | None = None
-    """evaluation level; defaults to the level the demonstrations were made on"""
-    model: dict = field(default_factory=dict)
-    """overrides of the model config (MSVAEConfig fields), e.g. {gamma: 0, follower_attention: bottleneck}"""
-    init_follower: str | None = None
-    """MS-VAE only: a trained baseline follower to initialise from (App. D)"""
-    init_speaker: str | None = None
-    """MS-VAE only: a trained baseline speaker to initialise from"""
-    init_from: str | None = None
-    """a saved model of the same model_type (``save_pretrained`` folder, e.g. another run's best/) to start
-    from; ``model`` overrides change its config, e.g. {gamma: 0, alpha: 0} to go on with paired data only"""
-    pseudo_labels: str | None = None
-    """follower or speaker: a pseudo-paired dataset from scripts/label_unpaired.py, added to the paired data
-    (the speaker-follower's follower, Sec. 2.3; for a speaker, self-training on the unpaired trajectories)"""
-    num_paired: int | None = None
-    """use only the first M paired examples (None: all)"""
-    num_unpaired: int | None = None
-    """use only the first N unpaired trajectories (None: all)"""
-    batch_size: int = 128
-    """paired batch per process per micro-step"""
-    unpaired_batch_size: int | None = None
-    """unpaired batch per process (MS-VAE); None (unset): same as batch_size"""
-    learning_rate: float = 1e-3
-    max_updates: int = 2000
-    gradient_accumulation_steps: int = 1
-    max_grad_norm: float | None = None
-    mixed_precision: str = "no"
-    """no | bf16 | fp16 (bf16 autocast on CPU)"""
-    seed: int = 0
-    eval_every: int = 250
-    eval_episodes: int = 200
-    eval_batch_size: int = 256
-    eval_workers: int = 0
-    """processes that step the evaluation envs (rollout.EnvPool); 0: in the training process"""
-    bleu_examples: int = 500
-    test_episodes: int = 1000
-    log_every: int = 10
-    checkpoint_every: int = 250
-    keep_checkpoints: int = 2
-    resume: bool = False
-    """continue from the latest checkpoint in output_dir"""
-    continue_from: str | None = None
-    """a finished run's folder: this run starts from its last checkpoint (with its best models, curve, wall time
-    and command lines) and trains on to ``max_updates`` in ``output_dir``, as one uninterrupted run of
-    ``max_updates`` would; the finished run is only read (:func:`continue_run`)"""
-    threads: int | None = None
-    """torch.set_num_threads (None: leave torch's default)"""
-    retain_freed_memory: bool = True
-    """keep freed host memory for reuse (glibc: :func:`retain_freed_memory`); False: the C library's default"""
-
-    def __post_init__(self) -> None:
-        if self.mixed_precision is False:  # YAML 1.1 reads a bare `mixed_precision: no` as false
-            self.mixed_precision = "no"
-        check_field_types(self)
-        if self.model_type not in MODEL_TYPES:
-            raise ValueError(f"model_type must be one of {sorted(MODEL_TYPES)}, got {self.model_type!r}")
-        if self.mixed_precision not in ("no", "bf16", "fp16"):
-            raise ValueError(f"mixed_precision must be no, bf16 or fp16, got {self.mixed_precision!r}")
-        for name in POSITIVE_FIELDS:
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ValueError(f"{name} must be positive, got {value!r}" + (
-                    " (leave it unset for the default)" if name in OPTIONAL_POSITIVE_FIELDS else ""))
-        for name in ("seed", "eval_workers"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        if not math.isfinite(self.learning_rate):
-            raise ValueError(f"learning_rate must be finite, got {self.learning_rate!r}")
-        if self.level is not None:
-            resolve_level(self.level)  # ValueError naming the level and the valid names
-        known = {f.name for f in dataclasses.fields(MSVAEConfig)}
-        unknown = sorted(set(self.model) - known)
-        if unknown:
-            raise ValueError(f"unknown model config key(s): {unknown}")
-        if self.pseudo_labels and self.model_type not in ("follower", "speaker"):
-            raise ValueError("pseudo_labels trains a follower or a speaker: set model_type: follower or speaker")
-        if (self.init_follower or self.init_speaker) and self.model_type != "msvae":
-            raise ValueError("init_follower / init_speaker initialise MS-VAE: set model_type: msvae")
-        if self.init_from and (self.init_follower or self.init_speaker):
-            raise ValueError("init_from starts from a whole saved model: leave init_follower / init_speaker unset")
-
-
-#: TrainConfig fields that must be > 0 (those of OPTIONAL_POSITIVE_FIELDS may also be unset: None).
-OPTIONAL_POSITIVE_FIELDS = ("num_paired", "num_unpaired", "unpaired_batch_size", "max_grad_norm", "threads")
-POSITIVE_FIELDS = ("batch_size", "learning_rate", "max_updates", "gradient_accumulation_steps", "eval_every",
-                   "eval_episodes", "eval_batch_size", "bleu_examples", "test_episodes", "log_every",
-                   "checkpoint_every", "keep_checkpoints", *OPTIONAL_POSITIVE_FIELDS)
-_TYPE_NAMES = {int: "an integer", float: "a number", str: "text", bool: "true or false", dict: "a mapping"}
-
-
-def check_field_types(cfg: TrainConfig) -> None:
-    """ValueError naming the first field whose value is not of its annotated type ("batch_size must be an
-    integer, got 'abc'"). An integer field takes any integral number (``1e4`` from YAML, numpy's ints) as an int,
-    a number field any real number; a bool is neither."""
-    hints = typing.get_type_hints(type(cfg))
-    for f in dataclasses.fields(cfg):
-        value, kinds = getattr(cfg, f.name), typing.get_args(hints[f.name]) or (hints[f.name],)
-        if value is None and type(None) in kinds:
-            continue
-        kind = next(k for k in kinds if k is not type(None))
-        if kind in (int, float) and isinstance(value, numbers.Real) and not isinstance(value, bool):
-            if kind is float:
-                setattr(cfg, f.name, float(value))
-                continue
-            if isinstance(value, numbers.Integral) or float(value).is_integer():
-                setattr(cfg, f.name, int(value))
-                continue
-        elif isinstance(value, kind):
-            continue
-        raise ValueError(f"{f.name} must be {_TYPE_NAMES.get(kind, kind.__name__)}, got {value!r}")
-
-
-class _ConfigLoader(yaml.SafeLoader):
-    """YAML's safe loader that also reads ``1e-3`` as a float (YAML 1.1 needs ``1.0e-3``; JSON and people don't)."""
-
-
-_ConfigLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$"),  # a digit before the e
-    list("-+0123456789."),
-)
-
-
-def parse_yaml(text: str | IO[str]) -> Any:
-    """A config file's or a command-line value's YAML (a string or an open file), numbers like 1e-3 as floats."""
-    return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 (a SafeLoader subclass)
-
-
-def is_text_field(f: dataclasses.Field) -> bool:
-    """A TrainConfig field that holds text (a path, a name, a mode): scripts/train.py keeps its command-line
-    value a string, and load_config turns a number that YAML read for it back into text."""
-    return f.type in ("str", "str | None", str)
-
-
-def read_config_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """A config file's values with its ``base:`` chain resolved: ``base`` names another config file, relative
-    to this one, whose values this file's override (``model`` key by key); a base may have a base."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"config file {path} does not exist")
-    if path.resolve() in _seen:
-        raise ValueError(f"config file {path} is its own base (through {' -> '.join(map(str, _seen))})")
-    with open(path, encoding="utf-8") as f:
-        values = parse_yaml(f) or {}  # YAML is a superset of JSON
-    if not isinstance(values, dict):
-        raise ValueError(f"config file {path} must hold a mapping of keys to values")
-    values = dict(values)
-    values["model"] = values.get("model") or {}
-    if not isinstance(values["model"], dict):
-        raise ValueError(f"model in {path} must be a mapping of model config keys to values")
-    base = values.pop("base", None)
-    if base is None:
-        return values
-    if not isinstance(base, str):
-        raise ValueError(f"base in {path} must be the path of another config file, got {base!r}")
-    inherited = read_config_file(path.parent / base, (*_seen, path.resolve()))
-    return {**inherited, **values, "model": {**inherited["model"], **values["model"]}}
-
-
-def train_arg_parser(description: str | None = None) -> argparse.ArgumentParser:
-    """The training scripts' parser: ``--config`` and one flag per TrainConfig field (``--max-updates``);
-    ``--model.KEY VALUE`` flags are read by :func:`parse_train_args`."""
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", help="YAML or JSON file of TrainConfig fields")
-    for f in dataclasses.fields(TrainConfig):
-        if f.name == "model":
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in ("bool", bool):
-            parser.add_argument(flag, dest=f.name, action="store_true", default=None)
-        elif is_text_field(f):  # as typed: YAML would read `--mixed-precision no` as False
-            parser.add_argument(flag, dest=f.name, type=str, default=None)
-        else:
-            parser.add_argument(flag, dest=f.name, type=parse_yaml, default=None)
-    return parser
-
-
-def add_threads_flag(parser: argparse.ArgumentParser, default: int | None = None) -> None:
-    """``--threads N`` (N >= 1) for the scripts beside training: torch threads of the process, read by
-    :func:`set_threads`; None leaves torch's default. One thread beside other jobs on the same cores: torch's
-    default of one per core then oversubscribes them."""
-    def positive(text: str) -> int:
-        value = int(text)
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-        return value
-
-    parser.add_argument("--threads", type=positive, default=default,
-                        help="torch threads (default: %(default)s, None: torch's); 1 beside other jobs")
-
-
-def set_threads(threads: int | None) -> None:
-    """torch.set_num_threads(threads), unless None."""
-    if threads is not None:
-        torch.set_num_threads(threads)
-
-
-def parse_train_args(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
-    """(the parsed flags, the TrainConfig overrides they give): values are YAML (``--model.gamma 0`` is a
-    number), ``--model.KEY VALUE`` reaches the model config, and an unknown flag is the parser's error."""
-    args, rest = parser.parse_known_args(argv)
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
-    i = 0
-    while i < len(rest):
-        key = rest[i]
-        if not key.startswith("--model.") or i + 1 >= len(rest):
-            parser.error(f"unrecognized argument: {key}")
-        name, _, inline = key[2:].partition("=")
-        if inline:
-            overrides[name] = parse_yaml(inline)
-            i += 1
-        else:
-            overrides[name] = parse_yaml(rest[i + 1])
-            i += 2
-    return args, overrides
-
-
-def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """A TrainConfig from a YAML/JSON file (with its ``base:`` chain) plus overrides (``model.gamma`` style
-    keys reach ``model``)."""
-    values = read_config_file(path) if path else {}
-    values["model"] = dict(values.get("model") or {})
-    for key, value in (overrides or {}).items():
-        if key.startswith("model."):
-            values["model"][key[len("model."):]] = value
-        else:
-            values[key] = value
-    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ValueError(f"unknown config key(s): {unknown}; known keys: {sorted(fields)}")
-    for name, value in values.items():  # `output_dir: 2024` in YAML is an int: a path field takes it as text
-        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if is_number and is_text_field(fields[name]):
-            values[name] = str(value)
-    return TrainConfig(**values)
+assert tuple(MODEL_TYPES) == MODEL_TYPE_NAMES
 
 
 # ---------------------------------------------------------------------------------------------- model
-def adam(parameters, learning_rate: float) -> torch.optim.Adam:
-    """The optimiser of every run (App. D: Adam): its ``foreach`` implementation, one kernel per operation for
-    all parameters, where the CPU's default steps each parameter on its own; both give the same values."""
-    return torch.optim.Adam(parameters, lr=learning_rate, foreach=True)
-
-
 def build_model(cfg: TrainConfig, tokenizer: MSVAETokenizer) -> torch.nn.Module:
     """A fresh model of ``cfg.model_type`` sized to the tokenizer, a saved one (``init_from``), or MS-VAE from
     trained baselines."""
@@ -356,30 +90,6 @@ def build_model(cfg: TrainConfig, tokenizer: MSVAETokenizer) -> torch.nn.Module:
 
 
 # ---------------------------------------------------------------------------------------------- data
-class StepSampler:
-    """Rows for update ``step`` on process ``rank``: a pure function of (seed, step, rank) (see module doc)."""
-
-    def __init__(self, dataset: Any, batch_size: int, world_size: int, seed: int, stream: int) -> None:
-        self.data = for_loader(dataset)
-        self.batch_size, self.world_size = batch_size, world_size
-        self.seed, self.stream = seed, stream
-        self.per_epoch = len(dataset) // (batch_size * world_size)
-        if self.per_epoch == 0:
-            raise ValueError(
-                f"dataset of {len(dataset)} rows is smaller than one global batch "
-                f"({batch_size} x {world_size} processes)"
-            )
-
-    def indices(self, step: int, rank: int) -> np.ndarray:
-        epoch, i = divmod(step, self.per_epoch)
-        perm = np.random.default_rng([self.seed, self.stream, epoch]).permutation(len(self.data))
-        global_batch = perm[i * self.batch_size * self.world_size:(i + 1) * self.batch_size * self.world_size]
-        return np.sort(global_batch[rank * self.batch_size:(rank + 1) * self.batch_size])
-
-    def rows(self, step: int, rank: int) -> list[dict]:
-        return read_rows(self.data, self.indices(step, rank).tolist())
-
-
 def load_training_data(cfg: TrainConfig) -> tuple[Any, Any, Any, Any, str]:
     """(paired, unpaired, valid, test, level) with the subsets and pseudo-labels the config asks for."""
     demos = load_demos(cfg.demos)
@@ -400,15 +110,7 @@ def load_training_data(cfg: TrainConfig) -> tuple[Any, Any, Any, Any, str]:
     return paired, unpaired, demos.get("valid"), demos.get("test"), level
 
 
-# ---------------------------------------------------------------------------------------------- checkpoints
-def checkpoint_dirs(output_dir: str | Path) -> list[Path]:
-    """Complete checkpoints, oldest first."""
-    root = Path(output_dir) / "checkpoints"
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.iterdir() if p.name.startswith("step-") and (p / "train_state.json").exists())
-
-
+# ---------------------------------------------------------------------------------------------- run folder
 #: TrainConfig fields a continued run may change: where it writes, how far it goes and how it runs, not what it
 #: trains on or how (see :func:`continuable_checkpoint`).
 CONTINUE_MAY_CHANGE = ("output_dir", "max_updates", "resume", "continue_from", "threads", "eval_workers",
@@ -519,74 +221,6 @@ def continue_run(checkpoint: Path, output_dir: Path) -> None:
     os.replace(tmp, output_dir / "checkpoints" / checkpoint.name)
 
 
-def save_checkpoint(accelerator: Accelerator, output_dir: str, state: dict, keep: int) -> Path:
-    """accelerate ``save_state`` into a temporary folder, then an atomic rename; prune old ones."""
-    root = Path(output_dir) / "checkpoints"
-    final = root / f"step-{state['step']:07d}"
-    tmp = root / f".tmp-step-{state['step']:07d}"
-    if accelerator.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-    accelerator.wait_for_everyone()
-    with writing(tmp):
-        accelerator.save_state(str(tmp))
-        if accelerator.is_main_process:
-            (tmp / "train_state.json").write_text(json.dumps(state, indent=2))
-    if accelerator.is_main_process:
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        for old in checkpoint_dirs(output_dir)[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
-    accelerator.wait_for_everyone()
-    return final
-
-
-def own_storage(models: list[torch.nn.Module], weights: list[dict], output_dir: str) -> None:
-    """accelerate's save-state pre-hook: every tensor of the state dicts to save gets its own storage.
-
-    On a GPU, cuDNN keeps a GRU/LSTM's weights as views into one flat buffer; accelerate's safetensors
-    writer takes such views for shared tensors and DROPS them ("Removed shared tensor ... while saving"),
-    leaving a checkpoint without the recurrent weights. Copies of the views are saved whole.
-    """
-    for i, state in enumerate(weights):
-        weights[i] = {k: v.clone() if torch.is_tensor(v) else v for k, v in state.items()}
-
-
-def load_model_weights(models: list[torch.nn.Module], input_dir: str) -> None:
-    """accelerate's load-state pre-hook: checkpointed weights go in through ``load_state_dict``.
-
-    accelerate would call safetensors' ``load_model``, which refuses a model on a GPU whose GRU/LSTM weights
-    are views into one flat cuDNN buffer ("None is covering the entire storage"); ``load_state_dict`` copies
-    into them in place. The model leaves ``models`` so accelerate does not load it again.
-    """
-    path = Path(input_dir) / "model.safetensors"
-    if len(models) != 1 or not path.is_file():
-        return  # anything else (several models, a .bin checkpoint): accelerate's own loading
-    model = extract_model_from_parallel(models.pop())  # the checkpoint holds the unwrapped model's names
-    device = next(model.parameters()).device
-    model.load_state_dict(load_file(path, device=str(device)))
-
-
-def register_checkpoint_hooks(accelerator: Accelerator) -> None:
-    """`own_storage` before `save_state`, `load_model_weights` before `load_state`: GPU RNN weights share
-    one cuDNN buffer, which accelerate's safetensors path would drop on saving and refuse on loading."""
-    accelerator.register_save_state_pre_hook(own_storage)
-    accelerator.register_load_state_pre_hook(load_model_weights)
-
-
-def save_best(model: Any, output_dir: str, name: str = "best") -> None:
-    """``save_pretrained`` (tokenizer included) into ``output_dir/name``, atomically."""
-    final, tmp = Path(output_dir) / name, Path(output_dir) / f".{name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    with writing(tmp):
-        model.save_pretrained(tmp)
-    old = Path(output_dir) / f".{name}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 # ---------------------------------------------------------------------------------------------- evaluation
 def validate(model: Any, cfg: TrainConfig, level: str, valid: Any) -> dict[str, float]:
     """Validation SR on fixed seeds (followers, MS-VAE) and BLEU on the valid split (speakers, MS-VAE).
@@ -608,48 +242,14 @@ def keep_best(state: dict, metrics: dict[str, float], step: int, cfg: TrainConfi
     """Add a validation to ``state["history"]`` and save ``model`` into each :func:`selections` folder whose
     metric it improves (``state[folder]`` holds the step and score kept)."""
     state["history"].append({"step": step, **metrics})
-    for name, metric in selections(cfg).items():
+    for name, metric in selections(cfg.model_type).items():
         score, kept = metrics.get(metric), state.get(name)
         if score is not None and (kept is None or score > kept["score"]):
             state[name] = {"step": step, "score": score}
             save_best(model, cfg.output_dir, name)
 
 
-def primary_metric(cfg: TrainConfig) -> str:
-    return "valid/bleu" if cfg.model_type == "speaker" else "valid/success_rate"
-
-
-def selections(cfg: TrainConfig) -> dict[str, str]:
-    """Which folder keeps the best model by which validation metric.
-
-    MS-VAE is both a follower and a speaker (Sec. 5.1 evaluates it by SR and by BLEU), so it keeps one
-    checkpoint per role, each chosen by its own metric, as the baseline follower and speaker are.
-    """
-    chosen = {"best": primary_metric(cfg)}
-    if cfg.model_type == "msvae":
-        chosen["best_speaker"] = "valid/bleu"
-    return chosen
-
-
 # ---------------------------------------------------------------------------------------------- loop
-def retain_freed_memory() -> bool:
-    """Let glibc's malloc keep freed memory for reuse, for the rest of the process.
-
-    By default glibc maps each large block afresh (over 128 KiB, a threshold that adapts up to 32 MiB) and
-    unmaps it when freed, so every CPU update page-faults its large activations in again: about a fifth of
-    an MS-VAE update on this project's CPU (``benchmarks/train_step.py`` times both). After this call no block
-    is mmapped and the heap is never trimmed: the process keeps its peak heap. Returns False where the C
-    library is not glibc (nothing changed).
-    """
-    import ctypes
-    import ctypes.util
-
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return False
-    m_trim_threshold, m_mmap_max = -1, -4
-    return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, 2**31 - 1))
 
 
 def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
@@ -829,21 +429,6 @@ def final_evaluation(
     with open(Path(cfg.output_dir) / "results.json", "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2, default=_json_default)
     return results
-
-
-def provenance(device: torch.device | str = "cpu") -> dict[str, Any]:
-    """The code and machine behind a result: the git commit of this package's checkout (None outside a git
-    checkout; ``-dirty`` when it has uncommitted changes), and the host's CPU count and accelerator."""
-    root = Path(__file__).resolve().parents[1]
-    try:
-        commit = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=40"],
-                                capture_output=True, text=True, check=True, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
-    device = torch.device(device)
-    accelerator = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    return {"commit": commit, "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                                          "torch_threads": torch.get_num_threads(), "device": accelerator}}
 
 
 def _json_default(value: Any) -> Any:

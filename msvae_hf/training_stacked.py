@@ -30,23 +30,13 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm.auto import tqdm
 
 from .data.collator import DemoCollator
-from .run_folder import RunLock, check_finite_update, is_empty_run_folder, nonfinite_terms, writing
+from .data.sampler import StepSampler
+from .run_folder import RunLock, check_finite_update, checkpoint_dirs, is_empty_run_folder, nonfinite_terms, writing
+from .runtime import adam, provenance, retain_freed_memory
 from .stacked import TRAJECTORY_KEYS, StackedMSVAE, stack_batches
 from .tokenization_msvae import MSVAETokenizer
-from .training import (
-    StepSampler,
-    TrainConfig,
-    adam,
-    build_model,
-    check_resume_config,
-    checkpoint_dirs,
-    final_evaluation,
-    keep_best,
-    load_training_data,
-    provenance,
-    retain_freed_memory,
-    validate,
-)
+from .train_config import TrainConfig
+from .training import build_model, check_resume_config, final_evaluation, keep_best, load_training_data, validate
 
 #: TrainConfig fields in which the runs of one stack may differ.
 PER_RUN = ("seed", "output_dir")

@@ -14,7 +14,7 @@ from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the models with AutoModel)
 from msvae_hf.pseudo_labels import label_unpaired
-from msvae_hf.training import add_threads_flag, set_threads
+from msvae_hf.runtime import add_threads_flag, set_threads
 
 
 def main(argv: list[str] | None = None) -> None:

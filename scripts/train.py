@@ -17,7 +17,8 @@ import sys
 import yaml
 
 from msvae_hf.run_folder import NonFiniteError, RunFolderBusy
-from msvae_hf.training import load_config, parse_train_args, train, train_arg_parser
+from msvae_hf.train_config import load_config, parse_train_args, train_arg_parser
+from msvae_hf.training import train
 
 
 def parse_args(argv: list[str]) -> tuple[str | None, dict]:

@@ -18,7 +18,7 @@ import sys
 import yaml
 
 from msvae_hf.run_folder import NonFiniteError, RunFolderBusy
-from msvae_hf.training import load_config, parse_train_args, train_arg_parser
+from msvae_hf.train_config import load_config, parse_train_args, train_arg_parser
 from msvae_hf.training_stacked import train_stacked
 
 

@@ -56,7 +56,8 @@ def tiny_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def train_tiny(model_type: str, output_dir: str | Path, demos: str | Path, **overrides: Any) -> dict[str, Any]:
     """``msvae_hf.training.train`` on a tiny config in this process (fp32, CPU); returns results.json."""
-    from msvae_hf.training import load_config, train
+    from msvae_hf.train_config import load_config
+    from msvae_hf.training import train
 
     model = {**TINY_MODEL, **overrides.pop("model", {})}
     values = {"model_type": model_type, "output_dir": str(output_dir), "demos": str(demos), **TINY_TRAIN, **overrides}

@@ -86,3 +86,22 @@ def test_imports_follow_the_floors() -> None:
 
 def test_cites_nothing_outside_the_repository() -> None:
     assert "shared/" not in DOC and "/work/" not in DOC and "http" not in DOC
+
+
+#: What msvae_hf/training.py is imported for: the loop and the steps the stacked trainer shares with it, never a
+#: utility (those live in runtime.py, run_folder.py, train_config.py, data/sampler.py).
+TRAINING_EXPORTS = {"train", "build_model", "load_training_data", "final_evaluation", "validate", "keep_best",
+                    "check_resume_config", "MODEL_TYPES"}
+
+
+def test_training_is_imported_for_the_loop_only() -> None:
+    imported: dict[str, set[str]] = {}
+    for folder in ("msvae_hf", "scripts", "experiments", "benchmarks", "tests"):
+        for path in (REPO / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module in ("msvae_hf.training", "training") and (
+                        node.module == "msvae_hf.training" or node.level == 1):
+                    imported.setdefault(path.relative_to(REPO).as_posix(), set()).update(a.name for a in node.names)
+    assert imported  # the scripts do import it
+    stray = {path: sorted(names - TRAINING_EXPORTS) for path, names in imported.items() if names - TRAINING_EXPORTS}
+    assert not stray, f"utilities imported from msvae_hf/training.py: {stray}"

@@ -10,7 +10,8 @@ import pytest
 from conftest import TINY_COUNTS, load_script, train_tiny, tree_digest
 from datasets import load_from_disk
 
-from msvae_hf import training
+from msvae_hf import train_config, training
+from msvae_hf.data import sampler
 from msvae_hf.data.demos import load_demos
 from msvae_hf.evaluation import describe_dataset
 from msvae_hf.modeling_baselines import SpeakerModel
@@ -64,13 +65,13 @@ def test_follower_checkpoint_is_not_a_speaker(baseline_runs, tiny_demos, tmp_pat
 
 def test_follower_trains_on_the_union(pseudo, tiny_demos, tmp_path, monkeypatch):
     sizes: list[int] = []
-    init = training.StepSampler.__init__
+    init = sampler.StepSampler.__init__
 
     def recording_init(self, dataset, *args, **kwargs):
         sizes.append(len(dataset))
         init(self, dataset, *args, **kwargs)
 
-    monkeypatch.setattr(training.StepSampler, "__init__", recording_init)
+    monkeypatch.setattr(sampler.StepSampler, "__init__", recording_init)
     run = tmp_path / "speaker_follower"
     results = train_tiny("follower", run, tiny_demos, pseudo_labels=str(pseudo), max_updates=2, eval_every=2,
                          checkpoint_every=2)
@@ -78,7 +79,7 @@ def test_follower_trains_on_the_union(pseudo, tiny_demos, tmp_path, monkeypatch)
     assert results["test"]["episodes"] > 0
     assert json.loads((run / "train_config.json").read_text())["pseudo_labels"] == str(pseudo)
 
-    cfg = training.load_config(None, {"model_type": "follower", "demos": str(tiny_demos),
+    cfg = train_config.load_config(None, {"model_type": "follower", "demos": str(tiny_demos),
                                       "pseudo_labels": str(pseudo), "num_paired": 10})
     paired = training.load_training_data(cfg)[0]
     unpaired = load_demos(tiny_demos)["unpaired"]
@@ -87,13 +88,13 @@ def test_follower_trains_on_the_union(pseudo, tiny_demos, tmp_path, monkeypatch)
     assert list(paired["seed"])[10:] == list(unpaired["seed"])
     assert list(paired["instruction"])[10:] == list(labelled["instruction"])
     with pytest.raises(ValueError, match="model_type: follower or speaker"):
-        training.load_config(None, {"model_type": "msvae", "pseudo_labels": str(pseudo)})
+        train_config.load_config(None, {"model_type": "msvae", "pseudo_labels": str(pseudo)})
 
 
 def test_speaker_self_trains_on_the_union(pseudo, tiny_demos, tmp_path, monkeypatch):
     """A speaker with pseudo_labels reads paired + pseudo-paired rows, and learns the pseudo-labels too."""
     batches: list[list[str]] = []
-    init = training.StepSampler.__init__
+    init = sampler.StepSampler.__init__
     sizes: list[int] = []
 
     def recording_init(self, dataset, *args, **kwargs):
@@ -101,7 +102,7 @@ def test_speaker_self_trains_on_the_union(pseudo, tiny_demos, tmp_path, monkeypa
         batches.append(list(dataset["instruction"]))
         init(self, dataset, *args, **kwargs)
 
-    monkeypatch.setattr(training.StepSampler, "__init__", recording_init)
+    monkeypatch.setattr(sampler.StepSampler, "__init__", recording_init)
     run = tmp_path / "self_trained_speaker"
     results = train_tiny("speaker", run, tiny_demos, pseudo_labels=str(pseudo), max_updates=2, eval_every=2,
                          checkpoint_every=2)

@@ -90,7 +90,7 @@ def test_command_runs_as_written(document, command):
     if command.startswith("bash "):
         return
     if script == "scripts/train.py":  # the whole command line must make a valid TrainConfig
-        from msvae_hf.training import load_config
+        from msvae_hf.train_config import load_config
 
         path, overrides = load_script("train").parse_args(args)
         cfg = load_config(path, overrides)

@@ -18,8 +18,15 @@ from safetensors.torch import load_file
 
 import msvae_hf.run_folder as run_folder
 from msvae_hf import FollowerModel
-from msvae_hf.run_folder import NonFiniteError, RunFolderBusy, RunLock, check_finite_update, nonfinite_terms
-from msvae_hf.training import checkpoint_dirs, load_config
+from msvae_hf.run_folder import (
+    NonFiniteError,
+    RunFolderBusy,
+    RunLock,
+    check_finite_update,
+    checkpoint_dirs,
+    nonfinite_terms,
+)
+from msvae_hf.train_config import load_config
 
 
 def _one_line(err: BaseException) -> str:

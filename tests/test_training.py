@@ -24,9 +24,12 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoTokenizer
 
 from msvae_hf.configuration_msvae import MSVAEConfig
+from msvae_hf.data.sampler import StepSampler
 from msvae_hf.modeling_baselines import FollowerModel, SpeakerModel
 from msvae_hf.modeling_msvae import MSVAEModel
-from msvae_hf.training import StepSampler, adam, add_threads_flag, checkpoint_dirs, load_config, set_threads
+from msvae_hf.run_folder import checkpoint_dirs
+from msvae_hf.runtime import adam, add_threads_flag, set_threads
+from msvae_hf.train_config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_SCRIPT = REPO / "scripts" / "train.py"
@@ -262,7 +265,7 @@ def test_checkpoint_keeps_flat_rnn_weights(tmp_path):
     ``own_storage`` gives each its own storage, so the checkpoint holds every weight."""
     from accelerate.utils import save
 
-    from msvae_hf.training import own_storage
+    from msvae_hf.run_folder import own_storage
 
     gru, _ = flat_gru(0)
     save(gru.state_dict(), tmp_path / "dropped.safetensors", safe_serialization=True)
@@ -280,7 +283,7 @@ def test_accelerate_checkpoint_round_trip_with_flat_rnn_weights(tmp_path):
     views of one buffer (as on a GPU) is saved whole and loaded back exactly, in place."""
     from accelerate import Accelerator
 
-    from msvae_hf.training import register_checkpoint_hooks
+    from msvae_hf.run_folder import register_checkpoint_hooks
 
     gru, _ = flat_gru(0)
     accelerator = Accelerator(cpu=True)
@@ -301,7 +304,7 @@ def test_checkpoint_weights_load_into_flat_rnn_buffers(tmp_path):
     (accelerate's default) refuses; the pre-load hook ``load_model_weights`` loads them exactly."""
     import safetensors.torch
 
-    from msvae_hf.training import load_model_weights
+    from msvae_hf.run_folder import load_model_weights
 
     torch.manual_seed(0)
     source = torch.nn.GRU(3, 4)
@@ -552,7 +555,7 @@ def test_command_line_values_keep_their_type(tmp_path):
     cfg = load_config(str(config))
     assert (cfg.mixed_precision, cfg.learning_rate, cfg.model) == ("no", 3e-4, {"gamma": 100.0, "beta": 0.1})
     assert cfg.output_dir == "2024"  # a number where a path belongs is taken as text
-    from msvae_hf.training import parse_yaml
+    from msvae_hf.train_config import parse_yaml
 
     assert [parse_yaml(t) for t in ("1e-3", ".5e1", "-2E+2", "1_0e1", "-e5", ".e5", "1e", "e3")] == [
         1e-3, 5.0, -200.0, 100.0, "-e5", ".e5", "1e", "e3"]  # no digit before the e: a string, not a crash
@@ -621,7 +624,7 @@ def test_threads_flag_takes_a_positive_count_and_names_itself_otherwise(capsys) 
 
 
 def test_adam_steps_as_the_per_parameter_loop() -> None:
-    """``training.adam`` (the foreach implementation) moves every parameter bit for bit as the CPU's default
+    """``runtime.adam`` (the foreach implementation) moves every parameter bit for bit as the CPU's default
     per-parameter Adam does, over steps with the same gradients."""
     torch.manual_seed(0)
     ours = MSVAEModel(MSVAEConfig(vocab_size=40, **TINY_MODEL))

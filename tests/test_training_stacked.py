@@ -12,7 +12,7 @@ from model_helpers import key_bias_rows
 from safetensors.torch import load_file
 
 from msvae_hf.stacked import StackedMSVAE
-from msvae_hf.training import load_config
+from msvae_hf.train_config import load_config
 from msvae_hf.training_stacked import check_stack, train_stacked
 
 SEEDS = (0, 3)

@@ -10,7 +10,7 @@ import pytest
 from cells import BOSSLOCAL_ROWS, LEVELS, QUESTIONS, level_cells, row_label, run_row
 from conftest import load_script
 
-from msvae_hf.training import TrainConfig, load_config
+from msvae_hf.train_config import TrainConfig, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_CHOICES = (None, (0,), (0, 1, 2, 3))  # each row's own seeds; seed 0 only; more seeds than the study ran

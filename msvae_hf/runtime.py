@@ -1,0 +1,74 @@
+"""The process a run trains in: torch threads, the host allocator, the optimiser every run uses, and the
+provenance (commit, machine) every result records. Used by the trainers, the scripts and the benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def add_threads_flag(parser: argparse.ArgumentParser, default: int | None = None) -> None:
+    """``--threads N`` (N >= 1) for the scripts beside training: torch threads of the process, read by
+    :func:`set_threads`; None leaves torch's default. One thread beside other jobs on the same cores: torch's
+    default of one per core then oversubscribes them."""
+    def positive(text: str) -> int:
+        value = int(text)
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+        return value
+
+    parser.add_argument("--threads", type=positive, default=default,
+                        help="torch threads (default: %(default)s, None: torch's); 1 beside other jobs")
+
+
+def set_threads(threads: int | None) -> None:
+    """torch.set_num_threads(threads), unless None."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+
+
+def adam(parameters, learning_rate: float) -> torch.optim.Adam:
+    """The optimiser of every run (App. D: Adam): its ``foreach`` implementation, one kernel per operation for
+    all parameters, where the CPU's default steps each parameter on its own; both give the same values."""
+    return torch.optim.Adam(parameters, lr=learning_rate, foreach=True)
+
+
+def retain_freed_memory() -> bool:
+    """Let glibc's malloc keep freed memory for reuse, for the rest of the process.
+
+    By default glibc maps each large block afresh (over 128 KiB, a threshold that adapts up to 32 MiB) and
+    unmaps it when freed, so every CPU update page-faults its large activations in again: about a fifth of
+    an MS-VAE update on this project's CPU (``benchmarks/train_step.py`` times both). After this call no block
+    is mmapped and the heap is never trimmed: the process keeps its peak heap. Returns False where the C
+    library is not glibc (nothing changed).
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_max = -1, -4
+    return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, 2**31 - 1))
+
+
+def provenance(device: torch.device | str = "cpu") -> dict[str, Any]:
+    """The code and machine behind a result: the git commit of this package's checkout (None outside a git
+    checkout; ``-dirty`` when it has uncommitted changes), and the host's CPU count and accelerator."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=40"],
+                                capture_output=True, text=True, check=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    device = torch.device(device)
+    accelerator = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return {"commit": commit, "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                                          "torch_threads": torch.get_num_threads(), "device": accelerator}}

@@ -1,0 +1,250 @@
+"""What a run is: :class:`TrainConfig` (every knob, documented and checked before anything is written), the
+config files (YAML or JSON, with a ``base:`` chain) and the command line of the training scripts."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import numbers
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from .configuration_msvae import MSVAEConfig
+from .envs.levels import resolve_level
+
+#: The models a run trains (msvae_hf.training.MODEL_TYPES gives their classes).
+MODEL_TYPE_NAMES = ("follower", "speaker", "msvae")
+
+
+@dataclass
+class TrainConfig:
+    """Everything a run needs. Set in a YAML/JSON file and/or on the command line."""
+
+    model_type: str = "msvae"
+    """follower | speaker | msvae"""
+    demos: str = "data/bosslocal"
+    """a DatasetDict written by scripts/make_demos.py (splits paired, unpaired, valid, test)"""
+    output_dir: str = "runs/msvae"
+    level: str | None = None
+    """evaluation level; defaults to the level the demonstrations were made on"""
+    model: dict = field(default_factory=dict)
+    """overrides of the model config (MSVAEConfig fields), e.g. {gamma: 0, follower_attention: bottleneck}"""
+    init_follower: str | None = None
+    """MS-VAE only: a trained baseline follower to initialise from (App. D)"""
+    init_speaker: str | None = None
+    """MS-VAE only: a trained baseline speaker to initialise from"""
+    init_from: str | None = None
+    """a saved model of the same model_type (``save_pretrained`` folder, e.g. another run's best/) to start
+    from; ``model`` overrides change its config, e.g. {gamma: 0, alpha: 0} to go on with paired data only"""
+    pseudo_labels: str | None = None
+    """follower or speaker: a pseudo-paired dataset from scripts/label_unpaired.py, added to the paired data
+    (the speaker-follower's follower, Sec. 2.3; for a speaker, self-training on the unpaired trajectories)"""
+    num_paired: int | None = None
+    """use only the first M paired examples (None: all)"""
+    num_unpaired: int | None = None
+    """use only the first N unpaired trajectories (None: all)"""
+    batch_size: int = 128
+    """paired batch per process per micro-step"""
+    unpaired_batch_size: int | None = None
+    """unpaired batch per process (MS-VAE); None (unset): same as batch_size"""
+    learning_rate: float = 1e-3
+    max_updates: int = 2000
+    gradient_accumulation_steps: int = 1
+    max_grad_norm: float | None = None
+    mixed_precision: str = "no"
+    """no | bf16 | fp16 (bf16 autocast on CPU)"""
+    seed: int = 0
+    eval_every: int = 250
+    eval_episodes: int = 200
+    eval_batch_size: int = 256
+    eval_workers: int = 0
+    """processes that step the evaluation envs (rollout.EnvPool); 0: in the training process"""
+    bleu_examples: int = 500
+    test_episodes: int = 1000
+    log_every: int = 10
+    checkpoint_every: int = 250
+    keep_checkpoints: int = 2
+    resume: bool = False
+    """continue from the latest checkpoint in output_dir"""
+    continue_from: str | None = None
+    """a finished run's folder: this run starts from its last checkpoint (with its best models, curve, wall time
+    and command lines) and trains on to ``max_updates`` in ``output_dir``, as one uninterrupted run of
+    ``max_updates`` would; the finished run is only read (:func:`continue_run`)"""
+    threads: int | None = None
+    """torch.set_num_threads (None: leave torch's default)"""
+    retain_freed_memory: bool = True
+    """keep freed host memory for reuse (glibc: :func:`retain_freed_memory`); False: the C library's default"""
+
+    def __post_init__(self) -> None:
+        if self.mixed_precision is False:  # YAML 1.1 reads a bare `mixed_precision: no` as false
+            self.mixed_precision = "no"
+        check_field_types(self)
+        if self.model_type not in MODEL_TYPE_NAMES:
+            raise ValueError(f"model_type must be one of {sorted(MODEL_TYPE_NAMES)}, got {self.model_type!r}")
+        if self.mixed_precision not in ("no", "bf16", "fp16"):
+            raise ValueError(f"mixed_precision must be no, bf16 or fp16, got {self.mixed_precision!r}")
+        for name in POSITIVE_FIELDS:
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive, got {value!r}" + (
+                    " (leave it unset for the default)" if name in OPTIONAL_POSITIVE_FIELDS else ""))
+        for name in ("seed", "eval_workers"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if not math.isfinite(self.learning_rate):
+            raise ValueError(f"learning_rate must be finite, got {self.learning_rate!r}")
+        if self.level is not None:
+            resolve_level(self.level)  # ValueError naming the level and the valid names
+        known = {f.name for f in dataclasses.fields(MSVAEConfig)}
+        unknown = sorted(set(self.model) - known)
+        if unknown:
+            raise ValueError(f"unknown model config key(s): {unknown}")
+        if self.pseudo_labels and self.model_type not in ("follower", "speaker"):
+            raise ValueError("pseudo_labels trains a follower or a speaker: set model_type: follower or speaker")
+        if (self.init_follower or self.init_speaker) and self.model_type != "msvae":
+            raise ValueError("init_follower / init_speaker initialise MS-VAE: set model_type: msvae")
+        if self.init_from and (self.init_follower or self.init_speaker):
+            raise ValueError("init_from starts from a whole saved model: leave init_follower / init_speaker unset")
+
+
+#: TrainConfig fields that must be > 0 (those of OPTIONAL_POSITIVE_FIELDS may also be unset: None).
+OPTIONAL_POSITIVE_FIELDS = ("num_paired", "num_unpaired", "unpaired_batch_size", "max_grad_norm", "threads")
+POSITIVE_FIELDS = ("batch_size", "learning_rate", "max_updates", "gradient_accumulation_steps", "eval_every",
+                   "eval_episodes", "eval_batch_size", "bleu_examples", "test_episodes", "log_every",
+                   "checkpoint_every", "keep_checkpoints", *OPTIONAL_POSITIVE_FIELDS)
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "text", bool: "true or false", dict: "a mapping"}
+
+
+def check_field_types(cfg: TrainConfig) -> None:
+    """ValueError naming the first field whose value is not of its annotated type ("batch_size must be an
+    integer, got 'abc'"). An integer field takes any integral number (``1e4`` from YAML, numpy's ints) as an int,
+    a number field any real number; a bool is neither."""
+    hints = typing.get_type_hints(type(cfg))
+    for f in dataclasses.fields(cfg):
+        value, kinds = getattr(cfg, f.name), typing.get_args(hints[f.name]) or (hints[f.name],)
+        if value is None and type(None) in kinds:
+            continue
+        kind = next(k for k in kinds if k is not type(None))
+        if kind in (int, float) and isinstance(value, numbers.Real) and not isinstance(value, bool):
+            if kind is float:
+                setattr(cfg, f.name, float(value))
+                continue
+            if isinstance(value, numbers.Integral) or float(value).is_integer():
+                setattr(cfg, f.name, int(value))
+                continue
+        elif isinstance(value, kind):
+            continue
+        raise ValueError(f"{f.name} must be {_TYPE_NAMES.get(kind, kind.__name__)}, got {value!r}")
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """YAML's safe loader that also reads ``1e-3`` as a float (YAML 1.1 needs ``1.0e-3``; JSON and people don't)."""
+
+
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$"),  # a digit before the e
+    list("-+0123456789."),
+)
+
+
+def parse_yaml(text: str | IO[str]) -> Any:
+    """A config file's or a command-line value's YAML (a string or an open file), numbers like 1e-3 as floats."""
+    return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
+def is_text_field(f: dataclasses.Field) -> bool:
+    """A TrainConfig field that holds text (a path, a name, a mode): scripts/train.py keeps its command-line
+    value a string, and load_config turns a number that YAML read for it back into text."""
+    return f.type in ("str", "str | None", str)
+
+
+def read_config_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A config file's values with its ``base:`` chain resolved: ``base`` names another config file, relative
+    to this one, whose values this file's override (``model`` key by key); a base may have a base."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {path} does not exist")
+    if path.resolve() in _seen:
+        raise ValueError(f"config file {path} is its own base (through {' -> '.join(map(str, _seen))})")
+    with open(path, encoding="utf-8") as f:
+        values = parse_yaml(f) or {}  # YAML is a superset of JSON
+    if not isinstance(values, dict):
+        raise ValueError(f"config file {path} must hold a mapping of keys to values")
+    values = dict(values)
+    values["model"] = values.get("model") or {}
+    if not isinstance(values["model"], dict):
+        raise ValueError(f"model in {path} must be a mapping of model config keys to values")
+    base = values.pop("base", None)
+    if base is None:
+        return values
+    if not isinstance(base, str):
+        raise ValueError(f"base in {path} must be the path of another config file, got {base!r}")
+    inherited = read_config_file(path.parent / base, (*_seen, path.resolve()))
+    return {**inherited, **values, "model": {**inherited["model"], **values["model"]}}
+
+
+def train_arg_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The training scripts' parser: ``--config`` and one flag per TrainConfig field (``--max-updates``);
+    ``--model.KEY VALUE`` flags are read by :func:`parse_train_args`."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="YAML or JSON file of TrainConfig fields")
+    for f in dataclasses.fields(TrainConfig):
+        if f.name == "model":
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            parser.add_argument(flag, dest=f.name, action="store_true", default=None)
+        elif is_text_field(f):  # as typed: YAML would read `--mixed-precision no` as False
+            parser.add_argument(flag, dest=f.name, type=str, default=None)
+        else:
+            parser.add_argument(flag, dest=f.name, type=parse_yaml, default=None)
+    return parser
+
+
+def parse_train_args(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """(the parsed flags, the TrainConfig overrides they give): values are YAML (``--model.gamma 0`` is a
+    number), ``--model.KEY VALUE`` reaches the model config, and an unknown flag is the parser's error."""
+    args, rest = parser.parse_known_args(argv)
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    i = 0
+    while i < len(rest):
+        key = rest[i]
+        if not key.startswith("--model.") or i + 1 >= len(rest):
+            parser.error(f"unrecognized argument: {key}")
+        name, _, inline = key[2:].partition("=")
+        if inline:
+            overrides[name] = parse_yaml(inline)
+            i += 1
+        else:
+            overrides[name] = parse_yaml(rest[i + 1])
+            i += 2
+    return args, overrides
+
+
+def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """A TrainConfig from a YAML/JSON file (with its ``base:`` chain) plus overrides (``model.gamma`` style
+    keys reach ``model``)."""
+    values = read_config_file(path) if path else {}
+    values["model"] = dict(values.get("model") or {})
+    for key, value in (overrides or {}).items():
+        if key.startswith("model."):
+            values["model"][key[len("model."):]] = value
+        else:
+            values[key] = value
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown config key(s): {unknown}; known keys: {sorted(fields)}")
+    for name, value in values.items():  # `output_dir: 2024` in YAML is an int: a path field takes it as text
+        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if is_number and is_text_field(fields[name]):
+            values[name] = str(value)
+    return TrainConfig(**values)
