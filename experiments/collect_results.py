@@ -25,6 +25,7 @@ each, with the random floor), ``seeds:ROW,...`` (mean +- sd over seeds, t-tests 
 larger budget, each seed beside the run it continued), ``speakers:FILE``, ``pragmatics:FILE``,
 ``rescoring:FILE`` (pragmatic_speakers per system and seed: lam chosen on valid and the best on test),
 ``probes:FILE``, ``probe_data:FILE`` (how many trajectories each probe read), ``gradients:FILE``,
+``gradient_sweep:FILE,...`` (objective_gradients.py's JSONs side by side, with their alpha sweeps),
 ``reruns`` (runs trained again after their record, beside it), ``validation:FILE`` (a table of
 experiments/validation_table.py kept as FILE.md: each row's maxima over its seeds); for ``benchmarks``:
 ``train_step:FILE``, ``train_step_profile:FILE`` (an update's profile),
@@ -557,6 +558,22 @@ def table_gradients(level: str, name: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
+def table_gradient_sweep(level: str, names: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/objective_gradients.py's JSONs side by side: each term's gradient norm on q(z|a,o), the alpha at
+    which D' pulls as hard as J-bar, and alpha D' against J-bar at each alpha of the sweep."""
+    data = {name: read_json(level, name, root) for name in names.split(",")}
+    alphas = sorted({a["alpha"] for d in data.values() for a in d.get("alpha_sweep", [])})
+    lines = ["| model | reduction | gamma V | J-bar | D' per unit alpha | alpha where D' = J-bar | "
+             + " | ".join(f"alpha D' / J-bar at {a:g}" for a in alphas) + " |",
+             "| --- | --- | --- | --- | --- | --- | " + " | ".join("---" for _ in alphas) + " |"]
+    for d in data.values():  # the norm of alpha D''s gradient is linear in alpha: a file without a sweep has one too
+        model = d["model"] if isinstance(d["model"], str) else "MS-VAE from the baselines (App. D)"
+        g_j, g_d = d["grad_norm_j_bar"], d["grad_norm_d_per_unit_alpha"]
+        lines.append(f"| {model} | {d.get('loss_reduction', 'sum')} | {d['grad_norm_gamma_v']:.4g} | {g_j:.4g} | "
+                     f"{g_d:.4g} | {g_j / g_d:.4g} | " + " | ".join(f"{a * g_d / g_j:.3g}" for a in alphas) + " |")
+    return lines
+
+
 def system_name(name: str) -> str:
     """``NAME#k`` (experiments/pragmatic_speakers.py's seed mark) -> ``NAME, seed k``."""
     base, mark, seed = name.rpartition("#")
@@ -934,6 +951,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "demo_generation": table_demo_generation, "demo_storage": table_demo_storage,
     "demo_dataset": table_demo_dataset, "smoke": table_smoke,
     "resume": table_resume, "reruns": table_reruns, "readings": table_readings,
+    "gradient_sweep": table_gradient_sweep,
 }
 
 

@@ -494,3 +494,19 @@ def test_readings_table_reads_each_statement_under_each_reduction(root: Path):
     assert "the same for the speaker" in " ".join(cells)
     # the seed-0 BLEU of msvae has no best_speaker/ (its BLEU is of best/): no speaker number under "sum"
     assert cells["App. D: the same for the speaker"][0] == "-"
+
+
+def test_gradient_sweep_gives_alpha_d_against_j_bar(root: Path):
+    """alpha D''s norm is linear in alpha: each file's ratios follow from its per-unit norms, with or without a sweep
+    of its own; the alpha where D' pulls as hard as J-bar is their quotient."""
+    level = root / "gotoseqlocal"
+    (level / "a.json").write_text(json.dumps({"model": "runs/x/best", "gamma": 100.0, "grad_norm_gamma_v": 50.0,
+                                              "grad_norm_j_bar": 2.0, "grad_norm_d_per_unit_alpha": 0.5}))
+    (level / "b.json").write_text(json.dumps({"model": {"init_follower": "f"}, "loss_reduction": "mean",
+                                              "grad_norm_gamma_v": 5.0, "grad_norm_j_bar": 1.0,
+                                              "grad_norm_d_per_unit_alpha": 0.01,
+                                              "alpha_sweep": [{"alpha": 0.05}, {"alpha": 10.0}]}))
+    lines = collect_results.table_gradient_sweep("gotoseqlocal", "a,b", root)
+    assert lines[0].endswith("| alpha D' / J-bar at 0.05 | alpha D' / J-bar at 10 |")
+    assert lines[2] == "| runs/x/best | sum | 50 | 2 | 0.5 | 4 | 0.0125 | 2.5 |"
+    assert lines[3] == "| MS-VAE from the baselines (App. D) | mean | 5 | 1 | 0.01 | 100 | 0.0005 | 0.1 |"
