@@ -37,4 +37,10 @@ setup(
         "scipy>=1.11",  # scripts/collect_results.py: App. D's t-tests over seeds
     ],
     extras_require={"dev": ["pytest>=8.0", "pytest-timeout>=2.3", "ruff>=0.6"]},
+    entry_points={
+        "console_scripts": [  # beside scripts/<name>.py, which call the same main
+            f"msvae-{name.replace('_', '-')}=msvae_hf.cli.{name}:main"
+            for name in ("train", "train_stacked", "make_demos", "evaluate", "label_unpaired", "push_to_hub")
+        ],
+    },
 )

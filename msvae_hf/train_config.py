@@ -4,7 +4,10 @@ config files (YAML or JSON, with a ``base:`` chain) and the command line of the 
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
+import functools
+import inspect
 import math
 import numbers
 import re
@@ -31,6 +34,7 @@ class TrainConfig:
     demos: str = "data/bosslocal"
     """a DatasetDict written by scripts/make_demos.py (splits paired, unpaired, valid, test)"""
     output_dir: str = "runs/msvae"
+    """the run folder (msvae_hf/run_folder.py: checkpoints, best/, TensorBoard logs, results.json)"""
     level: str | None = None
     """evaluation level; defaults to the level the demonstrations were made on"""
     model: dict = field(default_factory=dict)
@@ -54,22 +58,35 @@ class TrainConfig:
     unpaired_batch_size: int | None = None
     """unpaired batch per process (MS-VAE); None (unset): same as batch_size"""
     learning_rate: float = 1e-3
+    """Adam's step size, constant (App. D: Adam)"""
     max_updates: int = 2000
+    """optimiser updates of the run (an MS-VAE update draws a paired and an unpaired batch)"""
     gradient_accumulation_steps: int = 1
+    """micro-batches per update (the global batch is batch_size x processes x this)"""
     max_grad_norm: float | None = None
+    """clip the gradients' total 2-norm to this (None: no clipping)"""
     mixed_precision: str = "no"
     """no | bf16 | fp16 (bf16 autocast on CPU)"""
     seed: int = 0
+    """the seed of the initial weights, the noise and the data order"""
     eval_every: int = 250
+    """validate every this many updates (and at the last one)"""
     eval_episodes: int = 200
+    """validation episodes for the success rate (seeds from 1.5e9)"""
     eval_batch_size: int = 256
+    """episodes rolled out at once in evaluation"""
     eval_workers: int = 0
     """processes that step the evaluation envs (rollout.EnvPool); 0: in the training process"""
     bleu_examples: int = 500
+    """pairs of the valid / test split scored for BLEU-4"""
     test_episodes: int = 1000
+    """test episodes for the final success rate (seeds from 1e9)"""
     log_every: int = 10
+    """log the loss terms to TensorBoard every this many updates"""
     checkpoint_every: int = 250
+    """write a checkpoint every this many updates (and at the last one)"""
     keep_checkpoints: int = 2
+    """how many of the latest checkpoints to keep"""
     resume: bool = False
     """continue from the latest checkpoint in output_dir"""
     continue_from: str | None = None
@@ -190,21 +207,47 @@ def read_config_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str
     return {**inherited, **values, "model": {**inherited["model"], **values["model"]}}
 
 
+@functools.cache
+def field_docs() -> dict[str, str]:
+    """Each TrainConfig field's docstring (the string literal after it in the class body) as plain text: whitespace
+    collapsed, reST markup (``x``, :func:`x`) dropped; empty where the source cannot be read."""
+    try:
+        body = ast.parse(inspect.getsource(TrainConfig)).body[0].body
+    except (OSError, TypeError):
+        return {}
+    docs = {}
+    for node, after in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr) \
+                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+            text = re.sub(r":\w+:`([^`]+)`", r"\1", after.value.value).replace("``", "")
+            docs[node.target.id] = " ".join(text.split())
+    return docs
+
+
+def field_help(f: dataclasses.Field) -> str:
+    """A TrainConfig field's command-line help: its docstring (else its type) and its default."""
+    default = {None: "unset", True: "true", False: "false"}.get(f.default, f.default) \
+        if isinstance(f.default, (bool, type(None))) else f.default
+    text = f"{field_docs().get(f.name) or f.type} (default: {default})"
+    return text.replace("%", "%%")  # argparse formats help with %
+
+
 def train_arg_parser(description: str | None = None) -> argparse.ArgumentParser:
-    """The training scripts' parser: ``--config`` and one flag per TrainConfig field (``--max-updates``);
-    ``--model.KEY VALUE`` flags are read by :func:`parse_train_args`."""
+    """The training scripts' parser: ``--config`` and one flag per TrainConfig field (``--max-updates``), its help
+    the field's docstring; a bool field is ``--resume`` / ``--no-resume``, unset (None) leaving the config file's
+    value. ``--model.KEY VALUE`` flags are read by :func:`parse_train_args`."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", help="YAML or JSON file of TrainConfig fields")
+    parser.add_argument("--config", help="YAML or JSON file of TrainConfig fields; a flag given overrides its value")
     for f in dataclasses.fields(TrainConfig):
         if f.name == "model":
             continue
-        flag = "--" + f.name.replace("_", "-")
+        flag, doc = "--" + f.name.replace("_", "-"), field_help(f)
         if f.type in ("bool", bool):
-            parser.add_argument(flag, dest=f.name, action="store_true", default=None)
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=doc)
         elif is_text_field(f):  # as typed: YAML would read `--mixed-precision no` as False
-            parser.add_argument(flag, dest=f.name, type=str, default=None)
+            parser.add_argument(flag, dest=f.name, type=str, default=None, help=doc)
         else:
-            parser.add_argument(flag, dest=f.name, type=parse_yaml, default=None)
+            parser.add_argument(flag, dest=f.name, type=parse_yaml, default=None, help=doc)
     return parser
 
 

@@ -1,46 +1,8 @@
 #!/usr/bin/env python
-"""Label every unpaired trajectory with a trained speaker (baseline or MS-VAE) for the speaker-follower.
+"""``msvae_hf.cli.label_unpaired``, installed by pip as ``msvae-label-unpaired`` (see its docstring or ``--help``)."""
 
-    python scripts/label_unpaired.py --speaker runs/bosslocal/speaker/best --demos data/bosslocal_100k \\
-        --out data/pseudo_labels/bosslocal/speaker
-"""
-
-from __future__ import annotations
-
-import argparse
-import sys
-
-from transformers import AutoModel
-
-import msvae_hf  # noqa: F401  (registers the models with AutoModel)
-from msvae_hf.pseudo_labels import label_unpaired
-from msvae_hf.runtime import add_threads_flag, set_threads
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--speaker", required=True, help="a saved speaker or MS-VAE (save_pretrained folder)")
-    parser.add_argument("--demos", required=True, help="demonstrations with an unpaired split")
-    parser.add_argument("--out", required=True, help="where to write the pseudo-paired dataset")
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--sample", action="store_true", help="sample instructions instead of greedy decoding")
-    parser.add_argument("--num-unpaired", type=int, default=None, help="label only the first N trajectories")
-    parser.add_argument("--overwrite", action="store_true")
-    add_threads_flag(parser)
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
-    try:
-        speaker = AutoModel.from_pretrained(args.speaker)
-        if not hasattr(speaker, "describe"):
-            raise ValueError(f"{args.speaker} holds a {speaker.config.model_type} model, which cannot speak")
-        labelled = label_unpaired(
-            speaker, args.demos, args.out, batch_size=args.batch_size, do_sample=args.sample,
-            num_unpaired=args.num_unpaired, overwrite=args.overwrite, speaker_path=args.speaker,
-        )
-    except (ValueError, FileExistsError, FileNotFoundError) as err:
-        sys.exit(f"error: {err}")
-    print(f"labelled {len(labelled)} trajectories -> {args.out}; e.g. {labelled[0]['instruction']!r}")
-
+from msvae_hf.cli.label_unpaired import *  # noqa: F403  (its names, for tests that load this file)
+from msvae_hf.cli.label_unpaired import main
 
 if __name__ == "__main__":
     main()

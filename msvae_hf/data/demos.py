@@ -453,7 +453,7 @@ def regenerate_command(path: str | Path) -> str:
     try:
         info = json.loads((path / "stats.json").read_text())
         command = str(info.get("command") or "")
-        if "make_demos" in command:
+        if "make_demos" in command or "msvae-make-demos" in command:  # the script or its entry point
             return command if "--overwrite" in command.split() else f"{command} --overwrite"
         args = ["--level", str(info["level"])]
         for split in SPLITS:

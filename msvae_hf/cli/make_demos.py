@@ -1,0 +1,116 @@
+"""Generate BabyAI bot demonstrations (App. C levels) as a DatasetDict on disk.
+
+    python scripts/make_demos.py --level BossLocal --paired 1000 --unpaired 100000 --valid 500 --test 500 \\
+        --seed 0 --num-proc 2 --out data/bosslocal [--overwrite] [--push-to-hub REPO] [--max-steps N]
+
+Each split is played in chunks of --chunk-size seeds, saved as they complete under <out>.chunks/ (one log
+line per chunk). If the run stops (Ctrl-C, a killed job, a reboot), the same command goes on from the chunks
+there and ends with the dataset an uninterrupted run gives; other arguments are refused, naming the ones that
+differ (--num-proc and --chunk-size may change). For a large set in the background:
+
+    nohup python scripts/make_demos.py --level BossLocal --paired 1000 --unpaired 1000000 --valid 500 \\
+        --test 500 --num-proc 2 --out data/bosslocal_1m > make_demos.log 2>&1 &
+
+The dataset's checksums.json holds the sha256 of each of its arrow files (also after --convert); load_demos checks
+them, and its errors give this command (the one stats.json records, with --overwrite) to regenerate a damaged set.
+
+A dataset saved before observations were stored as one-byte cell codes is converted with
+
+    python scripts/make_demos.py --convert OLD_DIR --out NEW_DIR
+
+Installed by pip as ``msvae-make-demos`` (the same flags).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+
+import datasets
+
+from ..data.demos import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_TIME_LIMIT_S,
+    SPLITS,
+    convert_demos,
+    make_demos,
+    push_demos_to_hub,
+)
+from ..envs.levels import resolve_level
+from .invocation import entry_point_command
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and validate the command line (argparse errors exit with status 2 and a message)."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--level", help="GoToSeqLocal, BossLocal, GoToSeq, BossLevel or a full id")
+    for split in SPLITS:
+        p.add_argument(f"--{split}", type=int, default=0, help=f"number of {split} episodes")
+    p.add_argument("--seed", type=int, default=0, help="dataset seed: selects the episode seed ranges")
+    p.add_argument("--num-proc", type=int, default=1, help="bot processes (the data does not depend on it)")
+    p.add_argument("--out", required=True, help="output directory (save_to_disk layout + README.md)")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    p.add_argument("--max-steps", type=int, default=None, help="drop bot episodes longer than this")
+    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, help="seconds per episode")
+    p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE,
+                   help="seeds per saved chunk: the most an interruption loses (the data does not depend on it)")
+    p.add_argument("--convert", metavar="OLD_DIR", default=None,
+                   help="instead of generating: copy OLD_DIR (observations as [T, 7, 7, 3] arrays) to --out with "
+                        "observations as one-byte cell codes")
+    p.add_argument("--push-to-hub", metavar="REPO", default=None, help="upload --out to this dataset repo")
+    args = p.parse_args(argv)
+    if args.convert:
+        given = [f"--{s}" for s in SPLITS if getattr(args, s)] + (["--level"] if args.level else [])
+        if given:
+            p.error(f"--convert copies a dataset as it is: drop {' '.join(given)}")
+        return args
+    if args.level is None:
+        p.error("--level is required (unless --convert)")
+    try:
+        args.level = resolve_level(args.level)
+    except ValueError as err:
+        p.error(str(err))
+    counts = {s: getattr(args, s) for s in SPLITS}
+    if any(c < 0 for c in counts.values()):
+        p.error(f"episode counts must be >= 0, got {counts}")
+    if not sum(counts.values()):
+        p.error("all episode counts are zero: ask for at least one of --paired/--unpaired/--valid/--test")
+    if args.num_proc < 1 or (args.max_steps is not None and args.max_steps < 1) or args.time_limit <= 0:
+        p.error("--num-proc and --max-steps must be >= 1 and --time-limit > 0")
+    if args.chunk_size < 1:
+        p.error(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    args.counts = counts
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``scripts/make_demos.py`` and ``msvae-make-demos``: ``argv`` None reads ``sys.argv``."""
+    args = parse_args(argv)
+    args_given = sys.argv[1:] if argv is None else argv
+    command = entry_point_command(argv) or shlex.join(["python", "scripts/make_demos.py", *args_given])
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    bars = datasets.is_progress_bar_enabled()
+    try:
+        if args.convert:
+            dd = convert_demos(args.convert, args.out, overwrite=args.overwrite)
+        else:
+            datasets.disable_progress_bars()  # one log line per chunk instead of a bar per chunk
+            dd = make_demos(
+                args.level, args.counts, args.out, args.seed, args.num_proc, args.max_steps, args.time_limit,
+                overwrite=args.overwrite, command=command, chunk_size=args.chunk_size,
+            )
+    except (FileExistsError, FileNotFoundError, ValueError) as err:
+        raise SystemExit(f"error: {err}") from err
+    finally:
+        if bars:
+            datasets.enable_progress_bars()
+    print(dd)
+    print(f"saved to {args.out}")
+    if args.push_to_hub:
+        print(push_demos_to_hub(args.out, args.push_to_hub))
+
+
+if __name__ == "__main__":
+    main()
