@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 from conftest import as_array4d
 from datasets import Dataset, DatasetDict
+from hub_helpers import FakeHfApi
 
 from msvae_hf.data import demos as demos_lib
 from msvae_hf.data.collator import decode_frames
@@ -296,24 +297,11 @@ def test_load_demos_errors(tmp_path: Path) -> None:
         load_demos(tmp_path / "single")
 
 
-class FakeHfApi:
-    """Records calls instead of talking to the Hub."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple, dict]] = []
-
-    def create_repo(self, *args, **kwargs):
-        self.calls.append(("create_repo", args, kwargs))
-
-    def upload_folder(self, *args, **kwargs):
-        self.calls.append(("upload_folder", args, kwargs))
-        return "https://huggingface.co/datasets/me/demos"
-
-
 def test_push_uses_upload_folder(demos: DatasetDict) -> None:
     out = Path(demos["paired"].cache_files[0]["filename"]).parents[1]
     api = FakeHfApi()
-    assert demos_lib.push_demos_to_hub(out, "me/demos", api=api).endswith("me/demos")
-    name, _, kwargs = api.calls[-1]
+    info = demos_lib.push_demos_to_hub(out, "me/demos", api=api)
+    assert info is api.commits[-1] and info.repo_url.repo_id == "me/demos"
+    name, kwargs = api.calls[-1]
     assert name == "upload_folder"
     assert [kwargs[k] for k in ("folder_path", "repo_id", "repo_type")] == [str(out), "me/demos", "dataset"]

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hub_helpers import FakeHfApi
 from huggingface_hub import ModelCard
 
 from msvae_hf.card_templates import template_path
@@ -17,24 +18,6 @@ from msvae_hf.hub import push_folder_to_hub, render_model_card
 COMMAND = "python scripts/train.py --level BabyAI-GoToSeqLocal-v0 --paired 1000 --unpaired 10000 --seed 0"
 METRICS = {"success_rate": 0.6543, "bleu": 41.27, "mean_steps": 14.2, "episodes": 1000}
 DATASET = "someone/babyai-gotoseqlocal-demos"
-
-
-class FakeHfApi:
-    """Records create_repo / upload_folder calls and what the folder held at upload time."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, dict]] = []
-        self.uploaded: dict[str, str] = {}
-
-    def create_repo(self, **kwargs):
-        self.calls.append(("create_repo", kwargs))
-        return f"https://huggingface.co/{kwargs['repo_id']}"
-
-    def upload_folder(self, **kwargs):
-        self.calls.append(("upload_folder", kwargs))
-        folder = Path(kwargs["folder_path"])
-        self.uploaded = {p.name: p.read_text(encoding="utf-8") for p in folder.iterdir() if p.is_file()}
-        return "commit-info"
 
 
 @pytest.fixture()
@@ -76,20 +59,21 @@ def test_push_writes_card_and_uploads(card, tmp_path):
     (tmp_path / "config.json").write_text("{}", encoding="utf-8")
     api = FakeHfApi()
     out = push_folder_to_hub(tmp_path, "someone/msvae-gotoseqlocal", card=card, api=api, private=True)
-    assert out == "commit-info"
-    assert [name for name, _ in api.calls] == ["create_repo", "upload_folder"]
+    assert out is api.commits[-1]
+    assert api.names == ["create_repo", "upload_folder"]
     create, upload = api.calls[0][1], api.calls[1][1]
     assert create == {"repo_id": "someone/msvae-gotoseqlocal", "repo_type": "model", "private": True, "exist_ok": True}
     assert upload["repo_id"] == "someone/msvae-gotoseqlocal" and Path(upload["folder_path"]) == tmp_path
-    assert set(api.uploaded) == {"README.md", "config.json"}
-    assert COMMAND in api.uploaded["README.md"] and "| bleu | 41.27 |" in api.uploaded["README.md"]
+    uploaded = api.top_level_text()
+    assert set(uploaded) == {"README.md", "config.json"}
+    assert COMMAND in uploaded["README.md"] and "| bleu | 41.27 |" in uploaded["README.md"]
 
 
 def test_push_keeps_existing_readme_and_needs_a_card(tmp_path):
     (tmp_path / "README.md").write_text("hand-written", encoding="utf-8")
     api = FakeHfApi()
     push_folder_to_hub(tmp_path, "someone/x", api=api)
-    assert api.uploaded["README.md"] == "hand-written"
+    assert api.top_level_text()["README.md"] == "hand-written"
     with pytest.raises(ValueError, match="no README.md"):
         push_folder_to_hub(tmp_path / "missing", "someone/y", api=FakeHfApi())
 

@@ -9,11 +9,11 @@ import os
 import re
 import shlex
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 from conftest import TINY_LEVEL, load_script, tree_digest
+from hub_helpers import FakeHfApi
 from huggingface_hub import ModelCard
 from safetensors.torch import load_file, save_file
 
@@ -23,24 +23,6 @@ from msvae_hf.hub import push_run
 DATASET = "someone/bosslocal-demos"
 #: An absolute path of another machine, sharing nothing with the test's folders but "/".
 FOREIGN = "/scratch/alice/runs/bosslocal/msvae_2000"
-
-
-class FakeHfApi:
-    """Records create_repo / upload_folder calls and the uploaded folder's files (name -> bytes)."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, dict]] = []
-        self.files: dict[str, bytes] = {}
-
-    def create_repo(self, **kwargs: Any) -> str:
-        self.calls.append(("create_repo", kwargs))
-        return f"https://huggingface.co/{kwargs['repo_id']}"
-
-    def upload_folder(self, **kwargs: Any) -> str:
-        self.calls.append(("upload_folder", kwargs))
-        folder = Path(kwargs["folder_path"])
-        self.files = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-        return "commit-info"
 
 
 def _save_tiny_msvae(folder: Path) -> None:
@@ -132,7 +114,7 @@ def test_uploaded_files_name_no_absolute_path(fake_run, tmp_path, dataset):
     model-index dataset and the pushed ``demos``."""
     api = FakeHfApi()
     argv = ["--run", str(fake_run), "--repo", "someone/msvae"] + (["--dataset", dataset] if dataset else [])
-    assert load_script("push_to_hub").main(argv, api=api) == "commit-info"
+    assert load_script("push_to_hub").main(argv, api=api) is api.commits[-1]
     for name in ("README.md", "train_config.json", "command.txt", "results.json"):
         text = api.files[name].decode()
         assert str(tmp_path) not in text and _absolute_paths(text) == [], (name, _absolute_paths(text))

@@ -1,6 +1,6 @@
 """A Hub user's path (issue 31), offline: a Hub cache laid out by hand under a temporary ``HF_HUB_CACHE`` with
-``HF_HUB_OFFLINE=1`` (in a subprocess, as a user runs it), and a fake ``HfApi`` that records each call and copies
-what is uploaded into a local folder."""
+``HF_HUB_OFFLINE=1`` (in a subprocess, as a user runs it), and a fake ``HfApi`` (hub_helpers) that records each call
+and what is uploaded, written to a local folder where a test reads the pushed repo."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import TINY_COUNTS
-from huggingface_hub import RepoUrl
+from hub_helpers import FakeHfApi
 from transformers import AutoModel
 
 import msvae_hf
@@ -26,26 +26,6 @@ from msvae_hf.tokenization_msvae import MSVAETokenizer
 REPO_ID = "user/msvae-bosslocal"
 DATASET_ID = "user/bosslocal-demos"
 SHA = {"main": "a" * 40, "v1": "b" * 40}
-
-
-class RecordingHfApi:
-    """Records create_repo / create_branch / upload_folder calls; copies each uploaded folder to ``into``."""
-
-    def __init__(self, into: Path) -> None:
-        self.into = into
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-
-    def create_repo(self, repo_id: str, **kwargs: Any) -> RepoUrl:
-        self.calls.append(("create_repo", {"repo_id": repo_id, **kwargs}))
-        return RepoUrl(f"https://huggingface.co/{repo_id if '/' in repo_id else 'someone/' + repo_id}")
-
-    def create_branch(self, **kwargs: Any) -> None:
-        self.calls.append(("create_branch", kwargs))
-
-    def upload_folder(self, **kwargs: Any) -> str:
-        self.calls.append(("upload_folder", kwargs))
-        shutil.copytree(kwargs["folder_path"], self.into, dirs_exist_ok=True)
-        return "commit-info"
 
 
 def tiny_follower(tokenizer: MSVAETokenizer | None = None) -> msvae_hf.FollowerModel:
@@ -152,9 +132,9 @@ def test_without_the_import_the_card_says_what_to_do(model_cache: Path, tmp_path
     assert not report["imported"]
     for error in report["errors"]:
         assert "model type `msvae_follower`" in error and "does not recognize this architecture" in error
-    api = RecordingHfApi(tmp_path / "pushed")
+    api = FakeHfApi()
     tiny_follower().push_to_hub(REPO_ID, api=api)
-    card = (tmp_path / "pushed" / "README.md").read_text()
+    card = api.text("README.md")
     usage = card[card.index("## Usage"):card.index("## Training data")]
     assert "pip install msvae-hf" in usage and "does not recognize this architecture" in usage
     assert usage.index("import msvae_hf") < usage.index(f'AutoModel.from_pretrained("{REPO_ID}")')
@@ -168,10 +148,10 @@ def pushed_demos(tiny_demos: Path, tmp_path: Path) -> Path:
     local = tmp_path / "local"
     shutil.copytree(tiny_demos, local)
     (local / "README.md").write_text("---\npretty_name: old card\n---\n\n# old card\n")
-    api = RecordingHfApi(tmp_path / "pushed")
-    assert push_demos_to_hub(local, DATASET_ID, api=api) == "commit-info"
+    api = FakeHfApi()
+    assert push_demos_to_hub(local, DATASET_ID, api=api) is api.commits[-1]
     assert api.calls[-1][1]["folder_path"] == str(local)
-    return tmp_path / "pushed"
+    return api.write_upload(tmp_path / "pushed")
 
 
 def test_load_dataset_gives_every_split(pushed_demos: Path, tmp_path: Path) -> None:
@@ -227,11 +207,11 @@ def test_load_demos_and_train_config_take_a_hub_id(pushed_demos: Path, tmp_path:
 def test_push_to_hub_forwards_transformers_arguments(tmp_path: Path) -> None:
     """token, revision, create_pr, private, commit_description and tags reach the Hub calls as in transformers (the
     revision branch created first); a bare name resolves to the user's namespace; a misspelt argument is an error."""
-    api = RecordingHfApi(tmp_path / "pushed")
+    api = FakeHfApi()
     out = tiny_follower().push_to_hub("msvae-bosslocal", token="hf_fake", create_pr=True, revision="dev",
                                       private=True, commit_description="why", tags=["mine"], api=api)
-    assert out == "commit-info"
-    assert [name for name, _ in api.calls] == ["create_repo", "create_branch", "upload_folder"]
+    assert out is api.commits[-1]
+    assert api.names == ["create_repo", "create_branch", "upload_folder"]
     create, branch, upload = (kwargs for _, kwargs in api.calls)
     assert create["token"] == "hf_fake" and create["private"] is True
     assert branch == {"repo_id": "someone/msvae-bosslocal", "branch": "dev", "repo_type": "model", "exist_ok": True,
@@ -239,6 +219,6 @@ def test_push_to_hub_forwards_transformers_arguments(tmp_path: Path) -> None:
     assert {key: upload[key] for key in ("repo_id", "revision", "create_pr", "token", "commit_description")} == {
         "repo_id": "someone/msvae-bosslocal", "revision": "dev", "create_pr": True, "token": "hf_fake",
         "commit_description": "why"}
-    assert "- mine" in (tmp_path / "pushed" / "README.md").read_text()
+    assert "- mine" in api.text("README.md")
     with pytest.raises(TypeError, match="revison"):
-        tiny_follower().push_to_hub("user/x", revison="dev", api=RecordingHfApi(tmp_path / "typo"))
+        tiny_follower().push_to_hub("user/x", revison="dev", api=FakeHfApi())

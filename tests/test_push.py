@@ -7,31 +7,13 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import TINY_LEVEL, TINY_TRAIN, load_script, tiny_cli_args, tree_digest
+from hub_helpers import FakeHfApi
 from huggingface_hub import ModelCard
 
 from msvae_hf.hub import push_run, render_run_card
-
-
-class FakeHfApi:
-    """Records create_repo / upload_folder calls and the uploaded folder's files (name -> bytes)."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, dict]] = []
-        self.files: dict[str, bytes] = {}
-
-    def create_repo(self, **kwargs: Any) -> str:
-        self.calls.append(("create_repo", kwargs))
-        return f"https://huggingface.co/{kwargs['repo_id']}"
-
-    def upload_folder(self, **kwargs: Any) -> str:
-        self.calls.append(("upload_folder", kwargs))
-        folder = Path(kwargs["folder_path"])
-        self.files = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-        return "commit-info"
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +34,8 @@ def test_push_run(msvae_run):
     before = tree_digest(run)
     api = FakeHfApi()
     assert load_script("push_to_hub").main(["--run", str(run), "--repo", "someone/msvae-tiny", "--private"],
-                                           api=api) == "commit-info"
-    assert [name for name, _ in api.calls] == ["create_repo", "upload_folder"]
+                                           api=api) is api.commits[-1]
+    assert api.names == ["create_repo", "upload_folder"]
     assert api.calls[0][1] == {"repo_id": "someone/msvae-tiny", "repo_type": "model", "private": True,
                                "exist_ok": True}
     assert api.calls[1][1]["repo_id"] == "someone/msvae-tiny" and "msvae" in api.calls[1][1]["commit_message"]
@@ -162,28 +144,15 @@ def test_model_push_to_hub_uploads_weights_tokenizer_and_card() -> None:
     """`model.push_to_hub` (HF-native call) uploads config, safetensors, tokenizer and our rendered card."""
     import msvae_hf
 
-    uploaded: dict[str, str] = {}
-
-    class RecordingApi:
-        def __init__(self) -> None:
-            self.calls: list[tuple[str, dict]] = []
-
-        def create_repo(self, **kwargs):
-            self.calls.append(("create_repo", kwargs))
-
-        def upload_folder(self, **kwargs):
-            self.calls.append(("upload_folder", kwargs))
-            folder = Path(kwargs["folder_path"])
-            uploaded.update({p.name: p.read_text(errors="ignore") for p in folder.iterdir() if p.is_file()})
-
     tok = msvae_hf.MSVAETokenizer.from_grammar()
     model = msvae_hf.FollowerModel(msvae_hf.FollowerConfig(vocab_size=len(tok), hidden_size=32, latent_dim=32,
                                                           obs_channels=8, decoder_ffn_dim=32))
     model.tokenizer = tok
-    api = RecordingApi()
+    api = FakeHfApi()
     model.push_to_hub("user/follower", metrics={"success_rate": 0.5}, training_command="python scripts/train.py x",
                       dataset="user/demos", api=api)
-    assert [name for name, _ in api.calls] == ["create_repo", "upload_folder"]
+    assert api.names == ["create_repo", "upload_folder"]
     assert api.calls[1][1]["repo_id"] == "user/follower"
+    uploaded = api.top_level_text()
     assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= set(uploaded)
     assert "python scripts/train.py x" in uploaded["README.md"] and "0.5" in uploaded["README.md"]
