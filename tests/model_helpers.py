@@ -39,23 +39,30 @@ def build(kind: str, tok: MSVAETokenizer, seed: int = 0, **overrides):
 
 def real_batch(tok: MSVAETokenizer, lengths=LENGTHS, seed: int = 0) -> dict[str, torch.Tensor]:
     """Padded trajectories of real GoToLocal frames (random left/right/forward actions) and their missions."""
-    env = gym.make("BabyAI-GoToLocal-v0")
     rng = np.random.default_rng(seed)
-    t_max = max(lengths)
-    obs = torch.zeros(len(lengths), t_max, 7, 7, 3, dtype=torch.uint8)
-    dirs = torch.zeros(len(lengths), t_max, dtype=torch.long)
-    acts = torch.zeros(len(lengths), t_max, dtype=torch.long)
-    mask = torch.zeros(len(lengths), t_max, dtype=torch.bool)
+    plans = [[int(rng.integers(3)) for _ in range(n)] for n in lengths]
+    return played_batch(tok, plans, [seed * 100 + i for i in range(len(lengths))])
+
+
+def played_batch(tok: MSVAETokenizer, plans: list[list[int]], seeds: list[int],
+                 instructions: list[str] | None = None) -> dict[str, torch.Tensor]:
+    """GoToLocal episode ``seeds[i]`` played with the actions ``plans[i]``: its real frames, padded, with the
+    missions (or ``instructions``) tokenised."""
+    env = gym.make("BabyAI-GoToLocal-v0")
+    t_max = max(map(len, plans))
+    obs = torch.zeros(len(plans), t_max, 7, 7, 3, dtype=torch.uint8)
+    dirs = torch.zeros(len(plans), t_max, dtype=torch.long)
+    acts = torch.zeros(len(plans), t_max, dtype=torch.long)
+    mask = torch.zeros(len(plans), t_max, dtype=torch.bool)
     missions = []
-    for i, n in enumerate(lengths):
-        o, _ = env.reset(seed=seed * 100 + i)
+    for i, plan in enumerate(plans):
+        o, _ = env.reset(seed=seeds[i])
         missions.append(o["mission"])
-        for t in range(n):
-            a = int(rng.integers(3))
+        for t, a in enumerate(plan):
             obs[i, t], dirs[i, t], acts[i, t], mask[i, t] = torch.from_numpy(o["image"]), o["direction"], a, True
             o, *_ = env.step(a)
     env.close()
-    enc = tok(missions, padding=True, return_tensors="pt")
+    enc = tok(instructions or missions, padding=True, return_tensors="pt")
     return {
         "observations": obs, "directions": dirs, "actions": acts, "trajectory_mask": mask,
         "input_ids": enc["input_ids"].long(), "attention_mask": enc["attention_mask"].long(),

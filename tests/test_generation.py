@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from model_helpers import played_batch
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
@@ -30,24 +31,7 @@ LEVEL = "BabyAI-GoToSeqLocal-v0"
 
 def pairs(tok: MSVAETokenizer) -> dict[str, torch.Tensor]:
     """Three fixed (trajectory, instruction) pairs: real GoToLocal frames and fixed action sequences."""
-    env = gym.make("BabyAI-GoToLocal-v0")
-    plans = [[2, 2, 0, 2], [1, 2, 2], [0, 0, 2, 2, 1]]
-    t_max = max(map(len, plans))
-    obs = torch.zeros(len(plans), t_max, 7, 7, 3, dtype=torch.uint8)
-    dirs = torch.zeros(len(plans), t_max, dtype=torch.long)
-    acts = torch.zeros(len(plans), t_max, dtype=torch.long)
-    mask = torch.zeros(len(plans), t_max, dtype=torch.bool)
-    for i, plan in enumerate(plans):
-        o, _ = env.reset(seed=i)
-        for t, a in enumerate(plan):
-            obs[i, t], dirs[i, t], acts[i, t], mask[i, t] = torch.from_numpy(o["image"]), o["direction"], a, True
-            o, *_ = env.step(a)
-    env.close()
-    enc = tok(INSTRUCTIONS, padding=True, return_tensors="pt")
-    return {
-        "observations": obs, "directions": dirs, "actions": acts, "trajectory_mask": mask,
-        "input_ids": enc["input_ids"].long(), "attention_mask": enc["attention_mask"].long(),
-    }
+    return played_batch(tok, [[2, 2, 0, 2], [1, 2, 2], [0, 0, 2, 2, 1]], [0, 1, 2], INSTRUCTIONS)
 
 
 def trajectory(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
