@@ -365,7 +365,7 @@ def bosslocal_comparisons(cells: list[Cell], threads: int) -> list[Cell]:
     pragmatic = []
     for name, speaker, follower in systems:
         for k in range(3):
-            checkpoint = "best" if (speaker, k) == ("msvae", 0) else "best_speaker"  # made before best_speaker/
+            checkpoint = "best" if (speaker, k) == ("msvae", 0) else "best_speaker"  # seed 0 has no best_speaker/
             pragmatic += ["--system", f"{name.format(k=k)}={run_dir('bosslocal', speaker, k)}/{checkpoint},"
                                       f"{run_dir('bosslocal', follower, k)}/best"]
     pragmatic += ["--system", f"baselines: speaker, follower={r}/speaker/best,{r}/follower/best"]

@@ -94,7 +94,7 @@ def load_reruns(level: str, root: Path = RESULTS) -> list[dict]:
 
 
 def records_with_curves(level: str, root: Path = RESULTS) -> dict[str, dict]:
-    """:func:`load_records`, where a record without a validation curve (made before curves were recorded) gives
+    """:func:`load_records`, where a record without a validation curve gives
     way to its run trained again (``results/<level>/reruns/``) if that one has a curve (the last in name order
     where there are several, as in :func:`records_trained_again`)."""
     first = load_records(level, root)
@@ -130,7 +130,7 @@ def sr(record: dict) -> float | None:
 
 def bleu(record: dict) -> float | None:
     """Test BLEU-4 of the speaker checkpoint: a speaker's ``best/``, MS-VAE's ``best_speaker/`` (None for an
-    MS-VAE run made before ``best_speaker/`` existed: its BLEU is of ``best/``, see :func:`bleu_of_best`)."""
+    MS-VAE run without ``best_speaker/``: its BLEU is of ``best/``, see :func:`bleu_of_best`)."""
     if record.get("model_type") == "msvae" and not record.get("best_speaker"):
         return None
     return record.get("test_bleu")

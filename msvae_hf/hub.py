@@ -221,7 +221,7 @@ def _shown_config(run_dir: Path, train_config: Mapping[str, Any], dataset: str |
 
 def run_training_command(run_dir: str | Path) -> str:
     """The command line(s) that trained the run, as pushed (absolute paths made relative to the folder it was
-    trained from): ``command.txt`` (one line per start or resume), or, for a run that predates it, the
+    trained from): ``command.txt`` (one line per start or resume), or, for a run without it, the
     equivalent ``--config train_config.json`` call (that file is pushed too)."""
     run_dir = Path(run_dir)
     path = run_dir / "command.txt"

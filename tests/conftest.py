@@ -110,7 +110,7 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 
 def as_array4d(split: Any) -> Any:
-    """``split`` stored as before the cell codes: observations Array4D [T, 7, 7, 3], taken from replaying each
+    """``split`` stored in the nested-list format: observations Array4D [T, 7, 7, 3], taken from replaying each
     episode (not from the codes)."""
     from datasets import Array4D, Dataset
 

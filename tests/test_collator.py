@@ -1,5 +1,5 @@
 """DemoCollator: shapes, dtypes, masks, padding values, unpaired rows, DataLoader over a Dataset, and the same
-batches as from the frames stored as [T, 7, 7, 3] arrays before the cell codes."""
+batches as from the frames stored as [T, 7, 7, 3] arrays (the nested-list format)."""
 
 from __future__ import annotations
 

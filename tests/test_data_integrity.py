@@ -1,6 +1,6 @@
 """Damaged demonstration files are refused in one line naming the file and the command that regenerates it: an
 arrow file cut short, single flipped bits (checksums.json, checked once per file and cached), the ways to skip the
-check, datasets written before checksums, and checksums of the final files after a resumed run and a conversion."""
+check, datasets without checksums, and checksums of the final files after a resumed run and a conversion."""
 
 from __future__ import annotations
 
@@ -189,7 +189,7 @@ def test_verification_can_be_skipped_for_data_edited_on_purpose(made, tmp_path, 
 
 
 def test_dataset_without_checksums_loads_unhashed_and_says_so_once(made, tmp_path, monkeypatch, caplog) -> None:
-    """A dataset written before checksums (no checksums.json) loads as before; one info line says it is
+    """A dataset without checksums.json loads as before; one info line says it is
     unchecked."""
     copy = copy_of(made, tmp_path)
     (copy / CHECKSUMS_FILE).unlink()
@@ -198,8 +198,8 @@ def test_dataset_without_checksums_loads_unhashed_and_says_so_once(made, tmp_pat
         for _ in range(2):
             assert len(load_demos(copy)["unpaired"]) == COUNTS["unpaired"]
     assert hashed == []
-    assert [r.getMessage() for r in caplog.records].count(f"{copy} has no {CHECKSUMS_FILE} (written before "
-                                                           "checksums were): its files are not verified") == 1
+    said = [r.getMessage() for r in caplog.records]
+    assert said.count(f"{copy} has no {CHECKSUMS_FILE}: its files are not verified") == 1
 
 
 def digests(folder: Path) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """Bot demos as a DatasetDict: determinism across processes and chunks, resuming an interrupted run, splits,
-replay, card, bad inputs, converting a dataset stored before the cell codes, push."""
+replay, card, bad inputs, converting a dataset in the nested-list format, push."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_resume_refuses_other_arguments(tmp_path, monkeypatch, capsys) -> None:
 
 @pytest.fixture(scope="module")
 def old_demos(demos: DatasetDict, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ``demos`` fixture's folder as written before the cell codes (arrays, card, stats)."""
+    """The ``demos`` fixture's folder in the nested-list format (arrays, card, stats)."""
     one = Path(demos["paired"].cache_files[0]["filename"]).parents[1]
     old = tmp_path_factory.mktemp("old") / "demos"
     DatasetDict({split: as_array4d(ds) for split, ds in demos.items()}).save_to_disk(str(old), num_shards={"test": 1})

@@ -144,7 +144,7 @@ def test_without_the_import_the_card_says_what_to_do(model_cache: Path, tmp_path
 @pytest.fixture()
 def pushed_demos(tiny_demos: Path, tmp_path: Path) -> Path:
     """What push_demos_to_hub uploads of the tiny demonstrations, as a local folder. The copy pushed has an old
-    card, written before cards carried ``configs:``."""
+    card without ``configs:``."""
     local = tmp_path / "local"
     shutil.copytree(tiny_demos, local)
     (local / "README.md").write_text("---\npretty_name: old card\n---\n\n# old card\n")

@@ -417,7 +417,7 @@ def test_continue_from_refuses_another_run(tiny_demos, tmp_path, finished, flags
 
 
 def test_a_continued_run_names_the_commits_of_the_run_it_continued(tiny_demos, tmp_path):
-    """A checkpoint written before checkpoints kept their commits: the finished run's results.json gives them."""
+    """A checkpoint without its commits: the finished run's results.json gives them."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
     short, longer = tmp_path / "short", tmp_path / "longer"
     subprocess.run(train_command(tiny_demos, short, "--max-updates", "4"), check=True, env=env, capture_output=True,

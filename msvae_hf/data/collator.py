@@ -84,8 +84,8 @@ def decode_frames(codes: Any) -> np.ndarray:
         values = np.asarray(codes)
         if values.ndim == 4 and values.shape[1:] == FRAME_SHAPE:
             raise ValueError(
-                f"observations are [T, 7, 7, 3] frames, not cell codes: a dataset stored before the one-byte cell "
-                f"codes; convert it with `{CONVERT_COMMAND}`"
+                f"observations are [T, 7, 7, 3] frames, not cell codes: a dataset in the nested-list format without "
+                f"the one-byte cell codes; convert it with `{CONVERT_COMMAND}`"
             )
         if values.ndim != 1 or (values.size and values.dtype.kind not in "iu"):
             raise ValueError(f"cell codes must be bytes or a 1-D integer array, got {values.dtype} "

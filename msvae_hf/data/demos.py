@@ -22,7 +22,8 @@ text (absent from `unpaired`), level the gymnasium id, seed.
 `make_demos` plays each split in chunks of seeds and saves every chunk as it completes, under a work folder
 beside the output (`<out>.chunks/<split>/chunk-00042`); a rerun with the same arguments reads the chunks there
 and plays on from the first missing one, so an interrupted run loses at most one chunk and ends with the
-dataset an uninterrupted run gives. `convert_demos` rewrites a dataset stored before the cell codes.
+dataset an uninterrupted run gives. `convert_demos` rewrites a dataset in the nested-list format (frames as
+arrays) into cell codes.
 
 Integrity: both write ``checksums.json`` beside ``stats.json``, the sha256 of each arrow file of the final dataset
 (paths relative to it), and `load_demos` checks them (`verify_checksums`) before it reads the files, so a file cut
@@ -31,8 +32,8 @@ short or with a flipped bit is refused with one line naming it and the command t
 (``$XDG_CACHE_HOME`` if set) under its path, size, mtime and ctime. A later change through the file system moves the
 ctime, which `touch` or `os.utime` cannot set back, so even a same-size change with its mtime restored is hashed
 again. The limit: a change that bypasses the file system after the file was hashed (the disk itself rotting a bit)
-leaves all three as they were and stays unseen until the cache file is deleted. A dataset written before the
-checksums has no ``checksums.json`` and loads unchecked.
+leaves all three as they were and stays unseen until the cache file is deleted. A dataset without
+``checksums.json`` loads unchecked.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ DEFAULT_TIME_LIMIT_S = 10.0
 #: Seeds per chunk that make_demos saves as it goes: what an interruption can lose.
 DEFAULT_CHUNK_SIZE = 10_000
 STATUS_OK = "ok"
-#: How observations are stored; a dataset whose observations feature differs predates the cell codes.
+#: How observations are stored; a dataset whose observations feature differs holds frames as arrays.
 OBSERVATIONS_FEATURE = Value("binary")
 #: The sha256 of each arrow file, written beside stats.json by make_demos and convert_demos.
 CHECKSUMS_FILE = "checksums.json"
@@ -518,7 +519,7 @@ def verify_checksums(path: str | Path) -> None:
     if not record.exists():
         if path not in _UNCHECKED:
             _UNCHECKED.add(path)
-            logger.info("%s has no %s (written before checksums were): its files are not verified", path,
+            logger.info("%s has no %s: its files are not verified", path,
                         CHECKSUMS_FILE)
         return
     try:
@@ -630,7 +631,7 @@ def _encode_batch(batch: dict[str, Any]) -> dict[str, list[bytes]]:
 
 
 def convert_demos(old: str | Path, out: str | Path, overwrite: bool = False) -> Dataset | DatasetDict:
-    """Copy a dataset stored before the cell codes (observations as `Array4D` [T, 7, 7, 3]) to `out` with its
+    """Copy a dataset in the nested-list format (observations as `Array4D` [T, 7, 7, 3]) to `out` with its
     observations as cell codes; every other column, row and the card, stats and label files come along.
 
     Takes a `make_demos` DatasetDict or a single Dataset (a pseudo-labelled split of scripts/label_unpaired.py).
@@ -712,7 +713,7 @@ def replay_episode(level: str, seed: int, actions: list[int]) -> Replay:
 def push_demos_to_hub(path: str | Path, repo_id: str, api: HfApi | None = None, private: bool = False) -> Any:
     """Upload a `make_demos` folder (arrow files, checksums, stats and card) to a Hub dataset repo with
     `upload_folder`: `load_demos` reads it back by its id, `datasets.load_dataset` by the card's ``configs:``. A card
-    written before it carried ``configs:`` is renewed from stats.json first."""
+    without ``configs:`` is renewed from stats.json first."""
     load_demos(path)  # refuse to push something that is not a demo dataset
     readme, stats = Path(path) / "README.md", Path(path) / "stats.json"
     if stats.is_file() and not (readme.is_file() and DatasetCard.load(readme).data.get("configs")):

@@ -35,7 +35,7 @@ def record(run: str, model_type: str, sr: float | None = None, bleu: float | Non
     if model_type == "msvae":
         out["best_speaker"] = {"step": 8} if speaker_checkpoint else None
         out["test_bleu_of_best"] = bleu_of_best if speaker_checkpoint else None
-        if not speaker_checkpoint:  # a run made before best_speaker/: test_bleu is of best/
+        if not speaker_checkpoint:  # a run without best_speaker/: test_bleu is of best/
             out["test_bleu"] = bleu_of_best
     return out
 
@@ -234,7 +234,7 @@ def test_switch_tables_name_the_settings_and_give_both_peaks(tmp_path):
     for name, settings, best in (("old", ("padded", "grouped"), False), ("new", ("f_linear", "onednn"), True)):
         data = switch_json(settings, best)
         if not best:
-            del data["models"]["msvae"]["padded"]["fraction_of_best_gemm_peak"]  # written before both peaks
+            del data["models"]["msvae"]["padded"]["fraction_of_best_gemm_peak"]  # a record with one peak only
         (tmp_path / "benchmarks" / f"{name}.json").write_text(json.dumps(data))
     old = collect_results.table_attention_layout("benchmarks", "old", tmp_path)
     assert old[0].startswith("| benchmark | model | padded s / update | grouped s / update | padded / grouped |")

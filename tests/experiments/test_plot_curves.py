@@ -42,7 +42,7 @@ def test_plot_level_from_run_records(tmp_path):
 
 
 def test_plot_level_draws_a_run_without_a_curve_from_its_run_trained_again(tmp_path):
-    """A first record without a curve (made before curves were recorded) is drawn from its rerun's curve."""
+    """A first record without a curve is drawn from its rerun's curve."""
     runs, reruns = tmp_path / "bosslocal" / "runs", tmp_path / "bosslocal" / "reruns"
     runs.mkdir(parents=True)
     reruns.mkdir()
