@@ -340,7 +340,8 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
                 with accelerator.accumulate(model):
                     output = model(**batch)
                     accelerator.backward(output.loss)
-                    bad_terms = bad_terms or nonfinite_terms({"loss": output.loss, **scalar_terms(output)})
+                    if not bad_terms and not bool(torch.isfinite(output.loss.detach())):  # one sync; terms on failure
+                        bad_terms = nonfinite_terms(scalar_terms(output))
                     if accelerator.sync_gradients:  # fp16's gradients are scaled, its scaler skips inf steps
                         check_finite_update(step + 1, bad_terms, None if cfg.mixed_precision == "fp16" else
                                             raw_model.named_parameters())
