@@ -38,8 +38,10 @@ switch timed in one process: padded against length-grouped attention, or F.linea
 matched to the benchmark's own JSON), ``speaker_decode:FILE``, ``rollout:FILE``,
 ``rollout_ratios:FILE``, ``demo_generation:FILE``, ``demo_storage:FILE``, ``demo_dataset:FILE``,
 ``smoke:FOLDER`` (the short training runs ``smoke_*.json`` of gpu_check.sh), ``resume:FILE`` (gpu_check.sh's
-weight comparisons). FILE: a JSON name under the folder, without ``.json`` (LOG: a ``.txt`` name without
-``.txt``; both may include a subfolder).
+weight comparisons), ``gpu_update:FOLDER`` and ``gpu_kernels:FOLDER`` (benchmarks/gpu_update.sh's layouts,
+and the captured update's costliest kernels), ``update_ops:FILE`` (operators and activations of one update per
+layout). FILE: a JSON name under the folder, without ``.json`` (LOG: a
+``.txt`` name without ``.txt``; both may include a subfolder).
 """
 
 from __future__ import annotations
@@ -936,6 +938,35 @@ def table_demo_dataset(level: str, name: str, root: Path = RESULTS) -> list[str]
     ]
 
 
+def _gpu_summary():
+    """benchmarks/gpu_summary.py, which also prints its table on the GPU machine."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import gpu_summary
+
+    return gpu_summary
+
+
+def table_gpu_update(level: str, folder: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/gpu_update.sh's folder: updates/s, kernels, device-busy time and memory of each layout."""
+    return _gpu_summary().table(root / level / folder)
+
+
+def table_gpu_kernels(level: str, folder: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/gpu_update.sh's folder: the captured lone run's costliest kernels per update."""
+    return _gpu_summary().kernels(root / level / folder)
+
+
+def table_update_ops(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """benchmarks/update_ops.py: operators per MS-VAE update and peak activations per layout and length."""
+    data = json.loads((root / level / f"{name}.json").read_text())
+    lines = ["| layout | padded steps | operators per update | recurrence calls | operators, recurrences step by "
+             "step | peak activations (MB) |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in data["layouts"]:
+        lines.append(f"| {r['layout']} | {r['padded_steps']} | {r['operators']} | {r['recurrences']} | "
+                     f"{r['operators_counted_step_by_step']} | {r['peak_activation_bytes'] / 1e6:.0f} |")
+    return lines
+
+
 TABLES: dict[str, Callable[..., list[str]]] = {
     "flatness": table_flatness, "paper": table_paper, "headline": table_headline, "tests": table_tests,
     "runs": table_runs, "seeds": table_seeds, "budget": table_budget,
@@ -944,7 +975,8 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "rescoring": table_rescoring, "probes": table_probes, "probe_data": table_probe_data,
     "gradients": table_gradients, "validation": table_validation, "train_step": table_train_step,
     "train_step_compare": table_train_step_compare, "train_step_peak": table_train_step_peak,
-    "attention_layout": table_attention_layout,
+    "attention_layout": table_attention_layout, "gpu_update": table_gpu_update, "gpu_kernels": table_gpu_kernels,
+    "update_ops": table_update_ops,
     "gemm_peaks": table_gemm_peaks, "kernel_bound": table_kernel_bound,
     "train_step_log": table_train_step_log, "train_step_profile": table_train_step_profile,
     "speaker_decode": table_speaker_decode, "rollout": table_rollout, "rollout_ratios": table_rollout_ratios,

@@ -40,8 +40,8 @@ from .modules import (
     InstructionEncoder,
     LatentPrior,
     ObservationEncoder,
-    RealPositions,
     TrajectoryEncoder,
+    real_positions,
 )
 
 
@@ -180,7 +180,7 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
 
         The head runs on the real steps only. ``frozen_decoder``: the decoder's weights are detached, so the
         gradient reaches z (and the encoder behind it) only (``unpaired_trains_action_decoder=False``)."""
-        steps = RealPositions(mask)  # every token of z is real: no memory mask
+        steps = real_positions(mask)  # every token of z is real: no memory mask
         if frozen_decoder:
             weights = {name: w.detach() for name, w in self.action_decoder.named_parameters()}
             logits = torch.func.functional_call(self.action_decoder, weights, (states, z, None, steps))

@@ -23,7 +23,14 @@ from transformers.utils import cached_file
 
 from .configuration_msvae import MSVAEConfig
 from .losses import sequence_log_likelihood
-from .modules import BottleneckAttention, ObservationEncoder, RealPositions, masked_scatter_frames
+from .modules import (
+    BottleneckAttention,
+    ObservationEncoder,
+    frame_slots,
+    is_static,
+    masked_scatter_frames,
+    real_positions,
+)
 from .rollout import ACT_BEFORE_RESET
 
 
@@ -72,7 +79,7 @@ class MSVAEPreTrainedModel(PreTrainedModel):
     # ----------------------------------------------------------------- inputs
     def check_input_ids(self, input_ids: torch.Tensor) -> None:
         """Token ids must index the vocabulary."""
-        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
+        if not is_static() and input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
             raise ValueError(
                 f"token ids out of range: got [{int(input_ids.min())}, {int(input_ids.max())}], "
                 f"vocab_size={self.config.vocab_size}"
@@ -87,7 +94,9 @@ class MSVAEPreTrainedModel(PreTrainedModel):
                 f"actions/trajectory_mask [B, T]; got observations {list(observations.shape)}, "
                 f"actions {list(actions.shape)}, trajectory_mask {list(mask.shape)}"
             )
-        if actions.numel() and (actions[mask].min() < 0 or actions[mask].max() >= self.config.num_actions):
+        if is_static() or not actions.numel():  # static_shapes: the caller checks values on the host
+            return
+        if actions[mask].min() < 0 or actions[mask].max() >= self.config.num_actions:
             raise ValueError(f"actions must be in [0, num_actions={self.config.num_actions})")
 
     def frame_features(
@@ -100,8 +109,15 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         """Encode real frames only, once: [B, T, 7, 7, 3] -> [B, T, H] (zeros on padding), with ``encoder``
         (default: the model's ``obs_encoder``)."""
         mask = trajectory_mask.bool()
-        features = (self.obs_encoder if encoder is None else encoder)(observations[mask], directions[mask])
-        return masked_scatter_frames(features, mask)
+        encoder = self.obs_encoder if encoder is None else encoder
+        if is_static():
+            slots = frame_slots(mask)
+            if slots is not None:  # the real frames in a fixed number of slots
+                return slots.scatter(encoder(slots.gather(observations), slots.gather(directions)))
+            # every frame, padding too (zeros: valid values), then padding zeroed
+            features = encoder(observations.flatten(0, 1), directions.flatten(0, 1))
+            return features.view(*mask.shape, -1) * mask.unsqueeze(-1).to(features.dtype)
+        return masked_scatter_frames(encoder(observations[mask], directions[mask]), mask)
 
     # ----------------------------------------------------------------- tokenizer travels with the model
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
@@ -235,7 +251,7 @@ class FollowerMixin:
         memory, memory_mask = self.instruction_memory(input_ids, attention_mask)
         features = self.frame_features(observations, directions, trajectory_mask)
         states = self.action_decoder.states(features, actions, trajectory_mask)
-        steps = RealPositions(trajectory_mask)
+        steps = real_positions(trajectory_mask)
         logits = self.action_decoder.logits(states, memory, memory_mask, steps)
         ll = sequence_log_likelihood(logits, actions, steps, self.config.loss_reduction)
         return ll, steps.scatter(logits)
@@ -367,7 +383,7 @@ class SpeakerMixin:
         tokens only. ``copies`` memories per instruction (``memory`` [copies * B, M, D], as the decoder takes
         them): [copies * B] log-likelihoods and logits, copy by copy."""
         self.check_input_ids(input_ids)
-        tokens = RealPositions(attention_mask[:, 1:])
+        tokens = real_positions(attention_mask[:, 1:])
         logits = self.instruction_decoder(input_ids[:, :-1], memory, memory_mask, positions=tokens, copies=copies)
         if copies > 1:
             tokens = tokens.repeat(copies)

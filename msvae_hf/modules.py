@@ -195,6 +195,113 @@ def _packed_order(mask: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
     return (order[None, :] * length + steps[:, None])[live], live.sum(1).tolist()
 
 
+class DensePositions:
+    """Every position of a right-padded batch (``mask`` [B, S]), with :class:`RealPositions`' interface: the
+    layout of :func:`static_shapes`, where no shape depends on the data.
+
+    ``gather`` is a reshape to [B * S, ...] (padding included, so position-wise layers run on it too),
+    ``scatter`` the reshape back with padding zeroed, ``sum_rows`` sums the real positions only. No call reads a
+    value on the host, so a whole update can be captured as a CUDA graph over fixed shapes.
+    """
+
+    def __init__(self, mask: torch.Tensor) -> None:
+        self.mask = mask.bool()
+        self.batch_size, self.length = mask.shape
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, S, ...] -> [B * S, ...]."""
+        return x.reshape(-1, *x.shape[2:])
+
+    def scatter(self, x: torch.Tensor) -> torch.Tensor:
+        """[B * S, ...] -> [B, S, ...], zeros on padding."""
+        x = x.view(self.batch_size, self.length, *x.shape[1:])
+        return x * self.mask.view(*self.mask.shape, *[1] * (x.dim() - 2)).to(x.dtype)
+
+    def repeat(self, copies: int) -> DensePositions:
+        """The positions of the batch stacked ``copies`` times ([copies * B, S])."""
+        return DensePositions(self.mask.repeat(copies, 1))
+
+    def sum_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """[B * S] -> [B]: the sum over each row's real positions."""
+        return (x.view(self.batch_size, self.length) * self.mask.to(x.dtype)).sum(1)
+
+    def lengths(self) -> torch.Tensor:
+        """[B]: each row's count of real positions."""
+        return self.mask.sum(1)
+
+
+_STATIC: list[tuple[bool, int | None]] = [(False, None)]
+
+
+@contextlib.contextmanager
+def static_shapes(enabled: bool = True, frames: int | None = None) -> Iterator[None]:
+    """Within the block the model runs on the padded layout with no shape or branch that depends on the data
+    (``True``) or skips padding (``False``, the default): the same values at real positions.
+
+    Static: position-wise layers run on every position (:class:`DensePositions`), recurrences over the padded
+    sequences (a reverse direction reads each row reversed within its length), and no input value is checked on
+    the device; the caller checks them on the host. The observation encoder runs on ``frames`` slots holding the
+    real frames (:class:`FrameSlots`; the caller promises at most that many per call, and more fail on the device),
+    or on every frame where ``frames`` is None. This is the layout of the GPU's captured update
+    (:mod:`msvae_hf.graphed`): its kernels and their count do not depend on the batch.
+    """
+    if frames is not None and frames < 1:
+        raise ValueError(f"frames must be a positive count of frame slots, got {frames}")
+    _STATIC.append((enabled, frames if enabled else None))
+    try:
+        yield
+    finally:
+        _STATIC.pop()
+
+
+def is_static() -> bool:
+    """Whether the model runs in :func:`static_shapes`' layout."""
+    return _STATIC[-1][0]
+
+
+class FrameSlots:
+    """The real frames of a padded batch (``mask`` [B, T]) in a fixed number of slots, found on the device.
+
+    Slot k holds the k-th real frame (row-major order); slots past the last real frame hold frame 0 and are
+    never read back. ``gather`` takes [B, T, ...] to [slots, ...], ``scatter`` takes [slots, H] back to [B, T, H]
+    with zeros on padding: the observation encoder runs on the slots only, as the default layout runs it on the
+    real frames, with shapes fixed by ``slots`` alone. A batch with more real frames than slots fails on the
+    device (an index out of range), never silently.
+    """
+
+    def __init__(self, mask: torch.Tensor, slots: int) -> None:
+        self.shape, self.slots = mask.shape, slots
+        flat = mask.reshape(-1).bool()
+        # where each frame's features come from: a zero row first (padding), then slot k at row k + 1; a real frame
+        # past the last slot points past the last row
+        self.source = torch.where(flat, flat.long().cumsum(0), 0)
+        frames = torch.arange(flat.numel(), device=mask.device)
+        # each slot's frame: the real frames scattered to their rows (padding to the zero row, then dropped)
+        self.frame = torch.zeros(slots + 1, dtype=torch.long, device=mask.device).scatter_(0, self.source, frames)
+        self.frame = self.frame[1:]
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, T, ...] -> [slots, ...]."""
+        return x.flatten(0, 1).index_select(0, self.frame)
+
+    def scatter(self, x: torch.Tensor) -> torch.Tensor:
+        """[slots, H] -> [B, T, H], zeros on padding."""
+        rows = torch.cat([x.new_zeros(1, *x.shape[1:]), x])
+        return rows.index_select(0, self.source).view(*self.shape, *x.shape[1:])
+
+
+def frame_slots(mask: torch.Tensor) -> FrameSlots | None:
+    """The frame slots of :func:`static_shapes` for a trajectory ``mask``, or None where every frame is encoded."""
+    enabled, frames = _STATIC[-1]
+    return FrameSlots(mask, frames) if enabled and frames is not None else None
+
+
+def real_positions(mask: torch.Tensor) -> RealPositions | DensePositions:
+    """The positions the position-wise layers run on: the real ones (:class:`RealPositions`), or every one
+    under :func:`static_shapes` (:class:`DensePositions`)."""
+    return DensePositions(mask) if is_static() else RealPositions(mask)
+
+
 def masked_scatter_frames(features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Place per-frame features [N, H] back into a padded [B, T, H] tensor (zeros on padding)."""
     out = features.new_zeros(*mask.shape, features.shape[-1])
@@ -241,7 +348,7 @@ class ObservationEncoder(nn.Module):
                 f"got {list(observations.shape)}"
             )
         obs = observations.long()
-        if obs.numel() and (obs.min() < 0 or obs.max() >= self.num_values):
+        if not is_static() and obs.numel() and (obs.min() < 0 or obs.max() >= self.num_values):
             raise ValueError(
                 f"observation values must be in [0, obs_num_values={self.num_values}), "
                 f"got range [{int(obs.min())}, {int(obs.max())}]"
@@ -303,7 +410,7 @@ class InstructionEncoder(nn.Module):
         states = _run_packed(self.gru, self.word_embedding(input_ids), mask)
         half = states.shape[-1] // 2
         last = mask.long().sum(1).clamp(min=1) - 1
-        forward_last = states[torch.arange(states.shape[0]), last, :half]
+        forward_last = states[torch.arange(states.shape[0], device=states.device), last, :half]
         summary = torch.cat([forward_last, states[:, 0, half:]], dim=-1)
         return states, summary
 
@@ -316,7 +423,9 @@ def _run_packed(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor) -> torch.T
     ``pad_packed_sequence`` copy step by step, and the backward of each step's copy is a tensor the size of the
     whole batch.
     """
-    if x.device.type == "cpu" and isinstance(rnn, nn.GRU | nn.LSTM) and rnn.num_layers == 1:
+    if is_static():
+        out = _run_padded(rnn, x, mask)
+    elif x.device.type == "cpu" and isinstance(rnn, nn.GRU | nn.LSTM) and rnn.num_layers == 1:
         steps = RealPositions(mask, packed=True)
         out = steps.scatter(packed_recurrence(rnn, steps.gather(x), steps.batch_sizes))
     else:
@@ -324,6 +433,35 @@ def _run_packed(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor) -> torch.T
         out, _ = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
     return out * mask.unsqueeze(-1).to(out.dtype)
+
+
+def _run_padded(rnn: nn.GRU | nn.LSTM, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A one-layer GRU or LSTM over right-padded ``x`` [B, S, I] with no shape that depends on the data: one
+    call per direction over the whole padded batch (one cuDNN kernel on a GPU). The forward direction reaches a
+    row's padding only after its real steps; the reverse direction reads each row reversed within its length
+    (padding after the real steps again) and its outputs are put back in order. Values at real positions equal
+    :func:`packed_recurrence`'s; the caller zeroes padding."""
+    if rnn.num_layers != 1 or not rnn.batch_first or getattr(rnn, "proj_size", 0):
+        raise ValueError("static_shapes runs one-layer, batch-first GRUs and LSTMs without projections")
+    lstm = isinstance(rnn, nn.LSTM)
+    run = torch._VF.lstm if lstm else torch._VF.gru
+    hidden = rnn.hidden_size
+
+    def direction(inputs: torch.Tensor, suffix: str) -> torch.Tensor:
+        weights = [getattr(rnn, f"{name}_l0{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        h0 = inputs.new_zeros(1, inputs.shape[0], hidden)
+        state = (h0, h0) if lstm else h0
+        return run(inputs, state, weights, True, 1, 0.0, rnn.training, False, True)[0]
+
+    out = direction(x, "")
+    if not rnn.bidirectional:
+        return out
+    length = mask.long().sum(1, keepdim=True)
+    steps = torch.arange(x.shape[1], device=x.device)[None, :]
+    reverse = torch.where(steps < length, length - 1 - steps, steps)  # an involution on each row's steps
+    flip = reverse.unsqueeze(-1)
+    backward = direction(x.gather(1, flip.expand(-1, -1, x.shape[2])), "_reverse")
+    return torch.cat([out, backward.gather(1, flip.expand(-1, -1, hidden))], dim=-1)
 
 
 def packed_recurrence(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, batch_sizes: list[int]) -> torch.Tensor:
@@ -402,7 +540,7 @@ class BottleneckAttention(nn.Module):
         attention, hidden = self.attention, self.queries.shape[1]
         w_q, w_kv = attention.in_proj_weight.split([hidden, 2 * hidden])
         b_q, b_kv = attention.in_proj_bias.split([hidden, 2 * hidden])
-        positions = RealPositions(mask)
+        positions = real_positions(mask)
         key_values = linear(self.key_proj(positions.gather(states)), w_kv, b_kv)
         heads = attention.num_heads
 
@@ -638,7 +776,7 @@ def length_groups(enabled: bool) -> Iterator[None]:
 def _grouped(x: torch.Tensor, positions: RealPositions | None) -> bool:
     """Whether attention at ``positions`` runs per group of rows of similar length: on the CPU, where its work
     follows the padded lengths; an accelerator runs the whole padded batch in one kernel instead of one per group."""
-    return positions is not None and x.device.type == "cpu" and _LENGTH_GROUPS[-1]
+    return positions is not None and x.device.type == "cpu" and _LENGTH_GROUPS[-1] and not is_static()
 
 
 class InstructionDecoder(nn.Module):

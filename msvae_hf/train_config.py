@@ -97,6 +97,13 @@ class TrainConfig:
     """torch.set_num_threads (None: leave torch's default)"""
     retain_freed_memory: bool = True
     """keep freed host memory for reuse (glibc: :func:`retain_freed_memory`); False: the C library's default"""
+    cuda_graphs: bool = False
+    """on one CUDA device: each update (forward, backward, clipping, fused Adam) replayed as a CUDA graph on
+    the static layout, one graph per batch shape (padded to multiples of 32 steps and 16 tokens, real frames
+    rounded up to 1024 slots); non-finite updates are skipped on the device and stop the run at the next log
+    point (:mod:`msvae_hf.graphed`)"""
+    loader_workers: int = 0
+    """processes that assemble the next updates' batches ahead, pinned (0: each batch in the training loop)"""
 
     def __post_init__(self) -> None:
         if self.mixed_precision is False:  # YAML 1.1 reads a bare `mixed_precision: no` as false
@@ -111,7 +118,10 @@ class TrainConfig:
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive, got {value!r}" + (
                     " (leave it unset for the default)" if name in OPTIONAL_POSITIVE_FIELDS else ""))
-        for name in ("seed", "eval_workers"):
+        if self.cuda_graphs and (self.mixed_precision != "no" or self.gradient_accumulation_steps != 1):
+            raise ValueError("cuda_graphs captures one fp32 update per batch: set mixed_precision: no and "
+                             "gradient_accumulation_steps: 1")
+        for name in ("seed", "eval_workers", "loader_workers"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if not math.isfinite(self.learning_rate):

@@ -30,10 +30,12 @@ from tqdm.auto import tqdm
 from .configuration_msvae import FollowerConfig, MSVAEConfig, SpeakerConfig
 from .data.collator import DemoCollator
 from .data.demos import load_demos, require_cell_codes
+from .data.prefetch import UpdateBatches, prefetched
 from .data.sampler import StepSampler
 from .envs.levels import resolve_level
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
 from .evaluation import evaluate_follower, evaluate_speaker
+from .graphed import CapturedUpdate, captured_adam
 from .metrics import smoothed_max
 from .modeling_baselines import FollowerModel, SpeakerModel
 from .modeling_msvae import MSVAEModel
@@ -119,7 +121,7 @@ CONTINUE_MAY_CHANGE = ("output_dir", "max_updates", "resume", "continue_from", "
 
 #: TrainConfig fields ``--resume`` may change: how the run is executed, not what or how long it trains.
 RESUME_MAY_CHANGE = ("output_dir", "resume", "continue_from", "threads", "eval_workers", "eval_batch_size",
-                     "keep_checkpoints", "retain_freed_memory", "log_every", "checkpoint_every")
+                     "keep_checkpoints", "retain_freed_memory", "log_every", "checkpoint_every", "loader_workers")
 
 
 def check_run_folder(cfg: TrainConfig) -> None:
@@ -277,7 +279,10 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     tokenizer = MSVAETokenizer.from_grammar()
     collator = DemoCollator(tokenizer)
     model = build_model(cfg, tokenizer)
-    optimizer = adam(model.parameters(), cfg.learning_rate)
+    if cfg.cuda_graphs and (accelerator.device.type != "cuda" or accelerator.num_processes > 1):
+        raise ValueError(f"cuda_graphs needs one process on a CUDA device, got {accelerator.num_processes} on "
+                         f"{accelerator.device.type}")
+    optimizer = (captured_adam if cfg.cuda_graphs else adam)(model.parameters(), cfg.learning_rate)
     model, optimizer = accelerator.prepare(model, optimizer)
     register_checkpoint_hooks(accelerator)
     raw_model = accelerator.unwrap_model(model)
@@ -287,6 +292,10 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     unpaired_sampler = None
     if cfg.model_type == "msvae" and unpaired is not None and len(unpaired) and raw_model.config.uses_unpaired:
         unpaired_sampler = StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, world, cfg.seed, stream=1)
+    bucket = dict(time_multiple=32, length_multiple=16) if cfg.cuda_graphs else {}
+    update_batches = UpdateBatches(collator, paired_sampler, unpaired_sampler, rank, **bucket)
+    captured = (CapturedUpdate(raw_model, optimizer.optimizer, cfg.max_grad_norm)
+                if cfg.cuda_graphs else None)
 
     # Everything is checked: the first write is the lock, and the folder is checked again under it.
     lock = claim_run_folder(cfg, accelerator, command)
@@ -327,16 +336,16 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
         started = time.time() - state["wall_time"]
         model.train()
         bad_terms: list[str] = []  # the non-finite loss terms of this update's micro-steps
+        batches = prefetched(update_batches, state["step"] * micro, cfg.max_updates * micro, cfg.loader_workers,
+                             pin_memory=accelerator.device.type == "cuda")
         while state["step"] < cfg.max_updates:
             step = state["step"]
-            for k in range(micro):
-                micro_step = step * micro + k
-                batch = collator(paired_sampler.rows(micro_step, rank))
-                if unpaired_sampler is not None:
-                    u = collator(unpaired_sampler.rows(micro_step, rank))
-                    batch.update({f"unpaired_{name}": u[name] for name in
-                                  ("observations", "directions", "actions", "trajectory_mask")})
-                batch = {name: t.to(accelerator.device) for name, t in batch.items()}
+            for _ in range(micro):
+                batch = next(batches)
+                if captured is not None:  # the whole update, replayed on the device; nothing waits for it
+                    captured(batch)
+                    continue
+                batch = {name: t.to(accelerator.device, non_blocking=True) for name, t in batch.items()}
                 with accelerator.accumulate(model):
                     output = model(**batch)
                     accelerator.backward(output.loss)
@@ -352,13 +361,19 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
                     optimizer.zero_grad()
             state["step"] = step = step + 1
             bar.update(1)
+            if captured is not None and (step % cfg.log_every == 0 or step == 1 or step % cfg.eval_every == 0
+                                         or step % cfg.checkpoint_every == 0 or step == cfg.max_updates):
+                captured.check()  # a skipped non-finite update stops the run before anything is saved
             if step % cfg.log_every == 0 or step == 1:
-                logs = {f"train/{k}": float(v) for k, v in scalar_terms(output).items()}
+                terms = captured.last_terms() if captured is not None else scalar_terms(output)
+                logs = {f"train/{k}": float(v) for k, v in terms.items()}
                 accelerator.log(logs, step=step)
                 bar.set_postfix(loss=f"{logs['train/loss']:.3f}")
             if step % cfg.eval_every == 0 or step == cfg.max_updates:
                 if accelerator.is_main_process:
+                    validation_started = time.time()
                     metrics = validate(raw_model, cfg, level, valid)
+                    state["validation_time"] = state.get("validation_time", 0.0) + time.time() - validation_started
                     accelerator.log(metrics, step=step)
                     keep_best(state, metrics, step, cfg, raw_model)
                     bar.write(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
@@ -402,7 +417,8 @@ def final_evaluation(
     model = model_cls.from_pretrained(best).to(device)
     results: dict[str, Any] = {
         "model_type": cfg.model_type, "level": level, "seed": cfg.seed, "updates": state["step"],
-        "wall_time_s": round(state["wall_time"], 1), **provenance(device),
+        "wall_time_s": round(state["wall_time"], 1),
+        "validation_time_s": round(state.get("validation_time", 0.0), 1), **provenance(device),
         "best": state["best"], "history": state["history"], **(extra or {}),
     }
     if state.get("commits"):  # the commit each start or resume trained with; "commit" is the first

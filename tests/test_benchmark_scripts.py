@@ -276,3 +276,25 @@ def test_objective_gradients_from_the_baselines_under_each_reduction(baseline_ru
     assert sweep[1]["grad_norm_alpha_d"] == pytest.approx(10 * sweep[0]["grad_norm_alpha_d"])
     assert summed["alpha_matching_j_bar"] * summed["grad_norm_d_per_unit_alpha"] == pytest.approx(
         summed["grad_norm_j_bar"])
+
+
+@pytest.mark.slow
+def test_gpu_update_benchmark_runs_on_the_cpu(tmp_path: Path) -> None:
+    """benchmarks/gpu_update.py with tiny models on the CPU (uncaptured): every layout measured, none failed, and
+    benchmarks/gpu_summary.py renders its table."""
+    demos = tmp_path / "demos"
+    subprocess.run(["python", "scripts/make_demos.py", "--level", "BossLocal", "--paired", "16", "--unpaired", "16",
+                    "--valid", "4", "--test", "4", "--seed", "0", "--out", str(demos)],
+                   cwd=ROOT, check=True, capture_output=True, timeout=600)
+    out = tmp_path / "gpu_update.json"
+    subprocess.run(["python", "benchmarks/gpu_update.py", "--demos", str(demos), "--device", "cpu", "--tiny",
+                    "--runs", "1", "2", "--updates", "2", "--eager-updates", "1", "--batches", "2", "--batch-size",
+                    "4", "--out", str(out)], cwd=ROOT, check=True, capture_output=True, timeout=600,
+                   env={**os.environ, "OMP_NUM_THREADS": "1", "MSVAE_SKIP_DEMO_CHECKSUMS": "1"})
+    data = json.loads(out.read_text())
+    assert [c["runs"] for c in data["captured"]] == [1, 2]
+    assert all("failed" not in c and c["updates_per_s"] > 0 for c in [*data["captured"], data["static_eager"]])
+    assert max(data["parity"].values()) < 1e-4
+    table = subprocess.run(["python", "benchmarks/gpu_summary.py", str(tmp_path)], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout
+    assert "| CapturedUpdate, R = 2 |" in table

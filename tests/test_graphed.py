@@ -1,0 +1,125 @@
+"""CapturedUpdate (msvae_hf.graphed) on the CPU, where it runs the update it would capture eagerly: the same
+updates as the default training step, a non-finite update skipped on the device and named by ``check``, and the
+whole update free of host reads (it runs on the meta device, where any read of a value fails)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from model_helpers import build, key_bias_rows, real_batch, unpaired
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from msvae_hf.graphed import CapturedUpdate, captured_adam
+from msvae_hf.run_folder import NonFiniteError
+
+
+def _batches(tok, count: int = 3) -> list[dict[str, torch.Tensor]]:
+    return [{**real_batch(tok, seed=s), **unpaired(real_batch(tok, lengths=(2, 6, 3, 1), seed=10 + s))}
+            for s in range(count)]
+
+
+@pytest.mark.parametrize("max_grad_norm", [None, 0.5])
+def test_captured_update_makes_the_default_steps_updates(tok, max_grad_norm):
+    batches = _batches(tok)
+    reference = build("msvae", tok).train()
+    model = build("msvae", tok).train()
+    model.load_state_dict(reference.state_dict())
+    optimizer = torch.optim.Adam(reference.parameters(), lr=1e-3, fused=True)
+    for i, batch in enumerate(batches):
+        torch.manual_seed(i)
+        optimizer.zero_grad(set_to_none=True)
+        reference(**batch).loss.backward()
+        if max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(reference.parameters(), max_grad_norm)
+        optimizer.step()
+    update = CapturedUpdate(model, captured_adam(model.parameters(), 1e-3), max_grad_norm=max_grad_norm)
+    for i, batch in enumerate(batches):
+        torch.manual_seed(i)
+        terms = update(batch)
+    assert update.names[0] == "loss" and update.names[-1] == "grad_norm" and terms.shape == (len(update.names),)
+    update.check()
+    assert int(update.updates) == 3
+    for (name, want), got in zip(reference.named_parameters(), model.parameters()):
+        keep = ~key_bias_rows(name, want)  # moved by rounding noise only (see key_bias_rows)
+        torch.testing.assert_close(got[keep], want[keep], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_a_non_finite_update_is_skipped_and_named(tok):
+    model = build("msvae", tok).train()
+    update = CapturedUpdate(model, captured_adam(model.parameters(), 1e-3))
+    batches = _batches(tok)
+    update(batches[0])
+    before = [p.detach().clone() for p in model.parameters()]
+    model.config.gamma = float("nan")  # update 2: V's weight is NaN, so the loss is
+    update(batches[1])
+    for p, q in zip(model.parameters(), before):
+        assert torch.equal(p, q)  # skipped on the device: no weight moved
+    model.config.gamma = 100.0
+    update(batches[2])  # later updates go on until the loop reads the flag
+    assert any(not torch.equal(p, q) for p, q in zip(model.parameters(), before))
+    with pytest.raises(NonFiniteError, match=r"^update 2: non-finite loss.*grad_norm; the update was skipped"):
+        update.check()
+
+
+def test_captured_update_needs_fused_capturable_adam(tok):
+    model = build("msvae", tok)
+    with pytest.raises(ValueError, match="fused=True and capturable=True"):
+        CapturedUpdate(model, torch.optim.Adam(model.parameters()))
+    with pytest.raises(ValueError, match="capture needs the model on a CUDA device"):
+        CapturedUpdate(model, captured_adam(model.parameters(), 1e-3), capture=True)
+
+
+class HostTensors(TorchDispatchMode):
+    """Records each operator that reads a host tensor (not a 0-dim scalar) beside device ones: during a capture
+    that is a copy from pageable host memory, which CUDA refuses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        tensors = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
+        if any(t.device.type == "meta" for t in tensors) and any(t.device.type == "cpu" and t.dim() for t in tensors):
+            self.found.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_update_reads_no_value_on_the_host(tok):
+    """On the meta device every read of a value (``.item()``, ``nonzero``, a tensor's truth) raises, and no
+    operator may mix in a host tensor: the update a graph captures runs there whole, clipping and the finiteness
+    bookkeeping included, all but the optimiser's step (fused Adam has no meta kernel; on CUDA it is one kernel that
+    reads ``found_inf`` on the device)."""
+    model = build("msvae", tok, prior="autoregressive", share_observation_encoder=False).train().to("meta")
+    batch = {k: v.to("meta") for k, v in _batches(tok, 1)[0].items()}
+    update = CapturedUpdate(model, captured_adam(model.parameters(), 1e-3), max_grad_norm=1.0)
+    update.optimizer.step = lambda: None
+    update.frames = lambda batch: 32  # counted on the host from host tensors; these are on meta
+    with HostTensors() as mode:
+        assert update(batch).device.type == "meta"
+    assert mode.found == []
+    with pytest.raises(NotImplementedError):  # the default layout reads values (the check can fail)
+        model(**batch)
+
+
+def test_the_static_updates_operator_count_does_not_grow_with_length(tok, monkeypatch):
+    """benchmarks/update_ops.py: the captured update's operators (each a GPU kernel at least; a recurrence as
+    cuDNN's two) are the same at 16 and at 48 padded steps, where the default layout's grow with the length."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from update_ops import batch_of, count_update
+
+    from msvae_hf.modules import static_shapes
+
+    model = build("msvae", tok).train()
+    counts = {}
+    for length in (16, 48):
+        batch = batch_of(tok, 8, length, words=12)
+        for static in (False, True):
+            def run(batch=batch, static=static):
+                with static_shapes(static):
+                    return model(**batch).loss
+            counts[static, length] = count_update(run)["operators"]
+    assert counts[True, 16] == counts[True, 48]
+    assert counts[False, 48] > counts[False, 16]  # the check can fail: the default layout's count does grow
