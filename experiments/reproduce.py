@@ -13,6 +13,9 @@ With ``--stack`` the unfinished seeds of each MS-VAE row that trains on unpaired
 cell, ``scripts/train_stacked.py``: one stacked model on one device, the GPU's layout; each seed's folder gets
 what its own cell would write, and the stack's checkpoints go to ``runs/<level>/stacks/<row>_seeds<...>``.
 
+With ``--cuda-graphs`` every training cell runs ``scripts/train.py --cuda-graphs --loader-workers 2``: on one CUDA
+device its updates are replayed as CUDA graphs (msvae_hf.graphed, docs/results/benchmarks.md "The GPU update").
+
 A run whose record exists (``results/<level>/runs/<run>.json``) is finished, even where its run folder is not
 on this machine: it is trained again only where a cell still to run needs its folder (e.g. a baseline that
 MS-VAE starts from), or with ``--again``; the record of a run trained again goes to
@@ -30,6 +33,7 @@ never overwritten. Each cell logs to ``runs/<level>/logs/<cell>.log``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fnmatch
 import json
 import shlex
@@ -205,6 +209,14 @@ def select(cells: list[Cell], patterns: list[str] | None,
     return list(wanted.values())
 
 
+def with_cuda_graphs(cell: Cell) -> Cell:
+    """A scripts/train.py cell that trains with its updates captured as CUDA graphs (msvae_hf.graphed), its
+    batches built ahead by two worker processes; any other cell as it is."""
+    if cell.command[:2] != ("python", "scripts/train.py"):
+        return cell
+    return dataclasses.replace(cell, command=(*cell.command, "--cuda-graphs", "--loader-workers", "2"))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("level", help="bosslocal or gotoseqlocal")
@@ -215,6 +227,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-proc", type=int, default=2, help="bot processes of the demos cell (same data)")
     parser.add_argument("--stack", action="store_true",
                         help="the seeds of each MS-VAE row with unpaired data as one stacked cell (for a GPU)")
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="train.py cells with --cuda-graphs --loader-workers 2 (one CUDA device; its records "
+                             "say so in their config)")
     parser.add_argument("--again", action="store_true",
                         help="train recorded runs again too (their records go to results/<level>/reruns/)")
     parser.add_argument("--dry-run", action="store_true", help="print the cells that would run, in order")
@@ -222,6 +237,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         seeds = None if args.seeds is None else tuple(args.seeds)
         every = level_cells(args.level, seeds, args.threads, num_proc=args.num_proc)
+        if args.cuda_graphs:
+            every = [with_cuda_graphs(cell) for cell in every]
         cells = select(every, args.cells, lambda cell: not args.again and recorded(args.level, cell))
     except ValueError as err:
         raise SystemExit(f"error: {err}") from err

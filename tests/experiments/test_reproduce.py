@@ -228,3 +228,12 @@ def test_a_finished_stack_marks_its_seeds_done(tmp_path: Path, monkeypatch, caps
     assert not failed
     assert out.index("done   m/stack1-2") < out.index("start  after") and Path("after.done").exists()
     assert {p.name for p in Path("results/gotoseqlocal/runs").iterdir()} == {"m_seed1.json", "m_seed2.json"}
+
+
+def test_cuda_graphs_reaches_the_training_cells_only(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    reproduce.main(["bosslocal", "--dry-run", "--cuda-graphs", "--cells", "demos", "msvae/seed0"])
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert lines["msvae/seed0"].endswith("--cuda-graphs --loader-workers 2")
+    assert lines["follower/seed0"].startswith("python scripts/train.py") and "--cuda-graphs" in lines["follower/seed0"]
+    assert "--cuda-graphs" not in lines["demos"]
