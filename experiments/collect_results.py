@@ -26,6 +26,7 @@ larger budget, each seed beside the run it continued), ``speakers:FILE``, ``prag
 ``rescoring:FILE`` (pragmatic_speakers per system and seed: lam chosen on valid and the best on test),
 ``probes:FILE``, ``probe_data:FILE`` (how many trajectories each probe read), ``gradients:FILE``,
 ``gradient_sweep:FILE,...`` (objective_gradients.py's JSONs side by side, with their alpha sweeps),
+``bleu_scales:FILE`` (speakers' test descriptions under the BLEU-4 variants of experiments/bleu_scales.py),
 ``reruns`` (runs trained again after their record, beside it), ``validation:FILE`` (a table of
 experiments/validation_table.py kept as FILE.md: each row's maxima over its seeds); for ``benchmarks``:
 ``train_step:FILE``, ``train_step_profile:FILE`` (an update's profile),
@@ -938,6 +939,19 @@ def table_demo_dataset(level: str, name: str, root: Path = RESULTS) -> list[str]
     ]
 
 
+def table_bleu_scales(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """experiments/bleu_scales.py: each speaker's test descriptions under each BLEU-4 scorer."""
+    data = json.loads((root / level / f"{name}.json").read_text())
+    scorers = [k for k in data["scorers"]]
+    lines = ["| speaker | decoding | " + " | ".join(k.replace("_", " ") for k in scorers) + " |",
+             "| --- | --- |" + " --- |" * len(scorers)]
+    for speaker, entry in data["speakers"].items():
+        label = speaker.removesuffix(" (sampled)")
+        decoding = "sampled" if entry.get("decoding", "").startswith("sampled") else "greedy"
+        lines.append(f"| {label} | {decoding} | " + " | ".join(f"{entry['scores'][k]:.2f}" for k in scorers) + " |")
+    return lines
+
+
 def _gpu_summary():
     """benchmarks/gpu_summary.py, which also prints its table on the GPU machine."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -976,7 +990,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "gradients": table_gradients, "validation": table_validation, "train_step": table_train_step,
     "train_step_compare": table_train_step_compare, "train_step_peak": table_train_step_peak,
     "attention_layout": table_attention_layout, "gpu_update": table_gpu_update, "gpu_kernels": table_gpu_kernels,
-    "update_ops": table_update_ops,
+    "update_ops": table_update_ops, "bleu_scales": table_bleu_scales,
     "gemm_peaks": table_gemm_peaks, "kernel_bound": table_kernel_bound,
     "train_step_log": table_train_step_log, "train_step_profile": table_train_step_profile,
     "speaker_decode": table_speaker_decode, "rollout": table_rollout, "rollout_ratios": table_rollout_ratios,
