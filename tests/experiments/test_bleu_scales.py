@@ -21,8 +21,9 @@ def test_the_unsmoothed_sentence_mean_gives_zero_to_a_pair_without_a_4_gram():
 
 
 def test_the_corpus_score_is_the_geometric_mean_of_the_pooled_precisions():
-    # one pair, 5 words each, one substitution in the middle: 1-grams 4/5, 2-grams 2/4, 3-grams 1/3, 4-grams 0/2
+    # one pair, 5 words each, the middle word differs: 1-grams 4/5, 2-grams 2/4, 3-grams 0/3, 4-grams 0/2 (zero
+    # counts floored at 0.1), no brevity penalty
     pred, ref = ["pick up the blue ball"], ["pick up a blue ball"]
     floor = score(pred, ref, level="corpus", smooth_method="floor", smooth_value=0.1)
-    expected = 100 * math.exp((math.log(4 / 5) + math.log(2 / 4) + math.log(1 / 3) + math.log(0.1 / 2)) / 4)
+    expected = 100 * math.exp((math.log(4 / 5) + math.log(2 / 4) + math.log(0.1 / 3) + math.log(0.1 / 2)) / 4)
     assert floor == pytest.approx(expected, rel=1e-6)
