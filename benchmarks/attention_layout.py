@@ -5,9 +5,9 @@
                                           [--out results/attention_layout.json]
 
 `--switch length_groups` (the default): attention over the whole padded batch (`padded`,
-`msvae_hf.modules.length_groups(False)`, every attention kernel over [B, S]) against attention per group of rows
-of similar length (`grouped`, the default, `modules.LengthGroups`). `--switch linear`: the linear layers on
-`F.linear` (`f_linear`, `msvae_hf.linear.onednn_linear(False)`) against oneDNN's matmul (`onednn`, the default).
+`msvae_hf.ops.layout.length_groups(False)`, every attention kernel over [B, S]) against attention per group of rows
+of similar length (`grouped`, the default, `ops.positions.LengthGroups`). `--switch linear`: the linear layers on
+`F.linear` (`f_linear`, `msvae_hf.ops.linear.onednn_linear(False)`) against oneDNN's matmul (`onednn`, the default).
 
 Each model (follower, speaker, MS-VAE: App. D sizes unless `--tiny`) trains on ONE real BossLocal batch (as
 `benchmarks/train_step.py` loads it), or with `--batches N` on N distinct batches in turn, as training meets
@@ -33,8 +33,8 @@ from report import write_report
 from train_step import add_fractions, gemm_peaks, load_batches, model_batch, peak_summary, three_models
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
-from msvae_hf.linear import onednn_linear
-from msvae_hf.modules import length_groups
+from msvae_hf.ops.layout import length_groups
+from msvae_hf.ops.linear import onednn_linear
 from msvae_hf.runtime import adam, provenance, retain_freed_memory
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 

@@ -7,14 +7,17 @@ of their own), the first 16,384 unpaired trajectories, and 64 valid and 64 test 
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 from datasets import DatasetDict, concatenate_datasets, load_from_disk
 
 
 def main() -> None:
-    source, out = sys.argv[1], sys.argv[2]
-    demos = load_from_disk(source)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("source", help="a BossLocal demo folder (make_demos)")
+    parser.add_argument("out", help="the folder written")
+    args = parser.parse_args()
+    demos, out = load_from_disk(args.source), args.out
     paired = concatenate_datasets([demos["paired"], demos["paired"], demos["valid"].select(range(48))])
     DatasetDict(paired=paired, unpaired=demos["unpaired"].select(range(16384)),
                 valid=demos["valid"].select(range(64)), test=demos["test"].select(range(64))).save_to_disk(out)

@@ -33,7 +33,7 @@ from msvae_hf.data.prefetch import UpdateBatches
 from msvae_hf.data.sampler import StepSampler
 from msvae_hf.evaluation import device_name, resolve_device
 from msvae_hf.graphed import FRAME_MULTIPLE, CapturedUpdate, captured_adam
-from msvae_hf.modules import static_shapes
+from msvae_hf.ops.layout import static_shapes
 from msvae_hf.runtime import adam, provenance
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 

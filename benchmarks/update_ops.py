@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import msvae_hf  # noqa: F401
 from msvae_hf import MSVAEConfig, MSVAEModel
 from msvae_hf.graphed import FRAME_MULTIPLE
-from msvae_hf.modules import static_shapes
+from msvae_hf.ops.layout import static_shapes
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 TINY = dict(hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32,

@@ -2,7 +2,7 @@
 
 An eager MS-VAE update on a GPU launches about 3,000 small kernels and reads values on the host (packing,
 real positions), so the card idles most of the time. :class:`CapturedUpdate` runs the model in
-:func:`~msvae_hf.modules.static_shapes`' layout, where no shape depends on the data and nothing is read on the
+:func:`~msvae_hf.ops.layout.static_shapes`' layout, where no shape depends on the data and nothing is read on the
 host, and captures the whole update once per batch shape (a *bucket*: batches padded to a multiple of a time
 step and a token count, :mod:`msvae_hf.data.prefetch`, and their real frames, counted on the host, rounded up to
 :data:`FRAME_MULTIPLE` slots for the observation encoder); each later update copies its batch into the graph's
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .modules import static_shapes
+from .ops.layout import layout
 from .run_folder import NonFiniteError
 
 WARMUP_UPDATES = 2
@@ -95,7 +95,7 @@ class CapturedUpdate:
 
     def _update(self, inputs: Mapping[str, torch.Tensor], frames: int | None) -> None:
         """The update itself, eager or being captured: nothing in it waits for the device."""
-        with static_shapes(frames=frames):
+        with layout(static=True, frames=frames):
             output = self.model(**inputs)
         output.loss.backward()
         grads = [p.grad for p in self.params if p.grad is not None]

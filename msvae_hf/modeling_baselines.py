@@ -6,7 +6,6 @@ speaker's ``generate()``); here each says only which memory its decoder attends 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -105,11 +104,11 @@ class FollowerModel(FollowerMixin, MSVAEPreTrainedModel):
             return mean, torch.ones(mean.shape[:2], dtype=torch.bool, device=mean.device)
         return states, mask
 
-    def generate(self, envs=None, seeds: Sequence[int] | None = None, tokenizer=None, **kwargs):
-        """Follow instructions in envs: returns per-episode results (actions, steps, reward, success)."""
-        if envs is None:
-            raise ValueError("FollowerModel.generate needs envs=... (a level id, a list of envs or a VectorEnv)")
-        return self.follow(envs, seeds, tokenizer=tokenizer, **kwargs)
+    def generate(self, *args, **kwargs):
+        """A follower does not speak: ``generate`` (transformers' name for producing token ids) says where its
+        rollouts are, ``follow()`` and ``policy()``."""
+        raise ValueError("FollowerModel does not speak: roll out with model.follow(envs, seeds) or step with "
+                         "model.policy()")
 
     def forward(
         self, input_ids, attention_mask, observations, directions, actions, trajectory_mask, reduction: str = "mean",

@@ -41,8 +41,8 @@ from .modules import (
     LatentPrior,
     ObservationEncoder,
     TrajectoryEncoder,
-    real_positions,
 )
+from .ops.layout import real_positions
 
 
 @dataclass

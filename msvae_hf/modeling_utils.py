@@ -23,14 +23,9 @@ from transformers.utils import cached_file
 
 from .configuration_msvae import MSVAEConfig
 from .losses import sequence_log_likelihood
-from .modules import (
-    BottleneckAttention,
-    ObservationEncoder,
-    frame_slots,
-    is_static,
-    masked_scatter_frames,
-    real_positions,
-)
+from .modules import BottleneckAttention, ObservationEncoder
+from .ops.layout import frame_slots, is_static, real_positions
+from .ops.positions import masked_scatter_frames
 from .rollout import ACT_BEFORE_RESET
 
 
@@ -238,7 +233,9 @@ def _broken_weights(path: str) -> str:
 
 
 class FollowerMixin:
-    """Follower side shared by the baseline follower and MS-VAE: policy(), follow(), and generate(envs=...)."""
+    """Follower side shared by the baseline follower and MS-VAE: ``follow()`` rolls out in envs, ``policy()`` steps
+    (``reset`` / ``act``, or ``select_action`` on a gymnasium vector env's observations). ``generate`` keeps
+    transformers' meaning (trajectory tensors -> token ids) and names these where it is given envs."""
 
     def instruction_memory(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
         """The memory the action decoder attends to, from an instruction: (memory [B, M, Dm], mask [B, M])."""
@@ -341,6 +338,24 @@ class FollowerPolicy:
         self.previous = torch.full((n,), model.config.num_actions, dtype=torch.long, device=device)
 
     @torch.no_grad()
+    def select_action(self, observation: dict, episode_start: np.ndarray | None = None) -> np.ndarray:
+        """One action per env of a gymnasium vector env, from its observation as it comes (``image`` [n, 7, 7,
+        3], ``direction`` [n], ``mission`` n strings); ``episode_start`` [n] marks the envs whose episode begins
+        with this observation (after ``terminated | truncated``, as the vector env resets them), whose recurrent
+        state starts again from their new mission. The first call starts every env."""
+        missions = list(observation["mission"])
+        n = len(missions)
+        if self.memory is None or self.memory.shape[0] != n:
+            self.reset(missions)
+        elif episode_start is not None and np.asarray(episode_start).any():
+            restart = torch.as_tensor(np.asarray(episode_start, dtype=bool), device=self.h.device)
+            h, c, previous = self.h, self.c, self.previous
+            self.reset(missions)  # memory for every env's current mission; the others keep their state
+            keep = ~restart
+            self.h[:, keep], self.c[:, keep], self.previous[keep] = h[:, keep], c[:, keep], previous[keep]
+        return self.act(observation["image"], observation["direction"], np.arange(n))
+
+    @torch.no_grad()
     def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
         """One action per live env: observations [n, 7, 7, 3], directions [n], env_ids [n] (batch positions)."""
         if self.memory is None:
@@ -406,7 +421,7 @@ class SpeakerMixin:
         seeds: Sequence[int] | None = None,
         **kwargs,
     ):
-        """Speak (trajectory tensors -> token ids, any GenerationMixin decoding) or, with ``envs``, follow.
+        """Speak: trajectory tensors -> token ids, any GenerationMixin decoding (rollouts: ``follow()``).
 
         Speaker: z = posterior mean of q(z|a,o) for MS-VAE, h_tau for the baseline; greedy, beam search
         (``num_beams``), sampling (``do_sample``), ``max_new_tokens``, ``num_return_sequences`` all work.
@@ -414,9 +429,11 @@ class SpeakerMixin:
         if envs is not None:
             if not hasattr(self, "follow"):
                 raise ValueError(f"{type(self).__name__} is a speaker: it cannot roll out in envs")
-            return self.follow(envs, seeds, tokenizer=kwargs.pop("tokenizer", None), **kwargs)
+            raise ValueError("generate() speaks, as transformers' generate does (trajectory tensors -> token ids); "
+                             "roll out with model.follow(envs, seeds) or step with model.policy()")
         if observations is None or actions is None:
-            raise ValueError("generate() needs trajectory tensors (observations, directions, actions) or envs=...")
+            raise ValueError("generate() needs trajectory tensors (observations, directions, actions); to follow "
+                             "instructions in envs use model.follow(envs, seeds)")
         if trajectory_mask is None:
             trajectory_mask = torch.ones(actions.shape, dtype=torch.bool, device=actions.device)
         memory, memory_mask = self.trajectory_memory(observations, directions, actions, trajectory_mask)

@@ -16,297 +16,27 @@ Data flow (B trajectories of up to T frames, instructions of up to L tokens)::
 
 The LSTM state h'_t does not depend on the memory, so the action decoder runs over whole sequences in
 parallel in training and one LSTM pass is shared by every memory (h_y, z ~ q(z|y), z ~ q(z|a,o)).
+
+This file is the architecture. What it runs on lives in :mod:`msvae_hf.ops`: the real positions of a padded batch
+(or every one), the recurrences' kernels and the linear layers' matrix products, chosen by the switches of
+:mod:`msvae_hf.ops.layout` (the same values at real positions under every setting).
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import math
-from collections.abc import Iterator
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .linear import Linear, linear
+from .ops.layout import grouped, is_static, real_positions
+from .ops.linear import Linear, linear
+from .ops.positions import LengthGroups, RealPositions
+from .ops.recurrence import run_recurrence
 
 MAX_CELL_TABLE = 1 << 16
 """The most cell values (obs_num_values ** channels) the observation encoder embeds from one table."""
-
-
-class RealPositions:
-    """The real positions of a right-padded batch (``mask`` [B, S]), so position-wise layers skip padding.
-
-    ``gather`` takes [B, S, ...] to the N real positions [N, ...] (row-major order), ``scatter`` puts [N, ...]
-    back into a zero-padded [B, S, ...], and ``sum_rows`` sums a value per real position into one per row [B].
-    Training batches are mostly padding (BabyAI episodes: mean 12 steps, longest about 44 in a batch of 128).
-
-    ``packed=True`` orders the positions as a ``PackedSequence`` does (step by step, the longer sequences first
-    in each step; ``batch_sizes[t]`` sequences live at step t), a row of length 0 counting as length 1.
-    """
-
-    def __init__(self, mask: torch.Tensor, packed: bool = False) -> None:
-        self.batch_size, self.length = mask.shape
-        if packed:
-            self.index, self.batch_sizes = _packed_order(mask)
-        else:
-            self.index = mask.bool().reshape(-1).nonzero().squeeze(1)
-        self.rows = torch.div(self.index, self.length, rounding_mode="floor")
-
-    def gather(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, S, ...] -> [N, ...]."""
-        return x.reshape(-1, *x.shape[2:]).index_select(0, self.index)
-
-    def scatter(self, x: torch.Tensor) -> torch.Tensor:
-        """[N, ...] -> [B, S, ...], zeros on padding."""
-        out = x.new_zeros(self.batch_size * self.length, *x.shape[1:]).index_copy(0, self.index, x)
-        return out.view(self.batch_size, self.length, *x.shape[1:])
-
-    def repeat(self, copies: int) -> RealPositions:
-        """The positions of the batch stacked ``copies`` times ([copies * B, S]): gathered rows in that order."""
-        if hasattr(self, "batch_sizes"):
-            raise ValueError("RealPositions.repeat takes row-major positions, not packed ones")
-        out = object.__new__(RealPositions)
-        out.batch_size, out.length = copies * self.batch_size, self.length
-        offsets = torch.arange(copies, device=self.index.device)[:, None]
-        out.index = (self.index + offsets * self.batch_size * self.length).reshape(-1)
-        out.rows = (self.rows + offsets * self.batch_size).reshape(-1)
-        return out
-
-    def sum_rows(self, x: torch.Tensor) -> torch.Tensor:
-        """[N] -> [B]: the sum over each row's real positions."""
-        return x.new_zeros(self.batch_size).index_add(0, self.rows, x)
-
-    def lengths(self) -> torch.Tensor:
-        """[B]: each row's count of real positions."""
-        return torch.bincount(self.rows, minlength=self.batch_size)
-
-    @functools.cached_property
-    def groups(self) -> LengthGroups:
-        """These positions' rows in groups of similar length (:class:`LengthGroups`), built once."""
-        return LengthGroups(self)
-
-
-class LengthGroups:
-    """The rows of a right-padded batch in a few groups of similar length, each padded to its own longest row.
-
-    Attention over a padded [B, S] layout costs each row about S^2, however short the row: a batch of BabyAI
-    instructions is mostly padding (BossLocal: 13 tokens on average, 31 the longest of 128). The rows are sorted
-    by length and cut into at most ``max_groups`` runs where the work sum_g rows_g x length_g^2 is least;
-    attention then runs once per group on [rows_g, length_g]. Rows without a real position are in no group.
-
-    ``pad`` takes [N, ...] at the real positions (row-major, as :class:`RealPositions` gathers them) to one
-    zero-padded [rows_g, length_g, ...] tensor per group, ``unpad`` takes those back to [N, ...] and ``rows``
-    takes a per-row tensor [B, ...] to each group's rows [rows_g, ...] (e.g. the memory cross-attention reads).
-    """
-
-    def __init__(self, positions: RealPositions, max_groups: int = 8) -> None:
-        lengths = torch.bincount(positions.rows, minlength=positions.batch_size)
-        order = lengths.argsort(descending=True, stable=True)
-        counts: dict[int, int] = {}
-        for length in lengths.tolist():
-            if length:
-                counts[length] = counts.get(length, 0) + 1
-        # each group's padded length, longest first (one empty group where no row has a real position)
-        self.lengths = _group_lengths(counts, max_groups) or [0]
-        bounds = torch.tensor(self.lengths, dtype=torch.long, device=lengths.device)
-        sorted_lengths = lengths[order]
-        group = (bounds[None, :] >= sorted_lengths[:, None]).sum(1) - 1  # the group whose run holds each row
-        group[sorted_lengths == 0] = len(self.lengths)  # rows without a real position: no group
-        self.sizes = torch.bincount(group, minlength=len(self.lengths) + 1)[:-1].tolist()  # the last: empty rows
-        self.order = order[: sum(self.sizes)]
-        starts = torch.tensor([0, *self.sizes], dtype=torch.long, device=lengths.device).cumsum(0)[:-1]
-        offsets = torch.cat([bounds.new_zeros(1), (bounds * bounds.new_tensor(self.sizes)).cumsum(0)])
-        rank = torch.arange(len(self.order), device=lengths.device)
-        g = group[: len(self.order)]
-        base = lengths.new_zeros(positions.batch_size)
-        base[self.order] = offsets[g] + (rank - starts[g]) * bounds[g]  # where each row's first position goes
-        self.slots = base[positions.rows] + positions.index - positions.rows * positions.length
-        self.total = int(offsets[-1])
-        self.batch_size = positions.batch_size
-        self._row_lengths = sorted_lengths[: len(self.order)].split(self.sizes)
-
-    def pad(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """[N, ...] -> one [rows_g, length_g, ...] per group, zeros on padding."""
-        flat = x.new_zeros(self.total, *x.shape[1:]).index_copy(0, self.slots, x)
-        numel = [rows * length for rows, length in zip(self.sizes, self.lengths)]
-        return [part.view(rows, length, *x.shape[1:])
-                for part, rows, length in zip(flat.split(numel), self.sizes, self.lengths)]
-
-    def unpad(self, parts: list[torch.Tensor]) -> torch.Tensor:
-        """The inverse of ``pad``: one [rows_g, length_g, ...] per group -> [N, ...]."""
-        return torch.cat([part.flatten(0, 1) for part in parts]).index_select(0, self.slots)
-
-    def rows(self, x: torch.Tensor | None) -> list[torch.Tensor | None]:
-        """[B, ...] -> each group's rows [rows_g, ...], in ``pad``'s order (None: None for every group, e.g. the
-        memory mask of a memory with no padding)."""
-        if x is None:
-            return [None] * len(self.sizes)
-        return list(x.index_select(0, self.order).split(self.sizes))
-
-    def join_rows(self, parts: list[torch.Tensor]) -> torch.Tensor:
-        """The inverse of ``rows``: each group's rows [rows_g, ...] -> [B, ...], zeros for rows in no group."""
-        joined = torch.cat(parts)
-        return joined.new_zeros(self.batch_size, *joined.shape[1:]).index_copy(0, self.order, joined)
-
-    def masks(self) -> list[torch.Tensor]:
-        """Each group's real positions, [rows_g, length_g] booleans (``pad``'s layout)."""
-        return [torch.arange(length, device=self.order.device)[None, :] < row_lengths[:, None]
-                for length, row_lengths in zip(self.lengths, self._row_lengths)]
-
-
-def _group_lengths(counts: dict[int, int], max_groups: int) -> list[int]:
-    """The padded lengths (longest first) of at most ``max_groups`` groups of rows that minimise the attention
-    work sum_g rows_g x length_g^2, a group being a run of the rows sorted by length; ``counts``: length -> rows.
-
-    Dynamic programming over the distinct lengths, one group more per round."""
-    lengths = np.array(sorted(counts, reverse=True), dtype=np.float64)
-    n = len(lengths)
-    rows_before = np.concatenate([[0.0], np.cumsum([counts[int(length)] for length in lengths])])
-    # work of lengths i..j as one group padded to lengths[i] (i <= j), at [i, j]
-    group_work = (rows_before[None, 1:] - rows_before[:-1, None]) * lengths[:, None] ** 2
-    group_work[np.tril_indices(n, -1)] = np.inf
-    work = np.concatenate([[0.0], np.full(n, np.inf)])  # the least work of the j longest lengths so far
-    cuts = []  # per round: for each j, where the last group of the j longest lengths starts
-    for _ in range(min(max_groups, n)):
-        total = work[:-1, None] + group_work
-        cut = total.argmin(0)
-        work = np.concatenate([[np.inf], total[cut, np.arange(n)]])
-        cuts.append(cut)
-    starts, j = [], n
-    for cut in reversed(cuts):
-        if j == 0:
-            break
-        j = int(cut[j - 1])
-        starts.append(j)
-    return [int(lengths[i]) for i in reversed(starts)]
-
-
-def _packed_order(mask: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
-    """Flat [B * S] indices of a right-padded batch's positions in packed order, and the live rows per step."""
-    length = mask.shape[1]
-    lengths = mask.long().sum(1).clamp(min=1)
-    order = lengths.argsort(descending=True, stable=True)
-    steps = torch.arange(int(lengths.max()), device=mask.device)
-    live = steps[:, None] < lengths[order][None, :]  # [steps, B]
-    return (order[None, :] * length + steps[:, None])[live], live.sum(1).tolist()
-
-
-class DensePositions:
-    """Every position of a right-padded batch (``mask`` [B, S]), with :class:`RealPositions`' interface: the
-    layout of :func:`static_shapes`, where no shape depends on the data.
-
-    ``gather`` is a reshape to [B * S, ...] (padding included, so position-wise layers run on it too),
-    ``scatter`` the reshape back with padding zeroed, ``sum_rows`` sums the real positions only. No call reads a
-    value on the host, so a whole update can be captured as a CUDA graph over fixed shapes.
-    """
-
-    def __init__(self, mask: torch.Tensor) -> None:
-        self.mask = mask.bool()
-        self.batch_size, self.length = mask.shape
-
-    def gather(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, S, ...] -> [B * S, ...]."""
-        return x.reshape(-1, *x.shape[2:])
-
-    def scatter(self, x: torch.Tensor) -> torch.Tensor:
-        """[B * S, ...] -> [B, S, ...], zeros on padding."""
-        x = x.view(self.batch_size, self.length, *x.shape[1:])
-        return x * self.mask.view(*self.mask.shape, *[1] * (x.dim() - 2)).to(x.dtype)
-
-    def repeat(self, copies: int) -> DensePositions:
-        """The positions of the batch stacked ``copies`` times ([copies * B, S])."""
-        return DensePositions(self.mask.repeat(copies, 1))
-
-    def sum_rows(self, x: torch.Tensor) -> torch.Tensor:
-        """[B * S] -> [B]: the sum over each row's real positions."""
-        return (x.view(self.batch_size, self.length) * self.mask.to(x.dtype)).sum(1)
-
-    def lengths(self) -> torch.Tensor:
-        """[B]: each row's count of real positions."""
-        return self.mask.sum(1)
-
-
-_STATIC: list[tuple[bool, int | None]] = [(False, None)]
-
-
-@contextlib.contextmanager
-def static_shapes(enabled: bool = True, frames: int | None = None) -> Iterator[None]:
-    """Within the block the model runs on the padded layout with no shape or branch that depends on the data
-    (``True``) or skips padding (``False``, the default): the same values at real positions.
-
-    Static: position-wise layers run on every position (:class:`DensePositions`), recurrences over the padded
-    sequences (a reverse direction reads each row reversed within its length), and no input value is checked on
-    the device; the caller checks them on the host. The observation encoder runs on ``frames`` slots holding the
-    real frames (:class:`FrameSlots`; the caller promises at most that many per call, and more fail on the device),
-    or on every frame where ``frames`` is None. This is the layout of the GPU's captured update
-    (:mod:`msvae_hf.graphed`): its kernels and their count do not depend on the batch.
-    """
-    if frames is not None and frames < 1:
-        raise ValueError(f"frames must be a positive count of frame slots, got {frames}")
-    _STATIC.append((enabled, frames if enabled else None))
-    try:
-        yield
-    finally:
-        _STATIC.pop()
-
-
-def is_static() -> bool:
-    """Whether the model runs in :func:`static_shapes`' layout."""
-    return _STATIC[-1][0]
-
-
-class FrameSlots:
-    """The real frames of a padded batch (``mask`` [B, T]) in a fixed number of slots, found on the device.
-
-    Slot k holds the k-th real frame (row-major order); slots past the last real frame hold frame 0 and are
-    never read back. ``gather`` takes [B, T, ...] to [slots, ...], ``scatter`` takes [slots, H] back to [B, T, H]
-    with zeros on padding: the observation encoder runs on the slots only, as the default layout runs it on the
-    real frames, with shapes fixed by ``slots`` alone. A batch with more real frames than slots fails on the
-    device (an index out of range), never silently.
-    """
-
-    def __init__(self, mask: torch.Tensor, slots: int) -> None:
-        self.shape, self.slots = mask.shape, slots
-        flat = mask.reshape(-1).bool()
-        # where each frame's features come from: a zero row first (padding), then slot k at row k + 1; a real frame
-        # past the last slot points past the last row
-        self.source = torch.where(flat, flat.long().cumsum(0), 0)
-        frames = torch.arange(flat.numel(), device=mask.device)
-        # each slot's frame: the real frames scattered to their rows (padding to the zero row, then dropped)
-        self.frame = torch.zeros(slots + 1, dtype=torch.long, device=mask.device).scatter_(0, self.source, frames)
-        self.frame = self.frame[1:]
-
-    def gather(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, T, ...] -> [slots, ...]."""
-        return x.flatten(0, 1).index_select(0, self.frame)
-
-    def scatter(self, x: torch.Tensor) -> torch.Tensor:
-        """[slots, H] -> [B, T, H], zeros on padding."""
-        rows = torch.cat([x.new_zeros(1, *x.shape[1:]), x])
-        return rows.index_select(0, self.source).view(*self.shape, *x.shape[1:])
-
-
-def frame_slots(mask: torch.Tensor) -> FrameSlots | None:
-    """The frame slots of :func:`static_shapes` for a trajectory ``mask``, or None where every frame is encoded."""
-    enabled, frames = _STATIC[-1]
-    return FrameSlots(mask, frames) if enabled and frames is not None else None
-
-
-def real_positions(mask: torch.Tensor) -> RealPositions | DensePositions:
-    """The positions the position-wise layers run on: the real ones (:class:`RealPositions`), or every one
-    under :func:`static_shapes` (:class:`DensePositions`)."""
-    return DensePositions(mask) if is_static() else RealPositions(mask)
-
-
-def masked_scatter_frames(features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Place per-frame features [N, H] back into a padded [B, T, H] tensor (zeros on padding)."""
-    out = features.new_zeros(*mask.shape, features.shape[-1])
-    out[mask] = features
-    return out
 
 
 class ObservationEncoder(nn.Module):
@@ -391,7 +121,7 @@ class TrajectoryEncoder(nn.Module):
     def forward(self, frame_features: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """frame_features [B, T, H], actions [B, T], mask [B, T] -> h_tau [B, T, H] (zeros on padding)."""
         x = torch.cat([frame_features, self.action_embedding(actions)], dim=-1)
-        out = _run_packed(self.gru, x, mask)
+        out = run_recurrence(self.gru, x, mask)
         return out
 
 
@@ -407,113 +137,13 @@ class InstructionEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """input_ids [B, L], mask [B, L] -> (h_y [B, L, H], summary [B, H])."""
-        states = _run_packed(self.gru, self.word_embedding(input_ids), mask)
+        states = run_recurrence(self.gru, self.word_embedding(input_ids), mask)
         half = states.shape[-1] // 2
         last = mask.long().sum(1).clamp(min=1) - 1
         forward_last = states[torch.arange(states.shape[0], device=states.device), last, :half]
         summary = torch.cat([forward_last, states[:, 0, half:]], dim=-1)
         return states, summary
 
-
-def _run_packed(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Run an RNN over right-padded sequences so padding never reaches a real position.
-
-    On the CPU a one-layer GRU or LSTM runs through :func:`packed_recurrence` on the real positions gathered in
-    packed order; elsewhere ``rnn`` runs on a ``PackedSequence``. The CPU's ``pack_padded_sequence`` and
-    ``pad_packed_sequence`` copy step by step, and the backward of each step's copy is a tensor the size of the
-    whole batch.
-    """
-    if is_static():
-        out = _run_padded(rnn, x, mask)
-    elif x.device.type == "cpu" and isinstance(rnn, nn.GRU | nn.LSTM) and rnn.num_layers == 1:
-        steps = RealPositions(mask, packed=True)
-        out = steps.scatter(packed_recurrence(rnn, steps.gather(x), steps.batch_sizes))
-    else:
-        lengths = mask.long().sum(1).clamp(min=1).cpu()
-        out, _ = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
-        out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
-    return out * mask.unsqueeze(-1).to(out.dtype)
-
-
-def _run_padded(rnn: nn.GRU | nn.LSTM, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """A one-layer GRU or LSTM over right-padded ``x`` [B, S, I] with no shape that depends on the data: one
-    call per direction over the whole padded batch (one cuDNN kernel on a GPU). The forward direction reaches a
-    row's padding only after its real steps; the reverse direction reads each row reversed within its length
-    (padding after the real steps again) and its outputs are put back in order. Values at real positions equal
-    :func:`packed_recurrence`'s; the caller zeroes padding."""
-    if rnn.num_layers != 1 or not rnn.batch_first or getattr(rnn, "proj_size", 0):
-        raise ValueError("static_shapes runs one-layer, batch-first GRUs and LSTMs without projections")
-    lstm = isinstance(rnn, nn.LSTM)
-    run = torch._VF.lstm if lstm else torch._VF.gru
-    hidden = rnn.hidden_size
-
-    def direction(inputs: torch.Tensor, suffix: str) -> torch.Tensor:
-        weights = [getattr(rnn, f"{name}_l0{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        h0 = inputs.new_zeros(1, inputs.shape[0], hidden)
-        state = (h0, h0) if lstm else h0
-        return run(inputs, state, weights, True, 1, 0.0, rnn.training, False, True)[0]
-
-    out = direction(x, "")
-    if not rnn.bidirectional:
-        return out
-    length = mask.long().sum(1, keepdim=True)
-    steps = torch.arange(x.shape[1], device=x.device)[None, :]
-    reverse = torch.where(steps < length, length - 1 - steps, steps)  # an involution on each row's steps
-    flip = reverse.unsqueeze(-1)
-    backward = direction(x.gather(1, flip.expand(-1, -1, x.shape[2])), "_reverse")
-    return torch.cat([out, backward.gather(1, flip.expand(-1, -1, hidden))], dim=-1)
-
-
-def packed_recurrence(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, batch_sizes: list[int]) -> torch.Tensor:
-    """``rnn(packed)[0].data`` of a one-layer GRU or LSTM (either direction) from zero states, the same values:
-    packed ``data`` [N, input] whose step t is ``batch_sizes[t]`` rows -> [N, hidden x directions].
-
-    The input projections of every step are one matrix product, cut into steps with ``split``. PyTorch's own
-    packed recurrence on the CPU cuts them with one ``narrow`` per step, whose backward writes a zero tensor
-    the size of the whole sequence for each step: time and memory grow with length x positions.
-    """
-    directions = [""] + (["_reverse"] if rnn.bidirectional else [])
-    out = [_one_direction(rnn, data, batch_sizes, suffix) for suffix in directions]
-    return out[0] if len(out) == 1 else torch.cat(out, dim=-1)
-
-
-def _one_direction(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, sizes: list[int], suffix: str) -> torch.Tensor:
-    """One direction of :func:`packed_recurrence` over packed ``data`` [N, I] (steps of ``sizes`` rows)."""
-    weight_hh, bias_hh = getattr(rnn, f"weight_hh_l0{suffix}"), getattr(rnn, f"bias_hh_l0{suffix}")
-    inputs = linear(data, getattr(rnn, f"weight_ih_l0{suffix}"), getattr(rnn, f"bias_ih_l0{suffix}")).split(sizes)
-    lstm, hidden = isinstance(rnn, nn.LSTM), weight_hh.shape[1]
-    h = c = data.new_zeros(0, hidden)
-    outputs: list[torch.Tensor] = [data] * len(sizes)
-    # A sequence's rows come first in every step it is in, so the live states are always a prefix.
-    for step in reversed(range(len(sizes))) if suffix else range(len(sizes)):
-        size = sizes[step]
-        if size < h.shape[0]:
-            h, c = h[:size], c[:size]
-        elif size > h.shape[0]:  # the reverse direction: sequences start at their last step, from zeros
-            new = data.new_zeros(size - h.shape[0], hidden)
-            h, c = torch.cat([h, new]), torch.cat([c, new]) if lstm else c  # a GRU has no cell state
-        if lstm:
-            h, c = lstm_update(inputs[step] + linear(h, weight_hh, bias_hh), c)
-        else:
-            h = gru_update(inputs[step], linear(h, weight_hh, bias_hh), h)
-        outputs[step] = h
-    return torch.cat(outputs)
-
-
-def gru_update(input_gates: torch.Tensor, hidden_gates: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """nn.GRU's step (gate order r, z, n) from the input's and the state's projections [..., 3H]."""
-    xr, xz, xn = input_gates.chunk(3, -1)
-    hr, hz, hn = hidden_gates.chunk(3, -1)
-    reset, update = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
-    candidate = torch.tanh(xn + reset * hn)
-    return candidate + update * (h - candidate)  # (1 - z) n + z h, in PyTorch's order of operations
-
-
-def lstm_update(gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """nn.LSTM's step (gate order i, f, g, o) from the summed projections [..., 4H]: (h, c)."""
-    i, f, g, o = gates.chunk(4, -1)
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * torch.tanh(c), c
 
 
 class BottleneckAttention(nn.Module):
@@ -557,7 +187,7 @@ class BottleneckAttention(nn.Module):
             )
             return tokens.transpose(1, 2).reshape(keys.shape[0], -1, hidden)
 
-        if _grouped(states, positions):  # each group of rows of similar length on its own padded length
+        if grouped(states, positions):  # each group of rows of similar length on its own padded length
             groups = positions.groups
             tokens = groups.join_rows([attend(part, part_mask)
                                        for part, part_mask in zip(groups.pad(key_values), groups.masks())])
@@ -647,7 +277,7 @@ class ActionDecoder(nn.Module):
     def states(self, frame_features: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """h'_t for all t in parallel: [B, T, H], zeros on padding (the LSTM runs over the real steps only)."""
         x = torch.cat([frame_features, self.action_embedding(self.previous_actions(actions))], dim=-1)
-        return _run_packed(self.lstm, x, mask)
+        return run_recurrence(self.lstm, x, mask)
 
     def logits(
         self,
@@ -657,7 +287,7 @@ class ActionDecoder(nn.Module):
         positions: RealPositions | None = None,
     ) -> torch.Tensor:
         """a_t = f_act(c_t, h'_t): logits [B, T, num_actions], or [N, num_actions] at ``positions`` only."""
-        if _grouped(states, positions):
+        if grouped(states, positions):
             states = positions.gather(states)
             return self.head(torch.cat([self.attention(states, memory, memory_mask, positions.groups), states], -1))
         features = torch.cat([self.attention(states, memory, memory_mask), states], dim=-1)
@@ -719,7 +349,7 @@ class _DecoderLayer(nn.Module):
         a right-padded row's real tokens see only real tokens under the causal mask, however far it is padded.
         """
         qkv = self.qkv(self.norm1(x))
-        if cache is None and _grouped(x, positions):
+        if cache is None and grouped(x, positions):
             groups = positions.groups
             attn = groups.unpad([self._attend(*part.chunk(3, dim=-1), causal=True) for part in groups.pad(qkv)])
             return x + self.dropout(self.self_out(attn))
@@ -741,7 +371,7 @@ class _DecoderLayer(nn.Module):
         """The cross-attention and MLP blocks: x + CrossAttn(LN(x), memory), then + MLP(LN(.)).
         ``memory_mask`` None: every memory slot is real (no mask built)."""
         q, memory = self.cross_q(self.norm2(x)), self.cross_kv(memory)
-        if _grouped(x, positions):  # each group of rows with its rows' memory
+        if grouped(x, positions):  # each group of rows with its rows' memory
             groups = positions.groups
             attn = groups.unpad([
                 self._attend(part, *mem.chunk(2, dim=-1), None if mask is None else mask.bool()[:, None, None, :])
@@ -758,25 +388,6 @@ class _DecoderLayer(nn.Module):
 def _same(x: torch.Tensor) -> torch.Tensor:
     return x
 
-
-_LENGTH_GROUPS = [True]
-
-
-@contextlib.contextmanager
-def length_groups(enabled: bool) -> Iterator[None]:
-    """Within the block, attention at real positions on the CPU runs per group of rows of similar length
-    (``True``, the default) or over the whole padded batch (``False``): the same values, for comparing the two."""
-    _LENGTH_GROUPS.append(enabled)
-    try:
-        yield
-    finally:
-        _LENGTH_GROUPS.pop()
-
-
-def _grouped(x: torch.Tensor, positions: RealPositions | None) -> bool:
-    """Whether attention at ``positions`` runs per group of rows of similar length: on the CPU, where its work
-    follows the padded lengths; an accelerator runs the whole padded batch in one kernel instead of one per group."""
-    return positions is not None and x.device.type == "cpu" and _LENGTH_GROUPS[-1] and not is_static()
 
 
 class InstructionDecoder(nn.Module):

@@ -39,7 +39,7 @@ from .losses import (
     unpaired_elbo,
 )
 from .modeling_msvae import MSVAEModel
-from .modules import gru_update, lstm_update
+from .ops.recurrence import gru_update, lstm_update
 
 TRAJECTORY_KEYS = ("observations", "directions", "actions", "trajectory_mask")
 

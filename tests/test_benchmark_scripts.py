@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from msvae_hf.linear import AVAILABLE as ONEDNN_AVAILABLE
+from msvae_hf.ops.linear import AVAILABLE as ONEDNN_AVAILABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,7 +55,7 @@ def test_flops_count_a_linear_layer_the_same_on_either_backend(monkeypatch) -> N
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     from flops import count_flops, op_kind
 
-    from msvae_hf.linear import linear, onednn_linear
+    from msvae_hf.ops.linear import linear, onednn_linear
 
     x, w, b = torch.randn(3, 7, 5, requires_grad=True), torch.randn(6, 5, requires_grad=True), torch.randn(6)
     counts = []

@@ -3,7 +3,7 @@
 Speaker side: greedy, beam search, sampling with a seed and max_new_tokens through transformers'
 GenerationMixin, on tiny models briefly overfit (150 Adam steps) to three fixed (trajectory, instruction)
 pairs so that they emit eos; cached and uncached decoding must agree token for token.
-Follower side: rollouts on real BabyAI Local envs through ``generate(envs=...)`` and the step-by-step
+Follower side: rollouts on real BabyAI Local envs through ``follow(envs, seeds)`` and the step-by-step
 policy API, with results checked by replaying the actions in a fresh env.
 """
 
@@ -148,10 +148,13 @@ def test_generate_needs_inputs(tok: MSVAETokenizer) -> None:
     with pytest.raises(ValueError, match="speaker"):
         model.generate(envs=LEVEL, seeds=[0], tokenizer=tok)
     follower = FollowerModel(FollowerConfig(vocab_size=len(tok), **TINY))
-    with pytest.raises(ValueError, match="envs"):
-        follower.generate()
+    for call in (follower.generate, MSVAEModel(MSVAEConfig(vocab_size=len(tok), **TINY)).generate):
+        with pytest.raises(ValueError, match=r"model\.follow\(envs, seeds\)"):
+            call()
+        with pytest.raises(ValueError, match=r"model\.follow\(envs, seeds\) or step with model\.policy\(\)"):
+            call(envs=LEVEL, seeds=[0])
     with pytest.raises(ValueError, match="tokenizer"):
-        follower.generate(envs=LEVEL, seeds=[0])
+        follower.follow(LEVEL, [0])
 
 
 # ------------------------------------------------------------------------------------------------ follower
@@ -178,16 +181,16 @@ def check_results(results: list[EpisodeResult], seeds: list[int], max_steps: int
 
 @pytest.mark.parametrize("index", range(4), ids=["msvae", "follower-none", "follower-attention", "follower-bottleneck"])
 def test_follower_generate_on_local_envs(index: int, tok: MSVAETokenizer) -> None:
-    """generate(envs=level id) and generate(envs=[env, ...]) give the same EpisodeResults."""
+    """follow(level id) and follow([env, ...]) give the same EpisodeResults."""
     model = followers(tok)[index]
     seeds, max_steps = list(range(8)), 6
-    by_id = model.generate(envs=LEVEL, seeds=seeds, tokenizer=tok, max_steps=max_steps)
+    by_id = model.follow(LEVEL, seeds, tokenizer=tok, max_steps=max_steps)
     check_results(by_id, seeds, max_steps)
     envs = [gym.make(LEVEL) for _ in range(3)]
-    by_list = model.generate(envs=envs, seeds=seeds, tokenizer=tok, max_steps=max_steps)
+    by_list = model.follow(envs, seeds, tokenizer=tok, max_steps=max_steps)
     assert [r.to_dict() for r in by_list] == [r.to_dict() for r in by_id]
     model.tokenizer = tok  # the attached tokenizer is used when none is passed
-    assert [r.actions for r in model.generate(envs=LEVEL, seeds=seeds[:2], max_steps=max_steps)] == [
+    assert [r.actions for r in model.follow(LEVEL, seeds[:2], max_steps=max_steps)] == [
         r.actions for r in by_id[:2]
     ]
 
@@ -221,7 +224,7 @@ def test_step_by_step_policy_matches_rollout(index: int, tok: MSVAETokenizer) ->
     """policy(tok).reset / act, one env at a time by hand, chooses the actions the batched rollout chose."""
     model = followers(tok)[index]
     seeds, max_steps = [3, 4, 5], 6
-    batched = model.generate(envs=LEVEL, seeds=seeds, tokenizer=tok, max_steps=max_steps)
+    batched = model.follow(LEVEL, seeds, tokenizer=tok, max_steps=max_steps)
     policy = model.policy(tok)
     for seed, result in zip(seeds, batched, strict=True):
         env = gym.make(LEVEL)
@@ -238,7 +241,7 @@ def test_step_by_step_policy_matches_rollout(index: int, tok: MSVAETokenizer) ->
 
 
 def test_follow_with_given_instructions_reads_them() -> None:
-    """`generate(envs=..., instructions=[...])` feeds the caller's text to the model, wave after wave."""
+    """`follow(envs, seeds, instructions=[...])` feeds the caller's text to the model, wave after wave."""
     tok = msvae_hf.MSVAETokenizer.from_grammar()
     model = msvae_hf.FollowerModel(msvae_hf.FollowerConfig(vocab_size=len(tok), hidden_size=32, latent_dim=32,
                                                           obs_channels=8, decoder_ffn_dim=32)).eval()
@@ -252,10 +255,36 @@ def test_follow_with_given_instructions_reads_them() -> None:
     msvae_hf.modeling_utils.FollowerPolicy.reset = spy
     try:
         texts = ["go to the red ball", "go to a key", "pick up the blue box"]
-        results = model.generate(envs="BabyAI-GoToLocal-v0", seeds=[1, 2, 3], tokenizer=tok, instructions=texts,
-                                 max_steps=3, batch_size=2)
+        results = model.follow("BabyAI-GoToLocal-v0", [1, 2, 3], tokenizer=tok, instructions=texts, max_steps=3,
+                               batch_size=2)
     finally:
         msvae_hf.modeling_utils.FollowerPolicy.reset = original
     assert seen == texts and len(results) == 3
     with pytest.raises(ValueError, match="2 instructions for 3 seeds"):
-        model.generate(envs="BabyAI-GoToLocal-v0", seeds=[1, 2, 3], tokenizer=tok, instructions=texts[:2])
+        model.follow("BabyAI-GoToLocal-v0", [1, 2, 3], tokenizer=tok, instructions=texts[:2])
+
+
+def test_select_action_steps_a_gymnasium_vector_env_as_follow_rolls_out(tok: MSVAETokenizer) -> None:
+    """policy().select_action on a vector env's observations as they come: the actions follow() takes on the same
+    seeds, and an env whose episode starts again gets the actions a fresh policy would take there."""
+    import gymnasium as gym
+
+    seeds, steps = [3, 5, 8], 6
+    for model in followers(tok)[:2]:
+        model.tokenizer = tok
+        expected = [r.actions for r in model.follow("BabyAI-GoToLocal-v0", seeds, max_steps=steps)]
+        envs = gym.make_vec("BabyAI-GoToLocal-v0", num_envs=len(seeds), vectorization_mode="sync",
+                            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+        observation, _ = envs.reset(seed=seeds)
+        policy, taken, start = model.policy(), [], None
+        for _ in range(steps):
+            actions = policy.select_action(observation, start)
+            taken.append(actions)
+            observation, _, terminated, truncated, _ = envs.step(actions)
+            start = terminated | truncated
+        for i, actions in enumerate(expected):
+            assert [int(a[i]) for a in taken[:len(actions)]] == actions
+        restart = np.array([True, False, False])  # env 0 starts again on its current observation
+        fresh = model.policy().select_action({k: v[:1] for k, v in observation.items()})
+        assert policy.select_action(observation, restart)[0] == fresh[0]
+        envs.close()

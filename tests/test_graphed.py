@@ -110,7 +110,7 @@ def test_the_static_updates_operator_count_does_not_grow_with_length(tok, monkey
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from update_ops import batch_of, count_update
 
-    from msvae_hf.modules import static_shapes
+    from msvae_hf.ops.layout import static_shapes
 
     model = build("msvae", tok).train()
     counts = {}

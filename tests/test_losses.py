@@ -24,7 +24,8 @@ from msvae_hf.losses import (
     sliced_wasserstein,
     unpaired_elbo,
 )
-from msvae_hf.modules import LatentPrior, RealPositions
+from msvae_hf.modules import LatentPrior
+from msvae_hf.ops.positions import RealPositions
 
 TINY = dict(hidden_size=32, latent_dim=8, prior_hidden_size=16, decoder_heads=4)
 

@@ -1,7 +1,7 @@
 """The CPU's packed recurrence and the observation encoder's shortcuts give what the plain layers give.
 
 On the CPU the recurrent layers gather the real positions in packed order (``RealPositions(mask, packed=True)``)
-and run ``modules.packed_recurrence`` instead of ``nn.GRU``/``nn.LSTM`` on a ``PackedSequence``. The observation
+and run ``ops.recurrence.packed_recurrence`` instead of ``nn.GRU``/``nn.LSTM`` on a ``PackedSequence``. The observation
 encoder looks each cell up in a table of every cell's summed embedding, max-pools before its second ReLU and
 reads the pooled map in memory order with ``proj``'s columns reordered. Each is compared with the layers it
 stands for (values and gradients), and the whole MS-VAE objective with all of them put back as they were.
@@ -17,6 +17,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import msvae_hf.modules as modules
+from msvae_hf.ops.positions import RealPositions
+from msvae_hf.ops.recurrence import packed_recurrence
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 LENGTHS = torch.tensor([9, 1, 4, 4, 7, 2, 9, 3])
@@ -36,7 +38,7 @@ def test_packed_recurrence_equals_the_torch_layer(kind: type[nn.RNNBase], bidire
         out = recurrence(packed)
         return (out, *torch.autograd.grad((out * weights).sum(), [x, *rnn.parameters()]))
 
-    ours = run(lambda packed: modules.packed_recurrence(rnn, packed.data, packed.batch_sizes.tolist()))
+    ours = run(lambda packed: packed_recurrence(rnn, packed.data, packed.batch_sizes.tolist()))
     ref = run(lambda packed: rnn(packed)[0].data)
     for a, b in zip(ours, ref):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
@@ -47,7 +49,7 @@ def test_packed_positions_are_the_packed_sequence_layout() -> None:
     where lengths tie), and scattering it back is ``pad_packed_sequence``, zeros on padding."""
     mask = torch.arange(int(LENGTHS.max()))[None, :] < LENGTHS[:, None]
     x = torch.randn(*mask.shape, 3)
-    steps = modules.RealPositions(mask, packed=True)
+    steps = RealPositions(mask, packed=True)
     packed = pack_padded_sequence(x, LENGTHS, batch_first=True, enforce_sorted=False)
     assert steps.batch_sizes == packed.batch_sizes.tolist()
     ours, start = steps.gather(x), 0
@@ -84,7 +86,7 @@ def test_observation_encoder_equals_the_nchw_projection(num_values: int) -> None
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
-def torch_run_packed(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def torch_run_recurrence(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """The recurrent layers as PyTorch runs them on a ``PackedSequence``."""
     lengths = mask.long().sum(1).clamp(min=1)
     out, _ = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
@@ -108,7 +110,7 @@ def test_msvae_objective_and_gradients_equal_the_torch_layers(monkeypatch: pytes
 
     ours, ours_grads = run()
     with monkeypatch.context() as patch:
-        patch.setattr(modules, "_run_packed", torch_run_packed)
+        patch.setattr(modules, "run_recurrence", torch_run_recurrence)
         patch.setattr(modules.ObservationEncoder, "forward", nchw_observation_encoder)
         ref, ref_grads = run()
     for name in (*TERMS, "v", "domain_distance", "loss"):

@@ -1,7 +1,7 @@
 """Layers that skip padding give what the padded computation gives.
 
 Training runs the action decoder's LSTM packed, its head, the instruction decoder's position-wise layers and
-the bottleneck attention's key/value projections on the real positions only (``modules.RealPositions``).
+the bottleneck attention's key/value projections on the real positions only (``ops.positions.RealPositions``).
 Each is compared here with the padded computation the model used before (``nn.LSTM`` over the whole padded
 batch, ``nn.MultiheadAttention``, every decoder layer on [B, L]), and the whole MS-VAE objective, every term
 and every gradient, with :func:`padded_reference`, the previous forward written out on the padded batch.
@@ -28,7 +28,8 @@ from msvae_hf.losses import (
     reparameterize,
     unpaired_elbo,
 )
-from msvae_hf.modules import LengthGroups, RealPositions, _group_lengths, length_groups
+from msvae_hf.ops.layout import length_groups
+from msvae_hf.ops.positions import LengthGroups, RealPositions, _group_lengths
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 LENGTHS = (5, 2, 4, 3, 7, 1)

@@ -1,4 +1,4 @@
-"""The static layout (``modules.static_shapes``) against the default one: the same loss terms and gradients at
+"""The static layout (``ops.layout.static_shapes``) against the default one: the same loss terms and gradients at
 real positions, whatever the padding holds (tests/test_graphed.py runs it on the meta device: no host reads)."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ import pytest
 import torch
 from model_helpers import TERMS, build, pad_more, real_batch, unpaired
 
-from msvae_hf.modules import DensePositions, RealPositions, _run_padded, packed_recurrence, static_shapes
+from msvae_hf.ops.layout import static_shapes
+from msvae_hf.ops.positions import DensePositions, RealPositions
+from msvae_hf.ops.recurrence import _run_padded, packed_recurrence
 
 # fp32, the same arithmetic in another order (padded vs packed recurrences, dense vs gathered products)
 TOL = dict(rtol=1e-5, atol=1e-5)
