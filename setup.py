@@ -36,7 +36,12 @@ setup(
         "psutil>=5.9",
         "scipy>=1.11",  # scripts/collect_results.py: App. D's t-tests over seeds
     ],
-    extras_require={"dev": ["pytest>=8.0", "pytest-timeout>=2.3", "ruff>=0.6"]},
+    extras_require={
+        # app.py, the Space (Gradio pinned, as a Space pins its SDK); dev adds it for tests/test_space.py, whose
+        # headless-browser test also needs Chromium and its driver (scripts/install.sh puts them in where it can)
+        "space": ["gradio==6.31.0"],
+        "dev": ["pytest>=8.0", "pytest-timeout>=2.3", "ruff>=0.6", "gradio==6.31.0", "selenium>=4.20"],
+    },
     entry_points={
         "console_scripts": [  # beside scripts/<name>.py, which call the same main
             f"msvae-{name.replace('_', '-')}=msvae_hf.cli.{name}:main"

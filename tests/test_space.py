@@ -1,0 +1,125 @@
+"""app.py, the Space: each tab's function on a tiny saved model, the app served over HTTP and called as a user's
+browser calls it (gradio_client), bad models named in one line, and a real headless browser's screenshot where
+Chromium and its driver are installed (`apt-get install chromium chromium-driver`, `pip install selenium`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import imageio.v3 as iio
+import pytest
+
+gr = pytest.importorskip("gradio")
+
+from model_helpers import build  # noqa: E402
+
+import app  # noqa: E402  (the repository root is on pytest's pythonpath, pyproject.toml)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory, tok) -> dict[str, str]:
+    """A tiny MS-VAE and a tiny speaker, saved with their tokenizer."""
+    root = tmp_path_factory.mktemp("space_models")
+    out = {}
+    for kind in ("msvae", "speaker"):
+        model = build(kind, tok)
+        model.tokenizer = tok
+        model.save_pretrained(root / kind)
+        out[kind] = str(root / kind)
+    return out
+
+
+def _frames(path: str) -> int:
+    return len(iio.imread(path, index=None))
+
+
+def test_follow_rolls_out_and_the_speaker_describes_the_trajectory(saved, tmp_path):
+    gif, text = app.follow(saved["msvae"], "GoToLocal", 1_000_000_007, "go to the red ball", out_dir=str(tmp_path))
+    lines = text.splitlines()
+    assert lines[0].startswith("mission: ") and lines[1] == "instruction followed: go to the red ball"
+    steps = int(lines[2].split(" in ")[1].split()[0])
+    assert _frames(gif) == steps + 1 and lines[3].startswith("the speaker says: ")
+    _, default = app.follow(saved["msvae"], "GoToLocal", 1_000_000_007, "  ", out_dir=str(tmp_path))
+    mission = default.splitlines()[0].removeprefix("mission: ")
+    assert default.splitlines()[1] == f"instruction followed: {mission}"  # empty: the episode's own mission
+
+
+def test_the_bot_plays_and_a_speaker_describes_it(saved, tmp_path):
+    gif, text = app.bot(saved["speaker"], "GoToSeqLocal", 1_000_000_001, out_dir=str(tmp_path))
+    lines = text.splitlines()
+    assert "success in" in lines[2]  # the bot solves its episode
+    assert _frames(gif) == int(lines[2].split(" in ")[1].split()[0]) + 1 and lines[3].startswith("the speaker says: ")
+
+
+def test_bad_models_are_named(saved, tmp_path):
+    with pytest.raises(gr.Error, match="this model is a speaker: it cannot follow"):
+        app.follow(saved["speaker"], "GoToLocal", 1, "go to the red ball")
+    with pytest.raises(gr.Error, match="cannot load a model from"):
+        app.follow(str(tmp_path / "nothing"), "GoToLocal", 1, "")
+    no_tokenizer = tmp_path / "no_tokenizer"
+    shutil.copytree(saved["msvae"], no_tokenizer)
+    (no_tokenizer / "tokenizer.json").unlink()
+    with pytest.raises(gr.Error, match="no tokenizer.json"):
+        app.bot(str(no_tokenizer), "GoToLocal", 1)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def served(saved):
+    demo = app.build(saved["msvae"])
+    port = _free_port()
+    demo.launch(server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+
+
+def test_the_app_serves_both_tabs_over_http(served):
+    from gradio_client import Client
+
+    client = Client(served, verbose=False)
+    endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    assert {"/follow", "/bot"} <= set(endpoints)
+    source = endpoints["/follow"]["parameters"][0]["parameter_default"]
+    gif, text = client.predict(source, "GoToLocal", 1_000_000_007, "go to the red ball", api_name="/follow")
+    assert Path(gif).is_file() and text.splitlines()[1] == "instruction followed: go to the red ball"
+    gif, text = client.predict(source, "GoToSeqLocal", 1_000_000_001, api_name="/bot")
+    assert Path(gif).is_file() and "success in" in text
+
+
+@pytest.mark.skipif(shutil.which("chromedriver") is None, reason="needs Chromium's driver (chromium-driver)")
+def test_a_headless_browser_shows_the_rollout_and_the_speakers_words(served, tmp_path):
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options)
+    try:
+        driver.get(served)
+        wait = WebDriverWait(driver, 120)
+        button = wait.until(ec.presence_of_element_located(
+            (By.XPATH, "//button[contains(@class, 'primary') and normalize-space()='Follow']")))
+        driver.execute_script("arguments[0].click();", button)
+        wait.until(lambda d: "the speaker says:" in " ".join(
+            t.get_attribute("value") or "" for t in d.find_elements(By.TAG_NAME, "textarea")))
+        images = wait.until(lambda d: [i for i in d.find_elements(By.TAG_NAME, "img")
+                                       if (i.get_attribute("src") or "").endswith(".gif")])
+        assert images and images[0].size["width"] > 0
+        shot = Path(os.environ.get("MSVAE_SPACE_SCREENSHOT", tmp_path / "space.png"))
+        driver.save_screenshot(str(shot))
+        assert iio.imread(shot).shape[0] > 0
+    finally:
+        driver.quit()
