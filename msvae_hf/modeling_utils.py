@@ -40,6 +40,9 @@ class MSVAEPreTrainedModel(PreTrainedModel):
     def __init__(self, config: MSVAEConfig) -> None:
         super().__init__(config)
         self.tokenizer = None
+        if self.can_generate() and self.generation_config.max_new_tokens is None:
+            # a speaker's default length, saved in generation_config.json and overridden as in transformers
+            self.generation_config.max_new_tokens = config.max_instruction_length - 1
 
     # ----------------------------------------------------------------- weights
     @torch.no_grad()
@@ -438,7 +441,8 @@ class SpeakerMixin:
             trajectory_mask = torch.ones(actions.shape, dtype=torch.bool, device=actions.device)
         memory, memory_mask = self.trajectory_memory(observations, directions, actions, trajectory_mask)
         start = torch.full((actions.shape[0], 1), self.config.bos_token_id, dtype=torch.long, device=actions.device)
-        kwargs.setdefault("max_new_tokens", self.config.max_instruction_length - 1)
+        if self.generation_config.max_new_tokens is None and "max_length" not in kwargs:  # saved without one
+            kwargs.setdefault("max_new_tokens", self.config.max_instruction_length - 1)
         kwargs.setdefault("use_cache", True)
         for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
             kwargs.setdefault(name, getattr(self.config, name))

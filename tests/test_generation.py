@@ -9,6 +9,8 @@ policy API, with results checked by replaying the actions in a fresh env.
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -288,3 +290,19 @@ def test_select_action_steps_a_gymnasium_vector_env_as_follow_rolls_out(tok: MSV
         fresh = model.policy().select_action({k: v[:1] for k, v in observation.items()})
         assert policy.select_action(observation, restart)[0] == fresh[0]
         envs.close()
+
+
+def test_the_generation_config_sets_the_length_and_travels_with_the_model(tok: MSVAETokenizer, tmp_path) -> None:
+    """max_new_tokens comes from the model's GenerationConfig (saved in generation_config.json), a call's own
+    argument overrides it, as in transformers."""
+    torch.manual_seed(0)
+    model = MSVAEModel(MSVAEConfig(vocab_size=len(tok), **TINY)).eval()
+    assert model.generation_config.max_new_tokens == model.config.max_instruction_length - 1
+    traj = trajectory(pairs(tok))
+    model.generation_config.max_new_tokens = 2
+    assert model.generate(**traj).shape[1] <= 3  # <bos> and at most 2 new tokens
+    assert model.generate(**traj, max_new_tokens=4, min_new_tokens=4).shape[1] == 5
+    model.tokenizer = tok
+    model.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "generation_config.json").read_text())["max_new_tokens"] == 2
+    assert MSVAEModel.from_pretrained(tmp_path).generation_config.max_new_tokens == 2
