@@ -6,7 +6,8 @@ the config's name, ``configs/<level>/<row>.yaml``; a pre-training's row is its o
 ``demos`` and ``labels/<labeller>`` for data, and ``<script>/<output>`` for comparisons and tables. Run
 folders follow one convention: ``runs/<level>/<row>`` for seed 0 and ``runs/<level>/<row>_seed<k>`` for seed
 k. Every MS-VAE seed starts from the seed-0 baselines (App. D initialisation), so its seeds differ in data
-order and noise only; the students of all seeds read the labels of the same seed-0 teacher.
+order and noise only, except in :data:`INDEPENDENT_ROWS`, whose seed k starts from the seed-k baselines; the
+students of all seeds read the labels of the same seed-0 teacher.
 
 Both levels hold the rows of Tables 2 and 3 (:data:`TABLE_ROWS`) and the follower rows at twice the budget
 (:data:`BUDGET_ROWS`); BossLocal also holds the rest of its study
@@ -55,6 +56,8 @@ class Row:
     """the pre-training (runs/<level>/<init>[_seed<k>]) that seed k starts from"""
     continues: str | None = None
     """the row whose finished seed-k run seed k continues to this row's budget (train.py's --continue-from)"""
+    own_baselines: bool = False
+    """seed k starts from the seed-k baseline follower and speaker (App. D), not from the seed-0 ones"""
 
 
 BASELINES = ("follower/seed0", "speaker/seed0")
@@ -68,6 +71,15 @@ TABLE_ROWS: dict[str, Row] = {
     "msvae_v": Row("MS-VAE + V", "follower", BASELINES),
     "speaker_follower": Row("speaker-follower", "speaker_follower", ("labels/speaker",)),
     "msvae_speaker_follower": Row("MS-VAE-speaker-follower", "speaker_follower", ("labels/msvae",)),
+}
+
+#: Table 2's MS-VAE rows with independent seeds, on both levels: seed k starts from the seed-k baselines, so that
+#: the seeds vary what the paper's seeds vary (the baselines too), not data order and noise only.
+INDEPENDENT_ROWS: dict[str, Row] = {
+    "msvae_paired_own": Row("MS-VAE, paired only, each seed from its own baselines", "follower",
+                            own_baselines=True),
+    "msvae_v_own": Row("MS-VAE + V, each seed from its own baselines", "follower", own_baselines=True),
+    "msvae_own": Row("MS-VAE full (+ V + D'), each seed from its own baselines", "follower", own_baselines=True),
 }
 
 #: Table 2's follower comparison at twice the budget, on both levels: each seed's 2000-update run continued.
@@ -206,7 +218,7 @@ def level_rows(level: str) -> dict[str, Row]:
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; known: {sorted(LEVELS)}")
     extra = BOSSLOCAL_ROWS if level == "bosslocal" else GOTOSEQLOCAL_ROWS
-    return {**TABLE_ROWS, **BUDGET_ROWS, **READING_ROWS, **extra}
+    return {**TABLE_ROWS, **BUDGET_ROWS, **READING_ROWS, **INDEPENDENT_ROWS, **extra}
 
 
 def run_dir(level: str, row: str, seed: int) -> Path:
@@ -270,6 +282,10 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
             command = ["python", "scripts/train.py", "--config", f"configs/{level}/{row}.yaml",
                        "--threads", str(threads), *spec.overrides]
             needs = ["demos", *spec.needs]
+            if spec.own_baselines:
+                needs += [f"follower/seed{seed}", f"speaker/seed{seed}"]
+                command += ["--init-follower", str(run_dir(level, "follower", seed) / "best"),
+                            "--init-speaker", str(run_dir(level, "speaker", seed) / "best")]
             if spec.init is not None:
                 init = run_dir(level, spec.init, seed)
                 pretrainings[init] = pretraining_cell(level, spec.init, seed, threads)

@@ -111,3 +111,17 @@ def test_config_fields_are_train_config_fields() -> None:
     flags = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(TrainConfig)}
     for spec in BOSSLOCAL_ROWS.values():
         assert set(spec.overrides[::2]) <= flags
+
+
+@pytest.mark.parametrize("level", ["bosslocal", "gotoseqlocal"])
+def test_independent_rows_start_each_seed_from_its_own_baselines(level: str) -> None:
+    cells = {c.name: c for c in level_cells(level)}
+    for row in ("msvae_paired_own", "msvae_v_own", "msvae_own"):
+        for seed in (0, 1, 2):
+            cell = cells[f"{row}/seed{seed}"]
+            suffix = "" if seed == 0 else f"_seed{seed}"
+            command = " ".join(cell.command)
+            assert f"--init-follower runs/{level}/follower{suffix}/best" in command
+            assert f"--init-speaker runs/{level}/speaker{suffix}/best" in command
+            assert {f"follower/seed{seed}", f"speaker/seed{seed}"} <= set(cell.needs)
+    assert "--init-follower" not in " ".join(cells["msvae/seed1"].command)  # the shared-start rows stay as they are
