@@ -37,6 +37,8 @@ QUESTIONS = {
     "objective_scale": "which reduction of the objective's terms makes App. D's weights behave as the paper says? "
                        "(docs/design.md, \"Loss scale\": the \"sum\" rows msvae*, the \"mean\" rows mean_msvae*)",
     "tables": "every run's numbers in one table, and the validation curves",
+    "architectures": "what does the bottleneck cost a follower with many pairs? (Table 1, M = 100k)",
+    "unpaired_curve": "how do the follower's SR and the speaker's BLEU grow with N, the unpaired trajectories?",
 }
 
 
@@ -80,6 +82,21 @@ INDEPENDENT_ROWS: dict[str, Row] = {
                             own_baselines=True),
     "msvae_v_own": Row("MS-VAE + V, each seed from its own baselines", "follower", own_baselines=True),
     "msvae_own": Row("MS-VAE full (+ V + D'), each seed from its own baselines", "follower", own_baselines=True),
+}
+
+#: Table 1 on both levels: the four followers trained on 100,000 pairs (data/<level>_pairs_100k) with the imitation
+#: loss only, 10,000 updates of 128 (13 epochs), one seed.
+TABLE1_ROWS: dict[str, Row] = {
+    f"follower_m100k_{kind}": Row(f"follower, {label}, M = 100k pairs", "architectures", ("demos_pairs_100k",), (0,))
+    for kind, label in (("seq2seq", "seq2seq"), ("attention", "w/ attention"),
+                        ("bottleneck", "w/ bottleneck, K = 4"), ("bottleneck_k16", "w/ bottleneck, K = 16"))
+}
+
+#: MS-VAE full against N, on both levels: the first N unpaired trajectories of D_u (N = 0 is paired only, N =
+#: 100k the full row), 2000 updates of 128 + 128, which see 256k unpaired trajectories: 256, 26 and 2.6 epochs.
+CURVE_ROWS: dict[str, Row] = {
+    "msvae_n1k": Row("MS-VAE full, N = 1k unpaired trajectories", "unpaired_curve", BASELINES),
+    "msvae_n10k": Row("MS-VAE full, N = 10k unpaired trajectories", "unpaired_curve", BASELINES),
 }
 
 #: Table 2's follower comparison at twice the budget, on both levels: each seed's 2000-update run continued.
@@ -218,7 +235,7 @@ def level_rows(level: str) -> dict[str, Row]:
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; known: {sorted(LEVELS)}")
     extra = BOSSLOCAL_ROWS if level == "bosslocal" else GOTOSEQLOCAL_ROWS
-    return {**TABLE_ROWS, **BUDGET_ROWS, **READING_ROWS, **INDEPENDENT_ROWS, **extra}
+    return {**TABLE_ROWS, **BUDGET_ROWS, **READING_ROWS, **INDEPENDENT_ROWS, **TABLE1_ROWS, **CURVE_ROWS, **extra}
 
 
 def run_dir(level: str, row: str, seed: int) -> Path:
@@ -267,6 +284,12 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
          "--valid", "500", "--test", "500", "--seed", "0", "--num-proc", str(num_proc), "--out", str(demos)),
         demos / "README.md",  # the dataset card, written last
         question="demos",
+    ), Cell(
+        "demos_pairs_100k",
+        ("python", "scripts/make_demos.py", "--level", LEVELS[level], "--paired", "100000", "--unpaired", "1000",
+         "--valid", "500", "--test", "500", "--seed", "0", "--num-proc", str(num_proc), "--out",
+         f"data/{level}_pairs_100k"),
+        Path("data", f"{level}_pairs_100k", "README.md"), question="architectures",
     ), Cell(
         "floor", ("python", "experiments/collect_results.py", level, "--floor"),
         Path("results", level, "floor.json"), question="tables",
