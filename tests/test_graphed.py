@@ -123,3 +123,27 @@ def test_the_static_updates_operator_count_does_not_grow_with_length(tok, monkey
             counts[static, length] = count_update(run)["operators"]
     assert counts[True, 16] == counts[True, 48]
     assert counts[False, 48] > counts[False, 16]  # the check can fail: the default layout's count does grow
+
+
+@pytest.mark.parametrize("kind", ["speaker", "follower-none", "follower-attention", "follower-bottleneck"])
+def test_the_baselines_update_reads_no_value_on_the_host_either(tok, kind):
+    """The baselines train on the captured path too (``--cuda-graphs``): each one's update runs whole on the meta
+    device with no host tensor mixed in, and on the CPU it makes the default step's update."""
+    batch = real_batch(tok)
+    model = build(kind, tok).train().to("meta")
+    update = CapturedUpdate(model, captured_adam(model.parameters(), 1e-3), max_grad_norm=1.0)
+    update.optimizer.step = lambda: None
+    update.frames = lambda batch: 16
+    with HostTensors() as mode:
+        update({k: v.to("meta") for k, v in batch.items()})
+    assert mode.found == []
+    reference, model = build(kind, tok).train(), build(kind, tok).train()
+    optimizer = torch.optim.Adam(reference.parameters(), lr=1e-3, fused=True)
+    torch.manual_seed(0)
+    reference(**batch).loss.backward()
+    optimizer.step()
+    torch.manual_seed(0)
+    CapturedUpdate(model, captured_adam(model.parameters(), 1e-3))(batch)
+    for (name, want), got in zip(reference.named_parameters(), model.parameters()):
+        keep = ~key_bias_rows(name, want)
+        torch.testing.assert_close(got[keep], want[keep], rtol=1e-4, atol=1e-5, msg=name)
