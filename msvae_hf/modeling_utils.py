@@ -26,7 +26,7 @@ from .losses import sequence_log_likelihood
 from .modules import BottleneckAttention, ObservationEncoder
 from .ops.layout import frame_slots, is_static, real_positions
 from .ops.positions import masked_scatter_frames
-from .rollout import ACT_BEFORE_RESET
+from .policy import FollowerPolicy, _GivenInstructions
 
 
 class MSVAEPreTrainedModel(PreTrainedModel):
@@ -285,103 +285,6 @@ class FollowerMixin:
         return rollout(policy, envs, seeds, max_steps=max_steps, **kwargs)
 
 
-class _GivenInstructions:
-    """Wraps a policy so that wave after wave it reads the caller's instructions, not the envs' missions."""
-
-    def __init__(self, policy, instructions: list[str]) -> None:
-        self.policy, self.instructions, self.used = policy, instructions, 0
-
-    def reset(self, missions: Sequence[str]) -> None:
-        batch = self.instructions[self.used : self.used + len(missions)]
-        self.used += len(missions)
-        self.policy.reset(batch)
-
-    def act(self, observations, directions, env_ids):
-        return self.policy.act(observations, directions, env_ids)
-
-
-def _check_instructions(instructions: Sequence[str]) -> None:
-    """A policy's ``reset`` argument must be a non-empty list of non-blank strings (not one string)."""
-    if isinstance(instructions, str):
-        raise ValueError(f"reset() takes a list of instructions, got one string {instructions!r}: wrap it in a list")
-    if len(instructions) == 0:
-        raise ValueError("reset() got no instructions: pass one per episode")
-    for i, text in enumerate(instructions):
-        if not isinstance(text, str):
-            raise ValueError(f"instruction {i} is a {type(text).__name__}, not a string: {text!r}")
-        if not text.strip():
-            raise ValueError(f"instruction {i} is empty ({text!r}): every episode needs an instruction to follow")
-
-
-class FollowerPolicy:
-    """Step-by-step control: ``reset(instructions)`` then ``act(obs, directions, env_ids)`` once per step.
-
-    The memory (h_y, or z = mean of q(z|y)) is computed once at reset; each ``act`` runs the observation
-    encoder and one LSTM step for the live envs only, all in one batched call.
-    """
-
-    def __init__(self, model, tokenizer, greedy: bool = True, seed: int | None = None) -> None:
-        self.model, self.tokenizer, self.greedy = model, tokenizer, greedy
-        self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
-        self.memory: torch.Tensor | None = None  # set by reset()
-
-    @torch.no_grad()
-    def reset(self, instructions: Sequence[str]) -> None:
-        """Start one episode per instruction; each must be a non-blank string."""
-        _check_instructions(instructions)
-        model = self.model
-        device = model.device
-        enc = self.tokenizer(list(instructions), padding=True, return_tensors="pt")
-        self.memory, self.memory_mask = model.instruction_memory(
-            enc["input_ids"].to(device), enc["attention_mask"].to(device)
-        )
-        n, hidden = len(instructions), model.config.hidden_size
-        self.h = torch.zeros(1, n, hidden, device=device)
-        self.c = torch.zeros(1, n, hidden, device=device)
-        self.previous = torch.full((n,), model.config.num_actions, dtype=torch.long, device=device)
-
-    @torch.no_grad()
-    def select_action(self, observation: dict, episode_start: np.ndarray | None = None) -> np.ndarray:
-        """One action per env of a gymnasium vector env, from its observation as it comes (``image`` [n, 7, 7,
-        3], ``direction`` [n], ``mission`` n strings); ``episode_start`` [n] marks the envs whose episode begins
-        with this observation (after ``terminated | truncated``, as the vector env resets them), whose recurrent
-        state starts again from their new mission. The first call starts every env."""
-        missions = list(observation["mission"])
-        n = len(missions)
-        if self.memory is None or self.memory.shape[0] != n:
-            self.reset(missions)
-        elif episode_start is not None and np.asarray(episode_start).any():
-            restart = torch.as_tensor(np.asarray(episode_start, dtype=bool), device=self.h.device)
-            h, c, previous = self.h, self.c, self.previous
-            self.reset(missions)  # memory for every env's current mission; the others keep their state
-            keep = ~restart
-            self.h[:, keep], self.c[:, keep], self.previous[keep] = h[:, keep], c[:, keep], previous[keep]
-        return self.act(observation["image"], observation["direction"], np.arange(n))
-
-    @torch.no_grad()
-    def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
-        """One action per live env: observations [n, 7, 7, 3], directions [n], env_ids [n] (batch positions)."""
-        if self.memory is None:
-            raise ValueError(ACT_BEFORE_RESET)
-        model = self.model
-        device = model.device
-        idx = torch.as_tensor(np.asarray(env_ids), dtype=torch.long, device=device)
-        obs = torch.as_tensor(np.asarray(observations), device=device)
-        dirs = torch.as_tensor(np.asarray(directions), dtype=torch.long, device=device)
-        features = model.obs_encoder(obs, dirs)
-        logits, (h, c) = model.action_decoder.step(
-            features, self.previous[idx], (self.h[:, idx], self.c[:, idx]), self.memory[idx], self.memory_mask[idx]
-        )
-        self.h[:, idx], self.c[:, idx] = h, c
-        if self.greedy:
-            actions = logits.argmax(-1)
-        else:
-            actions = torch.multinomial(logits.float().softmax(-1).cpu(), 1, generator=self.generator)[:, 0]
-            actions = actions.to(device)
-        self.previous[idx] = actions
-        return actions.cpu().numpy()
-
-
 class SpeakerMixin:
     """Speaker side shared by the baseline speaker and MS-VAE: generate() and describe()."""
 
@@ -459,19 +362,35 @@ class SpeakerMixin:
         """Instructions for trajectories, as text. Accepts padded tensors or lists of per-episode arrays."""
         tokenizer = self._resolve_tokenizer(tokenizer)
         if isinstance(observations, (list, tuple)):
-            from .data.collator import DemoCollator, encode_frames
-
-            rows = [{"observations": encode_frames(o), "directions": d, "actions": a}
-                    for o, d, a in zip(observations, directions, actions, strict=True)]
-            batch = DemoCollator(tokenizer)(rows)
-            observations, directions, actions = batch["observations"], batch["directions"], batch["actions"]
-            trajectory_mask = batch["trajectory_mask"]
+            observations, directions, actions, trajectory_mask = pad_episodes(observations, directions, actions)
         device = self.device
         ids = self.generate(
             observations.to(device), directions.to(device), actions.to(device),
             None if trajectory_mask is None else trajectory_mask.to(device), **kwargs,
         )
         return tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+
+def pad_episodes(observations, directions, actions) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-episode arrays ([T_i, 7, 7, 3], [T_i], [T_i]) -> the padded batch a model reads: observations [B, T, 7, 7,
+    3] (uint8), directions and actions [B, T] (long), trajectory_mask [B, T], zeros on padding."""
+    lengths = [len(a) for a in actions]
+    if len(observations) != len(lengths) or len(directions) != len(lengths):
+        raise ValueError(f"got {len(observations)} observation, {len(directions)} direction and {len(lengths)} "
+                         "action sequences: one of each per episode")
+    steps = max(lengths, default=0)
+    frames = [torch.as_tensor(np.asarray(o), dtype=torch.uint8) for o in observations]
+    padded = torch.zeros(len(lengths), steps, *(frames[0].shape[1:] if frames else ()), dtype=torch.uint8)
+    dirs = torch.zeros(len(lengths), steps, dtype=torch.long)
+    acts = torch.zeros(len(lengths), steps, dtype=torch.long)
+    mask = torch.arange(steps)[None, :] < torch.tensor(lengths, dtype=torch.long)[:, None]
+    for i, (o, d, a) in enumerate(zip(frames, directions, actions)):
+        if len(o) != lengths[i] or len(d) != lengths[i]:
+            raise ValueError(f"episode {i}: {len(o)} frames, {len(d)} directions and {lengths[i]} actions differ")
+        padded[i, : lengths[i]] = o
+        dirs[i, : lengths[i]] = torch.as_tensor(np.asarray(d), dtype=torch.long)
+        acts[i, : lengths[i]] = torch.as_tensor(np.asarray(a), dtype=torch.long)
+    return padded, dirs, acts, mask
 
 
 def pad_after_eos(ids: torch.Tensor, eos_token_id: int, pad_token_id: int) -> torch.Tensor:

@@ -248,19 +248,19 @@ def test_follow_with_given_instructions_reads_them() -> None:
     model = msvae_hf.FollowerModel(msvae_hf.FollowerConfig(vocab_size=len(tok), hidden_size=32, latent_dim=32,
                                                           obs_channels=8, decoder_ffn_dim=32)).eval()
     seen: list[str] = []
-    original = msvae_hf.modeling_utils.FollowerPolicy.reset
+    original = msvae_hf.policy.FollowerPolicy.reset
 
     def spy(self, instructions):
         seen.extend(instructions)
         return original(self, instructions)
 
-    msvae_hf.modeling_utils.FollowerPolicy.reset = spy
+    msvae_hf.policy.FollowerPolicy.reset = spy
     try:
         texts = ["go to the red ball", "go to a key", "pick up the blue box"]
         results = model.follow("BabyAI-GoToLocal-v0", [1, 2, 3], tokenizer=tok, instructions=texts, max_steps=3,
                                batch_size=2)
     finally:
-        msvae_hf.modeling_utils.FollowerPolicy.reset = original
+        msvae_hf.policy.FollowerPolicy.reset = original
     assert seen == texts and len(results) == 3
     with pytest.raises(ValueError, match="2 instructions for 3 seeds"):
         model.follow("BabyAI-GoToLocal-v0", [1, 2, 3], tokenizer=tok, instructions=texts[:2])
