@@ -227,6 +227,8 @@ READING_ROWS: dict[str, Row] = {
     "mean_msvae_gamma1": Row("MS-VAE full, gamma = 1 (mean reading)", "objective_scale", BASELINES, (0,)),
     "mean_msvae_beta1": Row("MS-VAE full, beta = 1 (mean reading)", "objective_scale", BASELINES, (0,)),
     "mean_msvae_alpha05": Row("MS-VAE full, alpha = 1/2 (mean reading)", "objective_scale", BASELINES, (0,)),
+    "mean_msvae_alpha2": Row("MS-VAE full, alpha = 2, where D' pulls as J-bar does (mean reading)", "objective_scale",
+                             BASELINES),
 }
 
 
