@@ -55,15 +55,16 @@ class CapturedUpdate:
     ``optimizer`` must be :func:`captured_adam`'s. ``max_grad_norm`` clips the gradients' total norm as
     ``clip_grad_norm_`` does. ``capture`` (default: on CUDA) captures one graph per batch shape; ``stream``
     (CUDA) is where this run's copies and replays go (default: the current stream), so that several runs
-    overlap.
+    overlap; reading numbers back (``check``, ``last_terms``) waits for it. ``start``: the updates the run made
+    before (a resumed run), so that errors name the run's own update. Each batch's values are checked on the host
+    (token ids, actions, observation values and directions in the model's ranges): the device skips those checks.
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_grad_norm: float | None = None,
                  capture: bool | None = None, stream: torch.cuda.Stream | None = None,
                  terms: Callable[[object], Mapping[str, torch.Tensor]] | None = None,
-                 frame_multiple: int | None = FRAME_MULTIPLE) -> None:
-        if not all(group.get("fused") and group.get("capturable") for group in optimizer.param_groups):
-            raise ValueError("CapturedUpdate needs Adam with fused=True and capturable=True (captured_adam)")
+                 frame_multiple: int | None = FRAME_MULTIPLE, start: int = 0) -> None:
+        _check_optimizer(optimizer)
         self.model, self.optimizer, self.max_grad_norm = model, optimizer, max_grad_norm
         self.params = [p for p in model.parameters() if p.requires_grad]
         device = self.params[0].device
@@ -77,7 +78,7 @@ class CapturedUpdate:
         self._graphs: dict[tuple, _Graph] = {}
         self._pool = torch.cuda.graph_pool_handle() if self.capture else None
         zero = torch.zeros((), device=device)
-        self.updates = zero.clone().long()  # updates run so far, counted on the device
+        self.updates = zero.clone().long() + start  # updates run so far, counted on the device
         self.first_bad = zero.clone().long() - 1  # the first non-finite update (1-based), -1: none
         self._found_inf = zero.clone()
         self.optimizer.found_inf = self._found_inf  # fused Adam skips the update where this is 1
@@ -118,14 +119,34 @@ class CapturedUpdate:
         self.bad_terms.copy_(torch.where(first, values, self.bad_terms))
         self.terms.copy_(values)
 
+    def check_values(self, batch: Mapping[str, torch.Tensor]) -> None:
+        """ValueError naming the first input outside the model's ranges (host tensors; what the default layout
+        checks on the device, and an out-of-range index would otherwise corrupt or kill the captured update)."""
+        config = self.model.config
+        limits = {key: getattr(config, attribute, None) for key, attribute in (
+            ("input_ids", "vocab_size"), ("observations", "obs_num_values"), ("directions", "num_directions"),
+            ("actions", "num_actions"))}
+        for name, t in batch.items():
+            limit = limits.get(name.removeprefix("unpaired_"))
+            if name.endswith("actions"):  # padding holds 0; only the real steps count
+                t = t[batch[name.replace("actions", "trajectory_mask")].bool()]
+            if limit is None or not t.numel():
+                continue
+            low, high = int(t.min()), int(t.max())
+            if low < 0 or high >= limit:
+                raise ValueError(f"{name} must be in [0, {limit}), got values in [{low}, {high}]")
+
     def __call__(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Run one update on ``batch`` (host tensors, pinned for an asynchronous copy, or device tensors)."""
+        self.check_values(batch)
         frames = self.frames(batch)
         if not self.capture:
             self._zero_grad()
             self._update({k: v.to(self.params[0].device) for k, v in batch.items()}, frames)
             return self.terms
         key = (frames, *((name, tuple(t.shape), t.dtype) for name, t in sorted(batch.items())))
+        if self.stream is not None:  # what the current stream did to the weights (e.g. loading them) comes first
+            self.stream.wait_stream(torch.cuda.current_stream(self.params[0].device))
         with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
             entry = self._graphs.get(key)
             if entry is None:
@@ -138,6 +159,7 @@ class CapturedUpdate:
     # ------------------------------------------------------------------------------------------ capture
     def _capture(self, batch: Mapping[str, torch.Tensor], frames: int | None) -> _Graph:
         """Warm up on a side stream (undoing the warm-up's updates), then capture one update of this shape."""
+        _check_optimizer(self.optimizer)  # e.g. an eager run's Adam state loaded over it since
         device = self.params[0].device
         inputs = {name: torch.empty_like(t, device=device) for name, t in batch.items()}
         for name, t in batch.items():
@@ -185,6 +207,7 @@ class CapturedUpdate:
     # ------------------------------------------------------------------------------------------ reading back
     def check(self) -> None:
         """Raise NonFiniteError if an update so far was not finite (it was skipped on the device): one sync."""
+        self._wait()
         first = int(self.first_bad)
         if first < 0:
             return
@@ -196,7 +219,19 @@ class CapturedUpdate:
 
     def last_terms(self) -> dict[str, float]:
         """The last update's terms as numbers (one sync)."""
+        self._wait()
         return dict(zip(self.names, self.terms.tolist())) if self.terms is not None else {}
+
+    def _wait(self) -> None:
+        """The current stream waits for this run's stream (its replays write the numbers read back)."""
+        if self.stream is not None:
+            torch.cuda.current_stream(self.params[0].device).wait_stream(self.stream)
+
+
+def _check_optimizer(optimizer: torch.optim.Optimizer) -> None:
+    if not all(group.get("fused") and group.get("capturable") for group in optimizer.param_groups):
+        raise ValueError("CapturedUpdate needs Adam with fused=True and capturable=True (captured_adam); an "
+                         "optimiser state saved by an eager run does not have them: resume it without cuda_graphs")
 
 
 def _scalar_terms(output) -> dict[str, torch.Tensor]:

@@ -148,12 +148,18 @@ def writing(path: str | Path) -> Iterator[Path]:
         raise
 
 
-def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any], may_change: Iterable[str]) -> list[str]:
+def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any], may_change: Iterable[str],
+                       defaults: Mapping[str, Any] | None = None) -> list[str]:
     """``"name: X there, Y here"`` for each field of ``current`` (but ``may_change``) that ``saved`` holds
-    otherwise (a field ``saved`` lacks counts as its default, i.e. equal)."""
-    skip = set(may_change)
-    return [f"{name}: {saved[name]!r} there, {value!r} here" for name, value in current.items()
-            if name not in skip and name in saved and saved[name] != value]
+    otherwise; a field ``saved`` lacks (a config written before the field existed) counts as its value in
+    ``defaults``, and as equal where ``defaults`` has none."""
+    skip, defaults = set(may_change), defaults or {}
+    differ = []
+    for name, value in current.items():
+        there = saved[name] if name in saved else defaults.get(name, value)
+        if name not in skip and there != value:
+            differ.append(f"{name}: {there!r} there{'' if name in saved else ' (its default)'}, {value!r} here")
+    return differ
 
 
 def read_json(path: str | Path) -> dict[str, Any]:

@@ -105,6 +105,17 @@ class TrainConfig:
     loader_workers: int = 0
     """processes that assemble the next updates' batches ahead, pinned (0: each batch in the training loop)"""
 
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """Every field's default value (what a config written before a field existed meant by leaving it out)."""
+        out = {}
+        for f in dataclasses.fields(cls):
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = f.default_factory()
+        return out
+
     def __post_init__(self) -> None:
         if self.mixed_precision is False:  # YAML 1.1 reads a bare `mixed_precision: no` as false
             self.mixed_precision = "no"

@@ -116,7 +116,7 @@ def load_training_data(cfg: TrainConfig) -> tuple[Any, Any, Any, Any, str]:
 #: TrainConfig fields a continued run may change: where it writes, how far it goes and how it runs, not what it
 #: trains on or how (see :func:`continuable_checkpoint`).
 CONTINUE_MAY_CHANGE = ("output_dir", "max_updates", "resume", "continue_from", "threads", "eval_workers",
-                       "eval_batch_size", "keep_checkpoints", "retain_freed_memory")
+                       "eval_batch_size", "keep_checkpoints", "retain_freed_memory", "loader_workers")
 
 
 #: TrainConfig fields ``--resume`` may change: how the run is executed, not what or how long it trains.
@@ -144,7 +144,8 @@ def check_resume_config(cfg: TrainConfig) -> None:
     trained with (but :data:`RESUME_MAY_CHANGE`); a folder without one passes."""
     out = Path(cfg.output_dir)
     if (out / "train_config.json").is_file():
-        differ = config_differences(read_json(out / "train_config.json"), dataclasses.asdict(cfg), RESUME_MAY_CHANGE)
+        differ = config_differences(read_json(out / "train_config.json"), dataclasses.asdict(cfg), RESUME_MAY_CHANGE,
+                                    TrainConfig.defaults())
         if differ:
             raise ValueError(f"--resume {out}: it trained with another config; " + "; ".join(differ)
                              + " (resume with its own config, or --continue-from it into a new output_dir)")
@@ -191,7 +192,7 @@ def continuable_checkpoint(cfg: TrainConfig) -> Path:
     if not (source / "results.json").is_file() or not (source / "train_config.json").is_file():
         raise FileNotFoundError(f"continue_from {source} is not a finished run (results.json, train_config.json)")
     saved = read_json(source / "train_config.json")
-    differ = config_differences(saved, dataclasses.asdict(cfg), CONTINUE_MAY_CHANGE)
+    differ = config_differences(saved, dataclasses.asdict(cfg), CONTINUE_MAY_CHANGE, TrainConfig.defaults())
     if differ:
         raise ValueError(f"continue_from {source} trained with another config; " + "; ".join(differ))
     finished = json.loads((source / "results.json").read_text())["updates"]
@@ -294,8 +295,6 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
         unpaired_sampler = StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, world, cfg.seed, stream=1)
     bucket = dict(time_multiple=32, length_multiple=16) if cfg.cuda_graphs else {}
     update_batches = UpdateBatches(collator, paired_sampler, unpaired_sampler, rank, **bucket)
-    captured = (CapturedUpdate(raw_model, optimizer.optimizer, cfg.max_grad_norm)
-                if cfg.cuda_graphs else None)
 
     # Everything is checked: the first write is the lock, and the folder is checked again under it.
     lock = claim_run_folder(cfg, accelerator, command)
@@ -336,6 +335,9 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
         started = time.time() - state["wall_time"]
         model.train()
         bad_terms: list[str] = []  # the non-finite loss terms of this update's micro-steps
+        # built once the optimiser state is loaded (a resume), so that its graphs capture the tensors trained
+        captured = (CapturedUpdate(raw_model, optimizer.optimizer, cfg.max_grad_norm, start=state["step"])
+                    if cfg.cuda_graphs else None)
         batches = prefetched(update_batches, state["step"] * micro, cfg.max_updates * micro, cfg.loader_workers,
                              pin_memory=accelerator.device.type == "cuda")
         while state["step"] < cfg.max_updates:

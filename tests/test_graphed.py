@@ -95,6 +95,7 @@ def test_the_update_reads_no_value_on_the_host(tok):
     update = CapturedUpdate(model, captured_adam(model.parameters(), 1e-3), max_grad_norm=1.0)
     update.optimizer.step = lambda: None
     update.frames = lambda batch: 32  # counted on the host from host tensors; these are on meta
+    update.check_values = lambda batch: None  # likewise checked on the host
     with HostTensors() as mode:
         assert update(batch).device.type == "meta"
     assert mode.found == []
@@ -134,6 +135,7 @@ def test_the_baselines_update_reads_no_value_on_the_host_either(tok, kind):
     update = CapturedUpdate(model, captured_adam(model.parameters(), 1e-3), max_grad_norm=1.0)
     update.optimizer.step = lambda: None
     update.frames = lambda batch: 16
+    update.check_values = lambda batch: None
     with HostTensors() as mode:
         update({k: v.to("meta") for k, v in batch.items()})
     assert mode.found == []
@@ -147,3 +149,30 @@ def test_the_baselines_update_reads_no_value_on_the_host_either(tok, kind):
     for (name, want), got in zip(reference.named_parameters(), model.parameters()):
         keep = ~key_bias_rows(name, want)
         torch.testing.assert_close(got[keep], want[keep], rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize(("name", "value"), [("input_ids", 10_000), ("unpaired_actions", 7), ("observations", 200),
+                                            ("directions", -1)])
+def test_values_out_of_range_are_named_on_the_host(tok, name, value):
+    """The captured update skips the device's value checks: each batch is checked on the host, one line naming the
+    input, before anything runs (the weights are untouched)."""
+    model = build("msvae", tok).train()
+    batch = _batches(tok, 1)[0]
+    batch[name] = batch[name].clone()
+    batch[name].view(-1)[0] = value  # the first row's first step / token is real in every batch here
+    update = CapturedUpdate(model, captured_adam(model.parameters(), 1e-3))
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(ValueError, match=rf"^{name} must be in \[0, \d+\), got values in"):
+        update(batch)
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before))
+
+
+def test_an_eager_runs_optimiser_state_is_refused_at_capture(tok):
+    """An eager run's Adam state (foreach, not capturable) loaded over the captured one is named, not stepped."""
+    model = build("msvae", tok).train()
+    optimizer = captured_adam(model.parameters(), 1e-3)
+    update = CapturedUpdate(model, optimizer)
+    eager = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
+    optimizer.load_state_dict(eager.state_dict())
+    with pytest.raises(ValueError, match="resume it without cuda_graphs"):
+        update._capture(_batches(tok, 1)[0], None)
