@@ -4,6 +4,7 @@ from setuptools import find_packages, setup
 
 setup(
     name="msvae-hf",
+    license="Apache-2.0",
     version="0.1.0",
     description="Multimodal sequential VAE for semi-supervised language instruction following, HF-native",
     long_description=open("README.md", encoding="utf-8").read(),

@@ -41,6 +41,25 @@ MODEL_KINDS: dict[str, tuple[str, str]] = {
 }
 
 
+LICENSE = "apache-2.0"
+"""The package's license (LICENSE), which its cards carry."""
+
+#: What each kind of checkpoint does, as the Hub's pipeline tag.
+PIPELINE_TAGS = {"msvae": "reinforcement-learning", "follower": "reinforcement-learning",
+                 "speaker-follower": "reinforcement-learning", "speaker": "text-generation"}
+
+
+def _is_repo_id(name: str) -> bool:
+    """Whether ``name`` reads as a Hub repo id (``user/name``) rather than a local path."""
+    if Path(name).expanduser().exists() or name.startswith((".", "/", "~")):
+        return False
+    try:
+        validate_repo_id(name)
+    except ValueError:
+        return False
+    return name.count("/") == 1
+
+
 def _format(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
@@ -54,18 +73,27 @@ def render_model_card(
     repo_id: str = "<repo_id>",
     tags: Sequence[str] = (),
     eval_results: Sequence[EvalResult] = (),
+    base_models: Sequence[str] = (),
 ) -> ModelCard:
     """The model card of an MS-VAE, follower or speaker checkpoint (`model_kind`, see `MODEL_KINDS`).
 
     `metrics` fill the card's results table; `eval_results` (e.g. `run_eval_results`) go into its metadata as
-    the Hub's `model-index`, under the model name `repo_id` without its namespace.
+    the Hub's `model-index`, under the model name `repo_id` without its namespace. The metadata also carries the
+    package's license, the pipeline tag of what the checkpoint does (a follower acts: reinforcement-learning; a
+    speaker writes: text-generation), `datasets` where `dataset` is a Hub id (a local path is not one) and
+    `base_model`: the Hub ids of the checkpoints it was initialised from (MS-VAE: its baselines, App. D).
     """
     if model_kind not in MODEL_KINDS:
         raise ValueError(f"model_kind must be one of {sorted(MODEL_KINDS)}, got {model_kind!r}")
+    for base in base_models:
+        validate_repo_id(base)  # one line naming an id that is not one, before any card is made
     card_data = ModelCardData(
         library_name="transformers",
+        license=LICENSE,
+        pipeline_tag=PIPELINE_TAGS[model_kind],
+        base_model=list(base_models) or None,
         tags=list(dict.fromkeys(["msvae", "babyai", "minigrid", "instruction-following", model_kind, *tags])),
-        datasets=[dataset],
+        datasets=[dataset] if _is_repo_id(dataset) else None,
         metrics=[name for name in ("success_rate", "bleu") if name in metrics] or None,
         model_name=repo_id.split("/")[-1] if eval_results else None,
         eval_results=list(eval_results) or None,
@@ -307,7 +335,8 @@ def run_eval_results(results: Mapping[str, Any], train_config: Mapping[str, Any]
                                   metric_name=_valid_sr_protocol(train_config)))
     if results.get("test_bleu") is not None:
         entries.append(EvalResult(
-            task_type="text-generation", task_name="Instruction generation (speaker)", dataset_type=dataset,
+            task_type="text-generation", task_name="Instruction generation (speaker)",
+            dataset_type=dataset if _is_repo_id(dataset) else level,  # a local path names no dataset on the Hub
             dataset_name=f"{level} bot demonstrations", dataset_split="test", metric_type="bleu",
             metric_value=results.get("test_bleu_of_best", results["test_bleu"]),
             metric_name=_test_bleu_protocol(train_config),
@@ -343,11 +372,13 @@ def run_kind(train_config: Mapping[str, Any]) -> str:
     return "speaker-follower" if kind == "follower" and train_config.get("pseudo_labels") else kind
 
 
-def render_run_card(run_dir: str | Path, repo_id: str = "<repo_id>", dataset: str | None = None) -> ModelCard:
+def render_run_card(run_dir: str | Path, repo_id: str = "<repo_id>", dataset: str | None = None,
+                    base_models: Sequence[str] = ()) -> ModelCard:
     """The model card of a finished run: metrics from results.json (as a table and as model-index metadata),
     config from train_config.json, the training command (command.txt), and the demonstrations (``dataset``
     names a Hub dataset id instead of the demos path). No local absolute path is shown: each is made relative
-    to the folder the run was trained from (e.g. ``data/bosslocal_100k``)."""
+    to the folder the run was trained from (e.g. ``data/bosslocal_100k``). ``base_models``: the Hub ids of the
+    pushed checkpoints the run was initialised from (its baselines), the card's ``base_model``."""
     run_dir = Path(run_dir)
     results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     config = json.loads((run_dir / "train_config.json").read_text(encoding="utf-8"))
@@ -357,7 +388,7 @@ def render_run_card(run_dir: str | Path, repo_id: str = "<repo_id>", dataset: st
     card = render_model_card(
         {"train_config": shown, "model_config": model_config}, run_metrics(results, config),
         run_training_command(run_dir), str(shown.get("demos")), kind, repo_id=repo_id,
-        eval_results=run_eval_results(results, config, str(shown.get("demos"))),
+        eval_results=run_eval_results(results, config, str(shown.get("demos"))), base_models=base_models,
     )
     card.text += _demos_section(str(config.get("demos")), str(shown.get("demos")), _training_roots(run_dir, config))
     return card
@@ -386,6 +417,7 @@ def push_run(
     private: bool = False,
     dataset: str | None = None,
     staging_dir: str | Path | None = None,
+    base_models: Sequence[str] = (),
 ) -> Any:
     """Push ``run_dir/best`` (weights, config, tokenizer) with its model card, results.json, train_config.json
     and command.txt to the Hub model repo ``repo_id``.
@@ -393,7 +425,8 @@ def push_run(
     The run directory is never modified: the files are staged in ``staging_dir`` (a temporary folder if None;
     a given one must be empty or absent and is kept, e.g. for a dry run with a fake ``api``), and the staged
     card, train_config.json, command.txt and results.json show absolute paths relative to the folder the run
-    was trained from (``dataset``, a Hub dataset id, replaces ``demos``). A run without ``best/`` or
+    was trained from (``dataset``, a Hub dataset id, replaces ``demos``; ``base_models``, the Hub ids of the
+    checkpoints it was initialised from, go into the card's ``base_model``). A run without ``best/`` or
     ``results.json``, or whose ``best/`` or ``best_speaker/`` holds a NaN or inf weight, is an error before
     anything is staged or uploaded.
     """
@@ -412,7 +445,7 @@ def push_run(
     for name in CHECKED_WEIGHTS:
         if (run_dir / name).is_dir():
             check_finite_weights(run_dir / name)
-    card = render_run_card(run_dir, repo_id, dataset)
+    card = render_run_card(run_dir, repo_id, dataset, base_models)
     with tempfile.TemporaryDirectory(prefix="msvae-push-") as tmp:
         stage = Path(staging_dir) if staging_dir is not None else Path(tmp) / "repo"
         if stage.exists() and any(stage.iterdir()):

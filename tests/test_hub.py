@@ -50,6 +50,20 @@ def test_model_kinds(kind):
     assert card.data.metrics == ["bleu"]
 
 
+def test_card_metadata_license_pipeline_tag_base_models_and_only_a_hub_dataset():
+    card = render_model_card({}, {"success_rate": 0.5}, COMMAND, DATASET, "msvae",
+                             base_models=["someone/follower-bosslocal", "someone/speaker-bosslocal"])
+    reparsed = ModelCard(str(card)).data
+    assert reparsed.license == "apache-2.0" and reparsed.pipeline_tag == "reinforcement-learning"
+    assert reparsed.base_model == ["someone/follower-bosslocal", "someone/speaker-bosslocal"]
+    speaker = render_model_card({}, {"bleu": 30.0}, COMMAND, "data/bosslocal_100k", "speaker")
+    assert speaker.data.pipeline_tag == "text-generation" and speaker.data.base_model is None
+    assert speaker.data.datasets is None  # a local path is no Hub dataset: not in the metadata, in the text
+    assert "data/bosslocal_100k" in str(speaker)
+    with pytest.raises(ValueError, match="not/a/valid/id"):
+        render_model_card({}, {}, COMMAND, DATASET, "msvae", base_models=["not/a/valid/id"])
+
+
 def test_unknown_model_kind():
     with pytest.raises(ValueError, match="'vae'"):
         render_model_card({}, {}, COMMAND, DATASET, "vae")
@@ -87,6 +101,7 @@ def test_dataset_card(tmp_path):
     assert "| paired | 1000 | 8.85 | 10.50 |" in text and "| unpaired | 9000 | - | - |" in text
     assert "| valid | 0 |" in text and "{'paired/step_limit': 3}" in text and "below 1000000000" in text
     assert "BabyAI-GoToSeqLocal-v0" in text and "```bash\nmake\n```" in text
+    assert card.data.license == "apache-2.0" and card.data.size_categories == ["10K<n<100K"]
     api = FakeHfApi()
     push_folder_to_hub(tmp_path, DATASET, card=card, api=api, repo_type="dataset")
     assert api.calls[0][1]["repo_type"] == "dataset" and api.calls[1][1]["repo_type"] == "dataset"

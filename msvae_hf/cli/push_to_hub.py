@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None, api: Any = None) -> Any:
     parser.add_argument("--dataset", default=None,
                         help="Hub dataset id (user/name) of the demonstrations, named in the card's model-index "
                         "and as demos in the pushed train_config.json (default: the demos path, relative)")
+    parser.add_argument("--base-model", nargs="+", default=[], metavar="ID",
+                        help="Hub ids of the pushed checkpoints the run was initialised from (MS-VAE: its baseline "
+                        "follower and speaker), the card's base_model")
     parser.add_argument("--dry-run", metavar="DIR", default=None,
                         help="write the folder that would be pushed to DIR (must be empty) and upload nothing")
     args = parser.parse_args(argv)
@@ -53,7 +56,7 @@ def main(argv: list[str] | None = None, api: Any = None) -> Any:
         api = _DryRunApi()
     try:
         info = push_run(args.run, args.repo, api=api, private=args.private, dataset=args.dataset,
-                        staging_dir=args.dry_run)
+                        staging_dir=args.dry_run, base_models=args.base_model)
     except (FileNotFoundError, FileExistsError, ValueError) as err:
         sys.exit(f"error: {err}")
     where = Path(args.dry_run) if args.dry_run else f"https://huggingface.co/{args.repo}"

@@ -307,8 +307,11 @@ def render_dataset_card(level: str, stats: dict[str, dict], dropped: dict, comma
         }
         for split, st in stats.items()
     }
+    episodes = sum(st["episodes"] for st in stats.values())
     data = DatasetCardData(
         pretty_name=f"{level} bot demonstrations",
+        license="apache-2.0",
+        size_categories=[size_category(episodes)],
         tags=["babyai", "minigrid", "imitation-learning", "instruction-following"],
         task_categories=["reinforcement-learning"],
     )
@@ -322,6 +325,13 @@ def render_dataset_card(level: str, stats: dict[str, dict], dropped: dict, comma
         test_seed_start=TEST_SEED_START,
         generation_command=command,
     )
+
+
+def size_category(rows: int) -> str:
+    """The Hub's ``size_categories`` value for a dataset of ``rows`` rows (n<1K, 1K<n<10K, ...)."""
+    bounds = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+              (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M")]
+    return next((name for bound, name in bounds if rows < bound), "n>100M")
 
 
 def work_dir(out: str | Path) -> Path:
