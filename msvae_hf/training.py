@@ -315,7 +315,7 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
                 raise ValueError(f"checkpoint {last} is a {saved.get('model_type')!r} run, not {cfg.model_type!r}")
             accelerator.load_state(str(last))
             state = saved
-            if "commits" not in state and source is not None:  # a checkpoint from before commits were kept in it
+            if "commits" not in state and source is not None:  # a checkpoint whose train_state holds no commits
                 finished = json.loads((Path(cfg.continue_from) / "results.json").read_text())
                 state["commits"] = finished.get("training_commits") or [finished.get("commit")]
             state.setdefault("commits", []).append(commit)
