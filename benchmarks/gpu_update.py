@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 from report import write_report
+from train_step import TINY, synchronize
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf import MSVAEConfig, MSVAEModel
@@ -32,13 +33,10 @@ from msvae_hf.data.collator import DemoCollator
 from msvae_hf.data.prefetch import UpdateBatches
 from msvae_hf.data.sampler import StepSampler
 from msvae_hf.evaluation import device_name, resolve_device
-from msvae_hf.graphed import FRAME_MULTIPLE, CapturedUpdate, captured_adam
+from msvae_hf.graphed import FRAME_MULTIPLE, LENGTH_MULTIPLE, TIME_MULTIPLE, CapturedUpdate, captured_adam
 from msvae_hf.ops.layout import static_shapes
 from msvae_hf.runtime import adam, provenance
 from msvae_hf.tokenization_msvae import MSVAETokenizer
-
-TINY = dict(hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32,
-            prior_hidden_size=32, obs_embed_dim=8, action_embed_dim=8)
 
 
 def load_batches(args: argparse.Namespace, tok: MSVAETokenizer, count: int) -> list[dict[str, torch.Tensor]]:
@@ -48,7 +46,8 @@ def load_batches(args: argparse.Namespace, tok: MSVAETokenizer, count: int) -> l
     demos = load_from_disk(args.demos)
     paired = StepSampler(demos["paired"], args.batch_size, 1, 0, stream=0)
     unpaired = StepSampler(demos["unpaired"], args.batch_size, 1, 0, stream=1)
-    updates = UpdateBatches(DemoCollator(tok), paired, unpaired, rank=0, time_multiple=32, length_multiple=16)
+    updates = UpdateBatches(DemoCollator(tok), paired, unpaired, rank=0, time_multiple=TIME_MULTIPLE,
+                             length_multiple=LENGTH_MULTIPLE)
     batches = [updates[i] for i in range(count)]
     if torch.cuda.is_available():
         batches = [{k: v.pin_memory() for k, v in b.items()} for b in batches]
@@ -58,11 +57,6 @@ def load_batches(args: argparse.Namespace, tok: MSVAETokenizer, count: int) -> l
 def make_model(args: argparse.Namespace, vocab_size: int, seed: int, device: torch.device) -> MSVAEModel:
     torch.manual_seed(seed)
     return MSVAEModel(MSVAEConfig(**(TINY if args.tiny else {}), vocab_size=vocab_size)).to(device).train()
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def profile(step, updates: int, device: torch.device) -> dict[str, Any]:

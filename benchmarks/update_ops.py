@@ -21,15 +21,13 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from train_step import TINY
 
 import msvae_hf  # noqa: F401
 from msvae_hf import MSVAEConfig, MSVAEModel
-from msvae_hf.graphed import FRAME_MULTIPLE
+from msvae_hf.graphed import FRAME_MULTIPLE, LENGTH_MULTIPLE, TIME_MULTIPLE
 from msvae_hf.ops.layout import static_shapes
 from msvae_hf.tokenization_msvae import MSVAETokenizer
-
-TINY = dict(hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32,
-            prior_hidden_size=32, obs_embed_dim=8, action_embed_dim=8)
 
 
 def _computes(func) -> bool:
@@ -153,7 +151,8 @@ def host_assembly(demos: str, runs: int, updates: int, batch_size: int) -> dict[
 
     data, collator = load_from_disk(demos), DemoCollator(MSVAETokenizer.from_grammar())
     batches = [UpdateBatches(collator, StepSampler(data["paired"], batch_size, 1, seed, 0),
-                             StepSampler(data["unpaired"], batch_size, 1, seed, 1), 0, 32, 16) for seed in range(runs)]
+                             StepSampler(data["unpaired"], batch_size, 1, seed, 1), 0, TIME_MULTIPLE, LENGTH_MULTIPLE)
+               for seed in range(runs)]
     batches[0][0]  # first reads (file mapping) outside the clock
     start = time.perf_counter()
     for step in range(updates):

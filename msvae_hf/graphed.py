@@ -20,19 +20,23 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 
 from .ops.layout import layout
-from .run_folder import NonFiniteError
+from .run_folder import NonFiniteError, scalar_terms
 
 WARMUP_UPDATES = 2
 """Eager updates run (and undone) on a side stream before a capture, as ``torch.cuda.graphs`` asks."""
 
 FRAME_MULTIPLE = 1024
 """The observation encoder's frame slots are the batch's real frames rounded up to this (one graph per count)."""
+
+TIME_MULTIPLE, LENGTH_MULTIPLE = 32, 16
+"""The buckets of the captured update's batches: trajectories padded to a multiple of 32 steps, instructions to a
+multiple of 16 tokens (:func:`msvae_hf.data.prefetch.pad_batch`), so that few shapes, each one graph, occur."""
 
 
 def captured_adam(parameters, learning_rate: float) -> torch.optim.Adam:
@@ -62,7 +66,6 @@ class CapturedUpdate:
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_grad_norm: float | None = None,
                  capture: bool | None = None, stream: torch.cuda.Stream | None = None,
-                 terms: Callable[[object], Mapping[str, torch.Tensor]] | None = None,
                  frame_multiple: int | None = FRAME_MULTIPLE, start: int = 0) -> None:
         _check_optimizer(optimizer)
         self.model, self.optimizer, self.max_grad_norm = model, optimizer, max_grad_norm
@@ -73,7 +76,6 @@ class CapturedUpdate:
             raise ValueError(f"capture needs the model on a CUDA device, got {device}")
         self.stream = stream
         self.frame_multiple = frame_multiple
-        self._terms = terms or _scalar_terms
         self.names: list[str] | None = None
         self._graphs: dict[tuple, _Graph] = {}
         self._pool = torch.cuda.graph_pool_handle() if self.capture else None
@@ -104,7 +106,7 @@ class CapturedUpdate:
             norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
         else:
             norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-        terms = self._terms(output)
+        terms = scalar_terms(output)
         if self.names is None:
             self.names = [*terms, "grad_norm"]
         values = torch.stack([*(t.detach().float() for t in terms.values()), norm.detach().float()])
@@ -232,7 +234,3 @@ def _check_optimizer(optimizer: torch.optim.Optimizer) -> None:
     if not all(group.get("fused") and group.get("capturable") for group in optimizer.param_groups):
         raise ValueError("CapturedUpdate needs Adam with fused=True and capturable=True (captured_adam); an "
                          "optimiser state saved by an eager run does not have them: resume it without cuda_graphs")
-
-
-def _scalar_terms(output) -> dict[str, torch.Tensor]:
-    return {k: v for k, v in output.items() if torch.is_tensor(v) and v.dim() == 0}

@@ -171,6 +171,11 @@ def read_json(path: str | Path) -> dict[str, Any]:
                          "edited; restore it or start a new run") from None
 
 
+def scalar_terms(output: Any) -> dict[str, torch.Tensor]:
+    """The scalar tensors of a model output (the loss and, for MS-VAE, every term of Eq. 10), detached."""
+    return {k: v.detach() for k, v in output.items() if torch.is_tensor(v) and v.dim() == 0}
+
+
 def nonfinite_terms(terms: Mapping[str, torch.Tensor | None]) -> list[str]:
     """The names of the terms (tensors of an update's loss, e.g. ``loss``, ``j_bar``, ``v``) holding NaN or inf."""
     return [name for name, value in terms.items()

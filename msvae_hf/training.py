@@ -35,7 +35,7 @@ from .data.sampler import StepSampler
 from .envs.levels import resolve_level
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
 from .evaluation import evaluate_follower, evaluate_speaker
-from .graphed import CapturedUpdate, captured_adam
+from .graphed import LENGTH_MULTIPLE, TIME_MULTIPLE, CapturedUpdate, captured_adam
 from .metrics import smoothed_max
 from .modeling_baselines import FollowerModel, SpeakerModel
 from .modeling_msvae import MSVAEModel
@@ -51,6 +51,7 @@ from .run_folder import (
     register_checkpoint_hooks,
     save_best,
     save_checkpoint,
+    scalar_terms,
     selections,
 )
 from .runtime import adam, provenance, retain_freed_memory
@@ -175,11 +176,6 @@ def claim_run_folder(cfg: TrainConfig, accelerator: Accelerator, command: str | 
     return lock
 
 
-def scalar_terms(output: Any) -> dict[str, torch.Tensor]:
-    """The scalar tensors of a model output (the loss and, for MS-VAE, every term of Eq. 10), detached."""
-    return {k: v.detach() for k, v in output.items() if torch.is_tensor(v) and v.dim() == 0}
-
-
 def continuable_checkpoint(cfg: TrainConfig) -> Path:
     """The checkpoint of the finished run ``cfg.continue_from`` that ``cfg`` continues from; ValueError or
     FileNotFoundError naming what stands in the way (nothing is written).
@@ -293,7 +289,7 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     unpaired_sampler = None
     if cfg.model_type == "msvae" and unpaired is not None and len(unpaired) and raw_model.config.uses_unpaired:
         unpaired_sampler = StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, world, cfg.seed, stream=1)
-    bucket = dict(time_multiple=32, length_multiple=16) if cfg.cuda_graphs else {}
+    bucket = dict(time_multiple=TIME_MULTIPLE, length_multiple=LENGTH_MULTIPLE) if cfg.cuda_graphs else {}
     update_batches = UpdateBatches(collator, paired_sampler, unpaired_sampler, rank, **bucket)
 
     # Everything is checked: the first write is the lock, and the folder is checked again under it.
