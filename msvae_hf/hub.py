@@ -74,14 +74,17 @@ def render_model_card(
     tags: Sequence[str] = (),
     eval_results: Sequence[EvalResult] = (),
     base_models: Sequence[str] = (),
+    hub_dataset: bool | None = None,
 ) -> ModelCard:
     """The model card of an MS-VAE, follower or speaker checkpoint (`model_kind`, see `MODEL_KINDS`).
 
     `metrics` fill the card's results table; `eval_results` (e.g. `run_eval_results`) go into its metadata as
     the Hub's `model-index`, under the model name `repo_id` without its namespace. The metadata also carries the
     package's license, the pipeline tag of what the checkpoint does (a follower acts: reinforcement-learning; a
-    speaker writes: text-generation), `datasets` where `dataset` is a Hub id (a local path is not one) and
-    `base_model`: the Hub ids of the checkpoints it was initialised from (MS-VAE: its baselines, App. D).
+    speaker writes: text-generation), `datasets` where `dataset` is a Hub id and `base_model`: the Hub ids of the
+    checkpoints it was initialised from (MS-VAE: its baselines, App. D). ``hub_dataset`` says whether `dataset`
+    names a Hub dataset; None reads it as ``load_dataset`` would from here: a local folder first (a path that
+    exists, or starts with ``.``, ``/`` or ``~``), else a Hub id if it reads as one.
     """
     if model_kind not in MODEL_KINDS:
         raise ValueError(f"model_kind must be one of {sorted(MODEL_KINDS)}, got {model_kind!r}")
@@ -93,7 +96,7 @@ def render_model_card(
         pipeline_tag=PIPELINE_TAGS[model_kind],
         base_model=list(base_models) or None,
         tags=list(dict.fromkeys(["msvae", "babyai", "minigrid", "instruction-following", model_kind, *tags])),
-        datasets=[dataset] if _is_repo_id(dataset) else None,
+        datasets=[dataset] if (_is_repo_id(dataset) if hub_dataset is None else hub_dataset) else None,
         metrics=[name for name in ("success_rate", "bleu") if name in metrics] or None,
         model_name=repo_id.split("/")[-1] if eval_results else None,
         eval_results=list(eval_results) or None,
@@ -315,12 +318,14 @@ def run_metrics(results: Mapping[str, Any], train_config: Mapping[str, Any]) -> 
     return metrics
 
 
-def run_eval_results(results: Mapping[str, Any], train_config: Mapping[str, Any], dataset: str) -> list[EvalResult]:
+def run_eval_results(results: Mapping[str, Any], train_config: Mapping[str, Any],
+                     hub_dataset: str | None = None) -> list[EvalResult]:
     """The pushed weights' (``best/``) metrics as model-index entries, so the Hub shows them with the model.
 
     A follower's (and MS-VAE's) success rate on rollouts of the level, test and App. D's validation protocol;
-    a speaker's (and MS-VAE's) BLEU on the test split of the demonstration set ``dataset``. Each
-    ``metric_name`` states its protocol.
+    a speaker's (and MS-VAE's) BLEU on the test split of the demonstrations: the Hub dataset ``hub_dataset``, or
+    (None: a local folder, which names no dataset on the Hub) the level's. Each ``metric_name`` states its
+    protocol.
     """
     level = str(results.get("level"))
     entries = []
@@ -336,7 +341,7 @@ def run_eval_results(results: Mapping[str, Any], train_config: Mapping[str, Any]
     if results.get("test_bleu") is not None:
         entries.append(EvalResult(
             task_type="text-generation", task_name="Instruction generation (speaker)",
-            dataset_type=dataset if _is_repo_id(dataset) else level,  # a local path names no dataset on the Hub
+            dataset_type=hub_dataset or level,
             dataset_name=f"{level} bot demonstrations", dataset_split="test", metric_type="bleu",
             metric_value=results.get("test_bleu_of_best", results["test_bleu"]),
             metric_name=_test_bleu_protocol(train_config),
@@ -385,13 +390,22 @@ def render_run_card(run_dir: str | Path, repo_id: str = "<repo_id>", dataset: st
     kind = run_kind(config)
     model_config = json.loads((run_dir / "best" / "config.json").read_text(encoding="utf-8"))
     shown = _shown_config(run_dir, config, dataset)
+    demos = str(config.get("demos"))
+    hub = dataset or (demos if _trained_on_hub(demos, run_dir, config) else None)
     card = render_model_card(
         {"train_config": shown, "model_config": model_config}, run_metrics(results, config),
         run_training_command(run_dir), str(shown.get("demos")), kind, repo_id=repo_id,
-        eval_results=run_eval_results(results, config, str(shown.get("demos"))), base_models=base_models,
+        eval_results=run_eval_results(results, config, hub), base_models=base_models, hub_dataset=hub is not None,
     )
     card.text += _demos_section(str(config.get("demos")), str(shown.get("demos")), _training_roots(run_dir, config))
     return card
+
+
+def _trained_on_hub(demos: str, run_dir: Path, train_config: Mapping[str, Any]) -> bool:
+    """Whether a run's recorded ``demos`` named a Hub dataset: a Hub id that is no folder, here or under the
+    folder the run was trained from (``_training_roots``)."""
+    roots = _training_roots(run_dir, train_config)
+    return _is_repo_id(demos) and not any(Path(root, demos).exists() for root in roots)
 
 
 def _relative_extras(run_dir: Path, stage: Path, dataset: str | None) -> None:
