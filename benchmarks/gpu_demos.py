@@ -1,6 +1,6 @@
 """The demo folder benchmarks/gpu_update.sh carries to the GPU machine (12 MB): from a BossLocal study's demos,
-its pairs twice and 48 valid pairs as the paired split (2,048 rows, so that 16 runs of stacked_step.py read rows
-of their own), the first 16,384 unpaired trajectories, and 64 valid and 64 test pairs.
+its pairs twice and 48 valid pairs as the paired split (2,048 rows, so that 16 runs of 128 pairs read rows of
+their own), the first 16,384 unpaired trajectories, and 64 valid and 64 test pairs.
 
     python benchmarks/gpu_demos.py data/bosslocal_100k .gpu/demos
 """

@@ -44,15 +44,6 @@ def rows(folder: Path) -> list[list[str]]:
             out.append([f"scripts/train.py {'--cuda-graphs' if mode == 'graphs' else '(eager)'}",
                         _num(r["updates"] / training), _num(1e3 * training / r["updates"], 2), "", "", "",
                         f"{r['updates']} updates, validation {r.get('validation_time_s')} s apart"])
-    stacked = _read(folder, "stacked_step.json")
-    if stacked:
-        p = stacked.get("processes", {})
-        out.append([f"{p.get('processes')} processes (MSVAEModel each)", _num(p.get("updates_per_s")), "", "", "", "",
-                    ""])
-        for s in stacked.get("stacked", []):
-            out.append([f"StackedMSVAE, R = {s.get('runs')}", _num(s.get("updates_per_s")),
-                        _num(1e3 * s.get("seconds_per_update", 0) / s.get("runs", 1), 2), "", "", "",
-                        "out of memory" if s.get("out_of_memory") else ""])
     return out
 
 

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# On a GPU machine, about 6 minutes: the GPU training path measured against today's, in one call.
+# On a GPU machine, about 5 minutes: the captured GPU update measured against the eager one, in one call.
 #   1. benchmarks/gpu_update.py: eager MSVAEModel, the static layout uncaptured, and CapturedUpdate with R = 1, 16,
 #      64 runs on their own streams (updates/s, kernels and device-busy ms per update, memory per run)
 #   2. scripts/train.py end to end (data assembled ahead in 4 worker processes, validation timed apart),
 #      App. D sizes, MS-VAE full from scratch: --cuda-graphs, then the eager update
-#   3. benchmarks/stacked_step.py: today's stacked (R = 16) and 9-process layouts
 # DEMOS is a demo folder with paired, unpaired, valid and test splits (python benchmarks/gpu_demos.py makes the
 # BossLocal one the results used); everything comes back under $OUT.
 #   OUT=/tmp/gpu DEMOS=.gpu/demos bash benchmarks/gpu_update.sh
@@ -59,9 +58,6 @@ EOF
   cp "$run_dir/$mode/results.json" "$OUT/train_$mode.json" 2>/dev/null
 done
 
-section "stacked_step.py (today's layouts)"
-timeout 80 python benchmarks/stacked_step.py --demos "$DEMOS" --device cuda --runs 16 --processes 9 --steps 3 \
-  --warmup 1 --out "$OUT/stacked_step.json" 2>&1 | grep -v "^Sampling rejected" | tail -n 3 >> "$log"
 section "summary"
 python benchmarks/gpu_summary.py "$OUT" >> "$log" 2>&1
 cat "$log"

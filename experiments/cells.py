@@ -207,8 +207,6 @@ class Cell:
     """for a training cell, its run folder: resumed where it holds a checkpoint"""
     question: str = "tables"
     """the key in :data:`QUESTIONS` of what this cell helps answer"""
-    members: tuple[tuple[str, Path], ...] = ()
-    """for seeds trained as one stack: the (cell name, run folder) of each seed's training cell"""
     after: tuple[str, ...] = ()
     """cells that run first where they run too, never started for this one: the run it continues (a run of the
     whole budget from the start is the same run, for where that one is not on this machine)"""

@@ -5,8 +5,6 @@
 #   bash experiments/gpu_grid.sh bosslocal --cells 'msvae*_ownobs/*' --jobs 9 --dry-run   # only print
 #   OUT=/path/back bash experiments/gpu_grid.sh bosslocal --cells 'mean_msvae*/*' --seeds 0 1 2 --cuda-graphs --jobs 6
 #     (--cuda-graphs: each training cell's updates replayed as CUDA graphs, about 5x the eager loop's speed)
-#   OUT=/path/back bash experiments/gpu_grid.sh gotoseqlocal --seeds 0 1 2 --stack --jobs 6
-#     (--stack: each MS-VAE row's seeds with unpaired data as one stacked model, scripts/train_stacked.py)
 #
 # The arguments are experiments/reproduce.py's: it skips finished cells, resumes checkpointed runs and starts
 # each cell once what it needs is done; every run shares the GPU, which the trainer (accelerate) picks by

@@ -9,10 +9,6 @@
 Without ``--seeds`` each row runs on the seeds the study ran it on (experiments/cells.py); with them, every
 row on those seeds (and seed 0).
 
-With ``--stack`` the unfinished seeds of each MS-VAE row that trains on unpaired data (V or D') run as one
-cell, ``scripts/train_stacked.py``: one stacked model on one device, the GPU's layout; each seed's folder gets
-what its own cell would write, and the stack's checkpoints go to ``runs/<level>/stacks/<row>_seeds<...>``.
-
 With ``--cuda-graphs`` every training cell runs ``scripts/train.py --cuda-graphs --loader-workers 2``: on one CUDA
 device its updates are replayed as CUDA graphs (msvae_hf.graphed, docs/results/benchmarks.md "The GPU update").
 
@@ -47,9 +43,7 @@ from pathlib import Path
 
 from cells import Cell, level_cells
 
-from msvae_hf.configuration_msvae import MSVAEConfig
 from msvae_hf.run_folder import checkpoint_dirs
-from msvae_hf.train_config import load_config
 
 
 def run_record(run: Path) -> dict:
@@ -96,80 +90,19 @@ def continued_run(command: tuple[str, ...] | list[str]) -> str | None:
 
 def prepare(cell: Cell, dry_run: bool = False) -> list[str]:
     """The command to run now: with ``--resume`` where the run folder holds a checkpoint. A run folder without
-    one (a start killed before its first checkpoint) is removed, unless ``dry_run``; for a stack, its seeds'
-    folders too. A run to continue (``--continue-from``) that left no checkpoint (e.g. a seed of a stack) is
-    trained from the start to the whole budget instead, the same run (decided when the cell starts, not in a
-    ``dry_run``, where the run to continue may not have trained yet)."""
+    one (a start killed before its first checkpoint) is removed, unless ``dry_run``. A run to continue
+    (``--continue-from``) that left no checkpoint is trained from the start to the whole budget instead, the same
+    run (decided when the cell starts, not in a ``dry_run``, where the run to continue may not have trained
+    yet)."""
     command = list(cell.command)
     if cell.run_dir is not None and checkpoint_dirs(cell.run_dir):
         return [*command, "--resume"]
     if (source := continued_run(command)) is not None and not dry_run and not checkpoint_dirs(source):
         at = command.index("--continue-from")
         del command[at:at + 2]
-    if not dry_run:
-        for folder in (cell.run_dir, *(run for _, run in cell.members)):
-            if folder is not None and folder.exists():
-                shutil.rmtree(folder)
+    if not dry_run and cell.run_dir is not None and cell.run_dir.exists():
+        shutil.rmtree(cell.run_dir)
     return command
-
-
-def stackable(cell: Cell, pending: set[str] = frozenset()) -> tuple[str, int] | None:
-    """(row, seed) of a fresh MS-VAE training cell that trains on unpaired data (its batches are stackable),
-    else None: a cell that starts from a saved model trains alone, and so does one that continues a run whose
-    checkpoint is here or among the ``pending`` cells (a run continued from nothing is a fresh run)."""
-    command = cell.command
-    if command[:2] != ("python", "scripts/train.py") or cell.run_dir is None or "--init-from" in command:
-        return None
-    if (source := continued_run(command)) is not None and (checkpoint_dirs(source) or set(cell.after) & pending):
-        return None
-    if checkpoint_dirs(cell.run_dir):
-        return None
-    cfg = load_config(command[command.index("--config") + 1])
-    if cfg.model_type != "msvae" or not MSVAEConfig(**cfg.model).uses_unpaired:
-        return None
-    row, _, seed = cell.name.partition("/seed")
-    return row, int(seed)
-
-
-def stack_seeds(level: str, cells: list[Cell], todo: list[Cell]) -> tuple[list[Cell], list[Cell]]:
-    """``--stack``: the stackable cells of ``todo`` of each row (two seeds or more) become one cell that
-    trains them together; cells that need one of them then wait for the stack. Returns (cells, todo)."""
-    rows: dict[str, list[tuple[int, Cell]]] = {}
-    pending = {c.name for c in todo}
-    for cell in todo:
-        if (found := stackable(cell, pending)) is not None:
-            rows.setdefault(found[0], []).append((found[1], cell))
-    for row, group in rows.items():
-        if len(group) < 2:
-            continue
-        seeds = [str(seed) for seed, _ in group]
-        members = [cell for _, cell in group]
-        shared = [_without_run_flags(c.command) for c in members]
-        if any(other != shared[0] for other in shared):
-            continue  # seeds with other flags: each its own cell
-        names = {c.name for c in members}
-        stack_dir = Path("runs", level, "stacks", f"{row}_seeds{'-'.join(seeds)}")
-        command = ("python", "scripts/train_stacked.py", *shared[0][2:], "--seeds", *seeds,
-                   "--output-dirs", *(str(c.run_dir) for c in members), "--stack-dir", str(stack_dir))
-        needs = tuple(dict.fromkeys(n for c in members for n in c.needs if n not in names))
-        stack = Cell(f"{row}/stack{'-'.join(seeds)}", command, members[-1].output, needs, stack_dir,
-                     members[0].question, tuple((c.name, c.run_dir) for c in members))
-        todo = [stack if c is members[0] else c for c in todo if c.name not in names or c is members[0]]
-        cells = [*cells, stack]
-    return cells, todo
-
-
-def _without_run_flags(command: tuple[str, ...]) -> tuple[str, ...]:
-    """A train.py command without its --seed, --output-dir and --continue-from flags."""
-    out, skip = [], False
-    for arg in command:
-        if skip:
-            skip = False
-        elif arg in ("--seed", "--output-dir", "--continue-from"):
-            skip = True
-        else:
-            out.append(arg)
-    return tuple(out)
 
 
 def recorded(level: str, cell: Cell, results_root: Path = Path("results")) -> bool:
@@ -225,8 +158,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=2, help="cells run at once")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each cell")
     parser.add_argument("--num-proc", type=int, default=2, help="bot processes of the demos cell (same data)")
-    parser.add_argument("--stack", action="store_true",
-                        help="the seeds of each MS-VAE row with unpaired data as one stacked cell (for a GPU)")
     parser.add_argument("--cuda-graphs", action="store_true",
                         help="train.py cells with --cuda-graphs --loader-workers 2 (one CUDA device; its records "
                              "say so in their config)")
@@ -243,11 +174,8 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as err:
         raise SystemExit(f"error: {err}") from err
     todo = [c for c in cells if not c.output.exists()]
-    if args.stack:
-        every, todo = stack_seeds(args.level, every, todo)
-        cells = [*cells, *(c for c in every if c.members)]
     for cell in cells:
-        if cell.output.exists() and cell.run_dir is not None and not cell.members:
+        if cell.output.exists() and cell.run_dir is not None:
             save_record(args.level, cell.run_dir)
     if args.dry_run:
         for cell in todo:
@@ -292,11 +220,10 @@ def schedule(cells: list[Cell], todo: list[Cell], running: dict[str, tuple[subpr
             cell = next(c for c in cells if c.name == name)
             minutes = (time.time() - started) / 60
             if proc.returncode == 0 and cell.output.exists():
-                done.update([name, *(member for member, _ in cell.members)])
+                done.add(name)
                 print(f"done   {name} ({minutes:.1f} min)", flush=True)
-                for run in [run for _, run in cell.members] or [cell.run_dir]:
-                    if run is not None:
-                        save_record(args.level, run)
+                if cell.run_dir is not None:
+                    save_record(args.level, cell.run_dir)
             else:
                 failed.append(name)
                 print(f"FAILED {name} (exit {proc.returncode}; see {logs / (name.replace('/', '_') + '.log')})",
@@ -304,14 +231,14 @@ def schedule(cells: list[Cell], todo: list[Cell], running: dict[str, tuple[subpr
         while blocked := {c.name for c in todo if any(n in failed for n in c.needs)}:  # and what needs those
             todo[:] = [c for c in todo if c.name not in blocked]
             failed += sorted(blocked)
-        pending = {name for c in cells if c in todo or c.name in running for name in (c.name, *dict(c.members))}
+        pending = {c.name for c in cells if c in todo or c.name in running}
         ready = [c for c in todo if all(n in done for n in c.needs) and not set(c.after) & pending]
         if todo and not ready and not running:
             sys.exit(f"cannot start {', '.join(c.name for c in todo)}: what they need is neither done nor running")
         for cell in ready:
             if cell.output.exists():  # finished meanwhile, e.g. by another driver
                 todo.remove(cell)
-                done.update([cell.name, *(member for member, _ in cell.members)])
+                done.add(cell.name)
                 continue
             if len(running) >= args.jobs:
                 break

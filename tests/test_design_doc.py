@@ -88,8 +88,8 @@ def test_cites_nothing_outside_the_repository() -> None:
     assert "shared/" not in DOC and "/work/" not in DOC and "http" not in DOC
 
 
-#: What msvae_hf/training.py is imported for: the loop and the steps the stacked trainer shares with it, never a
-#: utility (those live in runtime.py, run_folder.py, train_config.py, data/sampler.py).
+#: What msvae_hf/training.py is imported for: the loop and its steps, never a utility (those live in runtime.py,
+#: run_folder.py, train_config.py, data/sampler.py).
 TRAINING_EXPORTS = {"train", "build_model", "load_training_data", "final_evaluation", "validate", "keep_best",
                     "check_resume_config", "MODEL_TYPES"}
 

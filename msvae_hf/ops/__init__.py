@@ -14,10 +14,10 @@ they would hide ``msvae_hf.ops.layout`` and ``msvae_hf.ops.linear``; import them
 from .layout import frame_slots, grouped, is_static, length_groups, real_positions, static_shapes
 from .linear import Linear, onednn_linear, onednn_matmul
 from .positions import DensePositions, FrameSlots, LengthGroups, RealPositions, masked_scatter_frames
-from .recurrence import gru_update, lstm_update, packed_recurrence, run_recurrence
+from .recurrence import packed_recurrence, run_recurrence
 
 __all__ = [
-    "DensePositions", "FrameSlots", "LengthGroups", "Linear", "RealPositions", "frame_slots", "grouped", "gru_update",
-    "is_static", "length_groups", "lstm_update", "masked_scatter_frames", "onednn_linear", "onednn_matmul",
+    "DensePositions", "FrameSlots", "LengthGroups", "Linear", "RealPositions", "frame_slots", "grouped",
+    "is_static", "length_groups", "masked_scatter_frames", "onednn_linear", "onednn_matmul",
     "packed_recurrence", "real_positions", "run_recurrence", "static_shapes",
 ]

@@ -3,7 +3,7 @@
 :func:`run_recurrence` picks the run for the layout in force (:mod:`msvae_hf.ops.layout`): over the padded batch
 in the static layout (:func:`_run_padded`), stepped on the real positions in packed order on the CPU
 (:func:`packed_recurrence`), or on a ``PackedSequence`` elsewhere. :func:`gru_update` and :func:`lstm_update` are
-one step of ``nn.GRU`` and ``nn.LSTM``, shared with the stacked runs (:mod:`msvae_hf.stacked`).
+one step of ``nn.GRU`` and ``nn.LSTM``.
 """
 
 from __future__ import annotations

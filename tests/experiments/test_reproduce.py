@@ -145,24 +145,7 @@ def test_the_stop_handler_is_put_back(tmp_path: Path, monkeypatch) -> None:
     assert signal.getsignal(signal.SIGTERM) is before and Path("a.done").exists()
 
 
-def test_stack_joins_the_seeds_of_each_msvae_row_with_unpaired_data(tmp_path: Path, monkeypatch, capsys) -> None:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "configs").symlink_to(Path(__file__).resolve().parents[2] / "configs")
-    reproduce.main(["gotoseqlocal", "--dry-run", "--stack", "--seeds", "0", "1", "2",
-                    "--cells", "msvae/*", "msvae_paired/*", "msvae_speaker_follower/seed1"])
-    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
-    assert "msvae/stack0-1-2" in lines and not any(name.startswith("msvae/seed") for name in lines)
-    assert lines["msvae/stack0-1-2"] == (
-        "python scripts/train_stacked.py --config configs/gotoseqlocal/msvae.yaml --threads 1 --seeds 0 1 2 "
-        "--output-dirs runs/gotoseqlocal/msvae runs/gotoseqlocal/msvae_seed1 runs/gotoseqlocal/msvae_seed2 "
-        "--stack-dir runs/gotoseqlocal/stacks/msvae_seeds0-1-2")
-    order = list(lines)
-    assert order.index("msvae/stack0-1-2") < order.index("labels/msvae") < order.index("msvae_speaker_follower/seed1")
-    # gamma = alpha = 0: no unpaired batch, so each seed stays its own cell
-    assert {"msvae_paired/seed0", "msvae_paired/seed1", "msvae_paired/seed2"} <= set(lines)
-
-
-def test_continued_runs_wait_for_the_run_they_continue_and_stack_where_it_is_not_here(
+def test_continued_runs_wait_for_the_run_they_continue_or_train_the_whole_budget_where_it_is_not_here(
         tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs").symlink_to(Path(__file__).resolve().parents[2] / "configs")
@@ -176,20 +159,10 @@ def test_continued_runs_wait_for_the_run_they_continue_and_stack_where_it_is_not
         "python scripts/train.py --config configs/bosslocal/msvae_4000.yaml --threads 1 --continue-from "
         "runs/bosslocal/msvae_seed2 --seed 2 --output-dir runs/bosslocal/msvae_4000_seed2")
     assert not any(name.startswith("msvae/") for name in lines)
-    # on a GPU's layout, with nothing here to continue: one stack of the whole budget
-    lines = dry_run("--stack", "--cells", "msvae_4000/*")
-    assert lines["msvae_4000/stack0-1-2"] == (
-        "python scripts/train_stacked.py --config configs/bosslocal/msvae_4000.yaml --threads 1 --seeds 0 1 2 "
-        "--output-dirs runs/bosslocal/msvae_4000 runs/bosslocal/msvae_4000_seed1 runs/bosslocal/msvae_4000_seed2 "
-        "--stack-dir runs/bosslocal/stacks/msvae_4000_seeds0-1-2")
-    # the runs to continue run too: they stack, and each continuation trains alone after them
-    lines = dry_run("--stack", "--cells", "msvae/*", "msvae_4000/*")
-    order = list(lines)
-    assert "msvae/stack0-1-2" in order and "--continue-from" in lines["msvae_4000/seed1"]
     cell = next(c for c in level_cells("bosslocal") if c.name == "msvae_4000/seed2")
     assert cell.after == ("msvae/seed2",) and "msvae/seed2" not in cell.needs
     source = tmp_path / "runs" / "bosslocal" / "msvae_seed2"
-    source.mkdir(parents=True)  # a stack's seed: results, no checkpoint -> the whole budget from the start
+    source.mkdir(parents=True)  # a finished run without its checkpoint -> the whole budget from the start
     assert "--continue-from" not in reproduce.prepare(cell)
     (source / "checkpoints" / "step-0002000").mkdir(parents=True)
     (source / "checkpoints" / "step-0002000" / "train_state.json").write_text("{}")
@@ -208,26 +181,6 @@ def test_a_cell_runs_after_a_pending_cell_but_does_not_start_it(tmp_path: Path, 
     Path("later.done").unlink()
     reproduce.schedule([later], [later], {}, set(), [], Path("logs"), args)  # "first" not to run: no wait
     assert "start  later" in capsys.readouterr().out and Path("later.done").exists()
-
-
-def test_a_finished_stack_marks_its_seeds_done(tmp_path: Path, monkeypatch, capsys) -> None:
-    monkeypatch.chdir(tmp_path)
-    members = (("m/seed1", Path("runs/x/m_seed1")), ("m/seed2", Path("runs/x/m_seed2")))
-    code = ("import json, pathlib\nfor d in ['runs/x/m_seed1', 'runs/x/m_seed2']:\n"
-            "    p = pathlib.Path(d); p.mkdir(parents=True)\n"
-            "    (p / 'train_config.json').write_text('{}'); (p / 'results.json').write_text('{\"seed\": 1}')")
-    stack = Cell("m/stack1-2", (sys.executable, "-c", code), Path("runs/x/m_seed2/results.json"),
-                 run_dir=Path("runs/x/stacks/m"), members=members)
-    cells = [stack, stub("after", ("m/seed1", "m/seed2"))]
-    monkeypatch.setattr(reproduce.time, "sleep", lambda s: None)
-    Path("logs").mkdir()
-    failed: list[str] = []
-    reproduce.schedule(cells, list(cells), {}, set(), failed, Path("logs"),
-                       argparse.Namespace(level="gotoseqlocal", jobs=1))
-    out = capsys.readouterr().out
-    assert not failed
-    assert out.index("done   m/stack1-2") < out.index("start  after") and Path("after.done").exists()
-    assert {p.name for p in Path("results/gotoseqlocal/runs").iterdir()} == {"m_seed1.json", "m_seed2.json"}
 
 
 def test_cuda_graphs_reaches_the_training_cells_only(tmp_path: Path, monkeypatch, capsys) -> None:
