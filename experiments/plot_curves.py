@@ -123,7 +123,8 @@ def plot_level(level: str, out: str | Path, results: str | Path = "results",
     no curve (recorded before curves were) is drawn from its run trained again (``results/<level>/reruns/``), if
     there is one. Returns the rows drawn."""
     from cells import level_rows, row_label
-    from collect_results import PAPER, records_by_row, records_with_curves
+    from result_tables.paper import PAPER
+    from result_tables.records import records_by_row, records_with_curves
 
     rows = records_by_row(records_with_curves(level, Path(results)))
     study = level_rows(level)

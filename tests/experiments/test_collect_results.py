@@ -1,5 +1,5 @@
-"""experiments/collect_results.py: App. D's statistics over seeds, the paper's tables, and documents whose
-marked tables are re-rendered from results/ (the committed documents among them)."""
+"""experiments/collect_results.py's tables (experiments/result_tables/): App. D's statistics over seeds, the paper's
+tables, and documents whose marked tables are re-rendered from results/ (the committed documents among them)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,36 @@ import json
 import math
 from pathlib import Path
 
-import collect_results
 import pytest
+from result_tables.benchmarks import (
+    table_attention_layout,
+    table_demo_dataset,
+    table_demo_generation,
+    table_demo_storage,
+    table_gemm_peaks,
+    table_kernel_bound,
+    table_resume,
+    table_rollout_ratios,
+    table_smoke,
+    table_train_step_compare,
+    table_train_step_log,
+    table_train_step_peak,
+    table_train_step_profile,
+)
+from result_tables.markdown import MARK, TABLES, refresh
+from result_tables.paper import table_paper, table_tests
+from result_tables.readings import table_readings
+from result_tables.records import load_records, p_greater, records_trained_again, records_with_curves
+from result_tables.runs import (
+    quarter_means,
+    table_budget,
+    table_flatness,
+    table_reruns,
+    table_runs,
+    table_seeds,
+    table_seeds_again,
+)
+from result_tables.studies import table_gradient_sweep, table_probe_data, table_rescoring, table_validation
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,14 +92,14 @@ def root(tmp_path: Path) -> Path:
 
 def test_p_greater_matches_the_closed_form():
     a, b = [66.0, 63.0, 65.0], [50.0, 52.0, 53.0]
-    one, two = collect_results.p_greater(a, b)
+    one, two = p_greater(a, b)
     assert one == pytest.approx(student_p_greater(a, b), rel=1e-9) and two == pytest.approx(2 * one, rel=1e-9)
-    assert collect_results.p_greater([1.0], b) == (None, None)  # one seed: no test
-    assert collect_results.p_greater([1.0, 1.0], [1.0, 1.0]) == (None, None)  # no spread: no p
+    assert p_greater([1.0], b) == (None, None)  # one seed: no test
+    assert p_greater([1.0, 1.0], [1.0, 1.0]) == (None, None)  # no spread: no p
 
 
 def test_seed_table(root):
-    lines = collect_results.table_seeds("gotoseqlocal", "msvae_paired,msvae", root)
+    lines = table_seeds("gotoseqlocal", "msvae_paired,msvae", root)
     assert lines[0] == "| method | test SR (%) | test BLEU-4 | test BLEU-4 of best/ (MS-VAE) |"
     paired, full = lines[2], lines[3]
     assert paired.startswith("| MS-VAE, paired only | 51.7 +- 1.5 (n = 3) | 24.67 +- 0.76 (n = 3) |")
@@ -82,14 +110,14 @@ def test_seed_table(root):
 
 
 def test_paper_and_tests_tables(root):
-    paper = collect_results.table_paper("gotoseqlocal", root)
+    paper = table_paper("gotoseqlocal", root)
     # the fixture's records give the App. D protocol the test SR's value: the two columns agree
     assert paper[2] == ("| supervised (follower; speaker) | 52.0 +- 2.0 (n = 3) | 52.0 +- 2.0 (n = 3) | 55.0 | "
                         "30.00 (n = 1) | 10.43 |")
     assert paper[3].startswith("| MS-VAE, paired only | 51.7 +- 1.5 (n = 3) | 51.7 +- 1.5 (n = 3) | 51.0 |")
     assert paper[4] == "| MS-VAE + V | - | - | 68.3 | - | 10.86 |"  # no runs yet
     tests = {line.split(" | ")[0] + " | " + line.split(" | ")[1]: line
-             for line in collect_results.table_tests("gotoseqlocal", root)[2:]}
+             for line in table_tests("gotoseqlocal", root)[2:]}
     full_vs_paired = tests["| MS-VAE full > MS-VAE paired only | test SR (%)"]
     p = student_p_greater([66.0, 63.0, 65.0], [50.0, 52.0, 53.0])
     assert f"| 64.67 vs 51.67 (n = 3, 3) | {p:.2g} [" in full_vs_paired and full_vs_paired.endswith("| 71.7 vs 51 |")
@@ -98,7 +126,7 @@ def test_paper_and_tests_tables(root):
 
 
 def test_runs_table_lists_seeds_and_the_floor(root):
-    lines = collect_results.table_runs("gotoseqlocal", "follower,msvae", root)
+    lines = table_runs("gotoseqlocal", "follower,msvae", root)
     assert [line.split(" | ")[1] for line in lines[2:8]] == ["0", "1", "2", "0", "1", "2"]
     assert "best valid SR (update 10)" in lines[5] and "best valid BLEU (update 8)" in lines[6]
     assert lines[-1].startswith("| floor: random 3 actions | - | 0.100 |")
@@ -108,14 +136,14 @@ def test_a_document_is_refreshed_and_checked(root, tmp_path):
     doc = tmp_path / "doc.md"
     mark = "<!-- table: python experiments/collect_results.py gotoseqlocal --table seeds:follower,msvae -->\n"
     doc.write_text(f"# Title\n\n{mark}| stale |\n<!-- end table -->\n\nProse after.\n")
-    text, changed = collect_results.refresh(doc, root)
+    text, changed = refresh(doc, root)
     assert changed == ["gotoseqlocal seeds:follower,msvae"]
     assert text.startswith(f"# Title\n\n{mark}| method |") and text.endswith("<!-- end table -->\n\nProse after.\n")
     doc.write_text(text)
-    assert collect_results.refresh(doc, root) == (text, [])
+    assert refresh(doc, root) == (text, [])
     doc.write_text(mark.replace("seeds:", "nonsense:") + "<!-- end table -->\n")
     with pytest.raises(SystemExit, match="unknown table 'nonsense'"):
-        collect_results.refresh(doc, root)
+        refresh(doc, root)
 
 
 def test_committed_documents_match_the_committed_results(monkeypatch):
@@ -124,9 +152,9 @@ def test_committed_documents_match_the_committed_results(monkeypatch):
     documents = [REPO / "README.md", *sorted((REPO / "docs" / "results").glob("*.md"))]
     assert len(documents) > 1, "no results documents"
     for document in documents:
-        text, changed = collect_results.refresh(document)
+        text, changed = refresh(document)
         assert not changed, f"{document.name}: re-run python experiments/collect_results.py ... --write {document}"
-        assert collect_results.MARK.search(text), f"{document.name} has no generated table"
+        assert MARK.search(text), f"{document.name} has no generated table"
 
 
 def test_rescoring_and_probe_data_tables(tmp_path):
@@ -136,13 +164,13 @@ def test_rescoring_and_probe_data_tables(tmp_path):
               "p_rescored_vs_greedy": 0.05, "test_bleu_by_lam": {"0.0": 25.5, "0.2": 25.0, "1.0": 24.5}}
     (level / "rescore.json").write_text(json.dumps(
         {"valid_split": "valid", "test_split": "test", "systems": {"paired only#1": system, "baseline": system}}))
-    lines = collect_results.table_rescoring("bosslocal", "rescore", tmp_path)
+    lines = table_rescoring("bosslocal", "rescore", tmp_path)
     assert lines[2] == "| paired only, seed 1 | 0.2 | 24.00 | 24.50 | 25.00 | 0.050 | 0 | 25.50 |"
     assert lines[3].startswith("| baseline | 0.2 |")
     probe = {"accuracy": 0.4, "majority": 0.35, "test_examples": 20}
     (level / "probes.json").write_text(json.dumps({"examples": 300, "models": {
         "speaker": {"path": "x", "examples_facing_an_object": 100, "type": probe, "colour": probe}}}))
-    assert collect_results.table_probe_data("bosslocal", "probes", tmp_path)[2] == "| speaker | 300 | 100 | 20 |"
+    assert table_probe_data("bosslocal", "probes", tmp_path)[2] == "| speaker | 300 | 100 | 20 |"
 
 
 def test_validation_table_gives_each_row_its_seeds_maxima(tmp_path):
@@ -155,7 +183,7 @@ def test_validation_table_gives_each_row_its_seeds_maxima(tmp_path):
         "| msvae_seed1 | 18.0 16.1 | 18.0 | 0.450 0.625 | 0.625 |\n"
         "| msvae | 16.9 16.6 | 16.9 | 0.510 0.550 | 0.550 |\n"
         "| msvae_paired | 24.2 22.7 | 24.2 | 0.535 0.480 | 0.535 |\n")
-    lines = collect_results.table_validation("bosslocal", "valid", tmp_path)
+    lines = table_validation("bosslocal", "valid", tmp_path)
     assert lines[0] == ("| runs | seeds | max valid BLEU, updates <= 1000 | mean | max valid SR, updates <= 1000 "
                         "| mean |")
     assert lines[2] == "| MS-VAE full (+ V + D') | 0, 1 | 16.9 / 18.0 | 17.4 | 0.550 / 0.625 | 0.588 |"
@@ -190,7 +218,7 @@ def test_train_step_tables_compare_benchmarks_and_match_log_lines_to_their_json(
     gpu.mkdir(parents=True)
     (tmp_path / "benchmarks" / "cpu.json").write_text(json.dumps(train_step_json("no", (0.3, 0.4, 1.2))))
     (gpu / "train_step_fp32.json").write_text(json.dumps(train_step_json("no", (0.01, 0.02, 0.04))))
-    lines = collect_results.table_train_step_compare("benchmarks", "cpu,gpu/train_step_fp32", tmp_path)
+    lines = table_train_step_compare("benchmarks", "cpu,gpu/train_step_fp32", tmp_path)
     assert lines[2] == "| cpu.json | GPU, 4 thread(s), fp32 | 300.0 | 400.0 | 1200.0 | 4.00 |"
     assert lines[3] == ("| gpu/train_step_fp32.json | GPU, 4 thread(s), fp32 | 10.0 (30.00x) | 20.0 (20.00x) "
                         "| 40.0 (30.00x) | 4.00 |")
@@ -199,7 +227,7 @@ def test_train_step_tables_compare_benchmarks_and_match_log_lines_to_their_json(
         '      "seconds_per_update": 0.045,\n  "ratio_msvae_over_follower": 3.0,\n'
         '      "seconds_per_update": 0.01,\n      "seconds_per_update": 0.02,\n'
         '      "seconds_per_update": 0.04,\n  "ratio_msvae_over_follower": 4.0,\n')
-    lines = collect_results.table_train_step_log("benchmarks", "gpu/log", tmp_path)
+    lines = table_train_step_log("benchmarks", "gpu/log", tmp_path)
     assert lines[2] == "| log.txt | 1 of 2 | bf16 autocast (log only) | 15.0 | 20.0 | 45.0 | 3.00 |"
     assert lines[3] == "| log.txt | 2 of 2 | fp32 (= train_step_fp32.json) | 10.0 | 20.0 | 40.0 | 4.00 |"
 
@@ -213,7 +241,7 @@ def test_train_step_peak_table_gives_each_runs_peaks_and_msvae_fraction(tmp_path
     new["models"]["msvae"]["fraction_of_gemm_peak"] = 1.0
     for name, data in (("old", old), ("new", new)):
         (tmp_path / "benchmarks" / f"{name}.json").write_text(json.dumps(data))
-    lines = collect_results.table_train_step_peak("benchmarks", "old,new", tmp_path)
+    lines = table_train_step_peak("benchmarks", "old,new", tmp_path)
     assert lines[2:] == ["| old.json | abcdef0 | 1.5 / 2.0 | 1.0000 | 1.0 | 0.50 |",
                          "| new.json | - | 1.2 | 0.8000 | 1.0 | 1.00 |"]
 
@@ -238,14 +266,14 @@ def test_switch_tables_name_the_settings_and_give_both_peaks(tmp_path):
         if not best:
             del data["models"]["msvae"]["padded"]["fraction_of_best_gemm_peak"]  # a record with one peak only
         (tmp_path / "benchmarks" / f"{name}.json").write_text(json.dumps(data))
-    old = collect_results.table_attention_layout("benchmarks", "old", tmp_path)
+    old = table_attention_layout("benchmarks", "old", tmp_path)
     assert old[0].startswith("| benchmark | model | padded s / update | grouped s / update | padded / grouped |")
     assert old[0].endswith("| fraction of GEMM peak (padded, grouped) |")
     assert old[2] == "| old.json | msvae | 0.5000 | 0.4000 | 1.25x | 2.0, 2.0 | 0.40, 0.50 |"
-    new = collect_results.table_attention_layout("benchmarks", "new", tmp_path)
+    new = table_attention_layout("benchmarks", "new", tmp_path)
     assert new[0].endswith("| fraction of best GEMM peak (f_linear, onednn) |")
     assert new[2] == "| new.json | msvae | 0.5000 | 0.4000 | 1.25x | 2.0, 2.0 | 0.20, 0.25 |"
-    peaks = collect_results.table_gemm_peaks("benchmarks", "new", tmp_path)
+    peaks = table_gemm_peaks("benchmarks", "new", tmp_path)
     assert peaks[2:] == ["| new.json | 1234567 | 9.0 / 10.0 | 19.0 / 20.0 | msvae | 0.4000 | 0.50 | 0.25 |"]
 
 
@@ -258,10 +286,10 @@ def test_kernel_bound_table_puts_each_update_beside_its_kernels(tmp_path):
         "seconds_outside_kernels": 0.125}}}
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / "kb.json").write_text(json.dumps(data))
-    lines = collect_results.table_kernel_bound("benchmarks", "kb", tmp_path)
+    lines = table_kernel_bound("benchmarks", "kb", tmp_path)
     assert "best GEMM peak 200 GFLOP/s" in lines[0]
     assert lines[2:] == ["| msvae | 0.5000 (0.55) | 0.3750 (0.73) | 0.80 | 0.65 | - | 0.1250 |"]
-    assert collect_results.TABLES["kernel_bound"] is collect_results.table_kernel_bound
+    assert TABLES["kernel_bound"] is table_kernel_bound
 
 
 def test_train_step_profile_table_sums_the_kinds_and_rates_each(tmp_path):
@@ -273,7 +301,7 @@ def test_train_step_profile_table_sums_the_kinds_and_rates_each(tmp_path):
                              "flops_per_update": {"convolution": 60e9, "matmul": 20e9, "attention": 1e9, "other": 0}}
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / "cpu.json").write_text(json.dumps(data))
-    lines = collect_results.table_train_step_profile("benchmarks", "cpu", tmp_path)
+    lines = table_train_step_profile("benchmarks", "cpu", tmp_path)
     assert lines[2:] == ["| convolution | 500.0 | 0.50 | 60.0 | 0.74 | 120.0 (1.20) |",
                          "| matmul | 250.0 | 0.25 | 20.0 | 0.25 | 80.0 (0.80) |",
                          "| attention | 100.0 | 0.10 | 1.0 | 0.01 | 10.0 (0.10) |",
@@ -290,8 +318,8 @@ def test_demo_generation_table_shows_cpu_seconds_where_recorded(tmp_path):
     (tmp_path / "benchmarks" / "old.json").write_text(json.dumps(data))
     (tmp_path / "benchmarks" / "new.json").write_text(json.dumps(
         {**data, "cpu_seconds_1proc": 200.0, "cpu_seconds_2proc": 210.0, "cpu_busy_2proc": 0.89}))
-    old = collect_results.table_demo_generation("benchmarks", "old", tmp_path)
-    new = collect_results.table_demo_generation("benchmarks", "new", tmp_path)
+    old = table_demo_generation("benchmarks", "old", tmp_path)
+    new = table_demo_generation("benchmarks", "new", tmp_path)
     assert new[4] == "| CPU seconds, 1 / 2 processes (cores kept busy by 2) | 200.0 / 210.0 (0.89) |"
     assert new[:4] + new[5:] == old  # a benchmark without CPU seconds renders the same rows, less that one
 
@@ -305,10 +333,10 @@ def test_demo_generation_table_lists_each_round_of_a_repeated_timing(tmp_path):
     (tmp_path / "benchmarks" / "rounds.json").write_text(json.dumps(data))
     once = {k: v for k, v in data.items() if k not in ("repeats", "speedup_per_round")}
     (tmp_path / "benchmarks" / "once.json").write_text(json.dumps(once))
-    rounds = collect_results.table_demo_generation("benchmarks", "rounds", tmp_path)
+    rounds = table_demo_generation("benchmarks", "rounds", tmp_path)
     assert rounds[4] == ("| 2 processes against 1, round by round (order alternating; median above) | "
                          "1.75x, 1.80x, 1.91x |")
-    assert rounds[:4] + rounds[5:] == collect_results.table_demo_generation("benchmarks", "once", tmp_path)
+    assert rounds[:4] + rounds[5:] == table_demo_generation("benchmarks", "once", tmp_path)
 
 
 def test_demo_dataset_table_gives_a_rate_only_for_a_generation_from_the_start(tmp_path):
@@ -325,7 +353,7 @@ def test_demo_dataset_table_gives_a_rate_only_for_a_generation_from_the_start(tm
     for name, gen in (("whole", generation), ("resumed", resumed), ("measured", None)):
         (tmp_path / "benchmarks").mkdir(exist_ok=True)
         (tmp_path / "benchmarks" / f"{name}.json").write_text(json.dumps({**data, "generation": gen}))
-    whole, resumed_rows, measured = (collect_results.table_demo_dataset("benchmarks", name, tmp_path)
+    whole, resumed_rows, measured = (table_demo_dataset("benchmarks", name, tmp_path)
                                      for name in ("whole", "resumed", "measured"))
     assert whole[2] == "| demonstrations (BabyAI-BossLocal-v0): paired 1000, unpaired 1000000 | 1001000 |"
     assert whole[3:5] == ["| generation: wall time, 186 demos/s | 1.50 h |",
@@ -342,16 +370,16 @@ def test_gpu_check_tables(tmp_path):
          "test": {"success_rate": 0.03125, "episodes": 64}, "test_bleu": 12.5}))
     (gpu / "smoke_speaker_no.json").write_text(json.dumps(
         {"model_type": "speaker", "updates": 30, "wall_time_s": 9.0, "best": {"step": 15}, "test_bleu": 7.5}))
-    lines = collect_results.table_smoke("benchmarks", "gpu", tmp_path)
+    lines = table_smoke("benchmarks", "gpu", tmp_path)
     assert lines[2] == "| msvae | bf16 (bf16 autocast), under accelerate launch | 30 | 13.7 | 30 | 0.031 (64) | 12.50 |"
     assert lines[3] == "| speaker | no (fp32) | 30 | 9.0 | 15 | - | 7.50 |"
     (gpu / "resume.json").write_text(json.dumps(
         {"uninterrupted_vs_resumed": {"bit_identical": False, "max_abs_diff": 1.1920928955078125e-07}}))
-    assert collect_results.table_resume("benchmarks", "gpu/resume", tmp_path)[2] == \
+    assert table_resume("benchmarks", "gpu/resume", tmp_path)[2] == \
         "| uninterrupted vs resumed | no | 1.2e-07 |"
     (gpu / "rollout.json").write_text(json.dumps(
         {"ratios": {"batched_over_one_at_a_time_steps_per_s": 3.86}, "targets": {"batched_over_one_at_a_time": 10.0}}))
-    assert collect_results.table_rollout_ratios("benchmarks", "gpu/rollout", tmp_path)[2:] == [
+    assert table_rollout_ratios("benchmarks", "gpu/rollout", tmp_path)[2:] == [
         "| batched / one at a time steps/s | 3.86 |"]
 
 
@@ -360,7 +388,7 @@ def test_demo_storage_table(tmp_path):
              "cell_codes": {"unpaired": {"bytes": 1000, "episodes": 2, "bytes_per_demo": 500.0}}}
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / "storage.json").write_text(json.dumps({"levels": {"bosslocal": entry}}))
-    assert collect_results.table_demo_storage("benchmarks", "storage", tmp_path)[2] == \
+    assert table_demo_storage("benchmarks", "storage", tmp_path)[2] == \
         "| BossLocal | unpaired | 2 | 2000 | 500 | 4.0x |"
 
 
@@ -372,7 +400,7 @@ def test_flatness_compares_the_last_quarter_with_a_standard_error(tmp_path):
         record = {"run": run, "history": history, "config": {"eval_episodes": 100}}
         (runs / f"{run}.json").write_text(json.dumps(record))
     (runs / "msvae_seed2.json").write_text(json.dumps({"run": "msvae_seed2"}))  # no curve recorded: left out
-    lines = collect_results.table_flatness("gotoseqlocal", "msvae", tmp_path)
+    lines = table_flatness("gotoseqlocal", "msvae", tmp_path)
     se = math.sqrt(0.81 * 0.19 / 100)
     assert lines[2] == ("| MS-VAE full (+ V + D') | 0 | 0.800 (update 1500) | 0.810 (update 2000) | +0.010 | "
                         f"{se:.3f} | yes | - | - |")  # one evaluation in each quarter: no means
@@ -382,7 +410,7 @@ def test_flatness_compares_the_last_quarter_with_a_standard_error(tmp_path):
               "config": {"eval_episodes": 100}}
     (runs / "msvae_seed2.json").write_text(json.dumps(record))
     se = math.sqrt(0.56 * 0.44 / 100 * (1 / 3 + 1 / 2))
-    assert collect_results.table_flatness("gotoseqlocal", "msvae", tmp_path)[4].endswith(
+    assert table_flatness("gotoseqlocal", "msvae", tmp_path)[4].endswith(
         f"| +0.000 | 0.049 | yes | +0.100 ({se:.3f}) | no |")
 
 
@@ -391,14 +419,14 @@ def test_reruns_sit_beside_their_first_record_and_stay_out_of_the_tables(root):
     again = {**record("follower", "follower", 0.47), "commit": "0123456789"}
     (root / "gotoseqlocal" / "reruns").mkdir()
     (root / "gotoseqlocal" / "reruns" / "follower_0123456.json").write_text(json.dumps(again))
-    lines = collect_results.table_reruns("gotoseqlocal", root)
+    lines = table_reruns("gotoseqlocal", root)
     assert lines[2].split(" | ")[1:7] == ["0", "0.500", "0.470", "-", "-", "0123456"]
     dirty = {**again, "commit": "0123456789-dirty"}  # trained from a working tree with uncommitted changes
     (root / "gotoseqlocal" / "reruns" / "follower_0123456.json").write_text(json.dumps(dirty))
-    assert collect_results.table_reruns("gotoseqlocal", root)[2].split(" | ")[6] == "0123456 (dirty)"
-    seeds = collect_results.table_seeds("gotoseqlocal", "follower", root)
+    assert table_reruns("gotoseqlocal", root)[2].split(" | ")[6] == "0123456 (dirty)"
+    seeds = table_seeds("gotoseqlocal", "follower", root)
     assert "52.0 +- 2.0 (n = 3)" in seeds[2]
-    seeds_again = collect_results.table_seeds_again("gotoseqlocal", "follower", root)  # seed 0: 0.47, not 0.50
+    seeds_again = table_seeds_again("gotoseqlocal", "follower", root)  # seed 0: 0.47, not 0.50
     assert "51.0 +- 3.6 (n = 3)" in seeds_again[2]
 
 
@@ -410,9 +438,9 @@ def test_flatness_reads_a_run_without_a_curve_from_its_run_trained_again(tmp_pat
     history = [{"step": s, "valid/success_rate": v} for s, v in ((1500, 0.6), (2000, 0.5))]
     again = {"run": "msvae", "history": history, "config": {"eval_episodes": 100}}
     (reruns / "msvae_abcdef1.json").write_text(json.dumps(again))
-    lines = collect_results.table_flatness("bosslocal", "msvae", tmp_path)
+    lines = table_flatness("bosslocal", "msvae", tmp_path)
     assert lines[2].startswith("| MS-VAE full (+ V + D') | 0 (again) | 0.600 (update 1500) | 0.500 (update 2000) |")
-    assert collect_results.load_records("bosslocal", tmp_path)["msvae"] == {"run": "msvae"}  # the record as it was
+    assert load_records("bosslocal", tmp_path)["msvae"] == {"run": "msvae"}  # the record as it was
 
 
 def test_budget_table_sets_each_continued_run_beside_the_record_it_continued(tmp_path):
@@ -437,7 +465,7 @@ def test_budget_table_sets_each_continued_run_beside_the_record_it_continued(tmp
     (reruns / "msvae_seed1_abcdef1.json").write_text(json.dumps(first_seed1))  # the run the folder held
     (runs / "msvae_seed1.json").write_text(json.dumps({**first_seed1, "history": curve((2000, 0.3)),
                                                        "test": {"success_rate": 0.3}}))
-    lines = collect_results.table_budget("bosslocal", "msvae_4000", tmp_path)
+    lines = table_budget("bosslocal", "msvae_4000", tmp_path)
     se = math.sqrt(0.7 * 0.3 / 100)
     # seed 0 at 4000: last quarter (3000, 4000] = 0.7 (one evaluation), too few for the quarters' means
     assert lines[2:4] == [
@@ -451,11 +479,11 @@ def test_budget_table_sets_each_continued_run_beside_the_record_it_continued(tmp
 def test_quarter_means_set_the_last_quarter_against_the_one_before():
     history = [{"step": s, "valid/success_rate": v} for s, v in
                ((1000, 0.1), (1200, 0.4), (1400, 0.5), (1600, 0.6), (1800, 0.5), (2000, 0.7))]
-    last, before, se = collect_results.quarter_means({"history": history, "config": {"eval_episodes": 100}})
+    last, before, se = quarter_means({"history": history, "config": {"eval_episodes": 100}})
     p = (0.6 + 0.5 + 0.7 + 0.4 + 0.5) / 5  # (1500, 2000] and (1000, 1500]; update 1000 is in neither
     assert (last, before) == pytest.approx((0.6, 0.45))
     assert se == pytest.approx(math.sqrt(p * (1 - p) / 100 * (1 / 3 + 1 / 2)))
-    assert collect_results.quarter_means({"history": history[-2:], "config": {"eval_episodes": 100}}) is None
+    assert quarter_means({"history": history[-2:], "config": {"eval_episodes": 100}}) is None
 
 
 def test_a_run_trained_again_twice_gives_its_last_rerun_to_curves_and_tables(tmp_path):
@@ -467,9 +495,9 @@ def test_a_run_trained_again_twice_gives_its_last_rerun_to_curves_and_tables(tmp
     for commit in ("7a79ba2", "606f9bc"):
         (tmp_path / "lvl" / "reruns" / f"follower_{commit}.json").write_text(
             json.dumps({"run": "follower", "commit": commit, "history": [{"step": 1}]}))
-    curves = collect_results.records_with_curves("lvl", tmp_path)
+    curves = records_with_curves("lvl", tmp_path)
     assert curves["follower"]["commit"] == "7a79ba2" and curves["follower"]["trained_again"]
-    assert collect_results.records_trained_again("lvl", tmp_path)["follower"]["commit"] == "7a79ba2"
+    assert records_trained_again("lvl", tmp_path)["follower"]["commit"] == "7a79ba2"
     assert "trained_again" not in curves["speaker"]  # a record with its own curve keeps it
 
 
@@ -482,7 +510,7 @@ def test_readings_table_reads_each_statement_under_each_reduction(root: Path):
              record("mean_msvae_gamma1", "msvae", 0.58, 21.0), record("mean_msvae_beta1", "msvae", 0.30, 10.0)]
     for r in extra:
         (runs / f"{r['run']}.json").write_text(json.dumps(r))
-    lines = collect_results.table_readings("gotoseqlocal", root)
+    lines = table_readings("gotoseqlocal", root)
     cells = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[2:] for line in lines[2:]}
     gamma_sr = cells["App. D: gamma = 1 changes little, gamma = 100 helps (gain over paired only)"]
     # sum: gains of msvae (66) and msvae_gamma1 seed 0 (52) over msvae_paired seed 0 (50): +16 vs +2, minor
@@ -508,7 +536,7 @@ def test_gradient_sweep_gives_alpha_d_against_j_bar(root: Path):
                                               "grad_norm_gamma_v": 5.0, "grad_norm_j_bar": 1.0,
                                               "grad_norm_d_per_unit_alpha": 0.01,
                                               "alpha_sweep": [{"alpha": 0.05}, {"alpha": 10.0}]}))
-    lines = collect_results.table_gradient_sweep("gotoseqlocal", "a,b", root)
+    lines = table_gradient_sweep("gotoseqlocal", "a,b", root)
     assert lines[0].endswith("| alpha D' / J-bar at 0.05 | alpha D' / J-bar at 10 |")
     assert lines[2] == "| runs/x/best | sum | 50 | 2 | 0.5 | 4 | 0.0125 | 2.5 |"
     assert lines[3] == "| MS-VAE from the baselines (App. D) | mean | 5 | 1 | 0.01 | 100 | 0.0005 | 0.1 |"

@@ -1,0 +1,3 @@
+"""The tables of experiments/collect_results.py, one module per family: ``records`` (run records, statistics over
+seeds), ``paper`` (Tables 2 and 3), ``readings`` (the objective's scale), ``runs``, ``studies``, ``benchmarks``, and
+``markdown`` (every table by name, the documents' marked tables)."""

@@ -1,0 +1,120 @@
+"""Reading the run records under ``results/`` and the statistics over seeds the tables print: each run's
+metrics, mean +- sd, App. D's t-tests."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+from cells import run_row
+
+RESULTS = Path("results")
+
+
+def load_records(level: str, root: Path = RESULTS) -> dict[str, dict]:
+    """run name -> its record (``results/<level>/runs/*.json``), in name order."""
+    return {p.stem: json.loads(p.read_text()) for p in sorted((root / level / "runs").glob("*.json"))}
+
+
+def load_reruns(level: str, root: Path = RESULTS) -> list[dict]:
+    """The records of runs trained again after their first record (``results/<level>/reruns/*.json``)."""
+    return [json.loads(p.read_text()) for p in sorted((root / level / "reruns").glob("*.json"))]
+
+
+def records_with_curves(level: str, root: Path = RESULTS) -> dict[str, dict]:
+    """:func:`load_records`, where a record without a validation curve gives
+    way to its run trained again (``results/<level>/reruns/``) if that one has a curve (the last in name order
+    where there are several, as in :func:`records_trained_again`)."""
+    first = load_records(level, root)
+    records = dict(first)
+    for again in load_reruns(level, root):
+        if again.get("history") and not first.get(again["run"], {}).get("history"):
+            records[again["run"]] = {**again, "trained_again": True}
+    return records
+
+
+def records_trained_again(level: str, root: Path = RESULTS) -> dict[str, dict]:
+    """:func:`load_records`, each run trained again given by its record in ``reruns/`` instead (the last in name
+    order where there are several): the runs as they now stand, e.g. all on the teachers trained again."""
+    records = load_records(level, root)
+    for again in load_reruns(level, root):
+        records[again["run"]] = again
+    return records
+
+
+def records_by_row(records: dict[str, dict]) -> dict[str, list[dict]]:
+    """row -> its runs' records in seed order."""
+    rows: dict[str, list[tuple[int, dict]]] = {}
+    for run, record in records.items():
+        row, seed = run_row(run)
+        rows.setdefault(row, []).append((seed, record))
+    return {row: [r for _, r in sorted(runs, key=lambda x: x[0])] for row, runs in rows.items()}
+
+
+def sr(record: dict) -> float | None:
+    """Test success rate of ``best/`` (best by validation SR), a fraction."""
+    return (record.get("test") or {}).get("success_rate")
+
+
+def bleu(record: dict) -> float | None:
+    """Test BLEU-4 of the speaker checkpoint: a speaker's ``best/``, MS-VAE's ``best_speaker/`` (None for an
+    MS-VAE run without ``best_speaker/``: its BLEU is of ``best/``, see :func:`bleu_of_best`)."""
+    if record.get("model_type") == "msvae" and not record.get("best_speaker"):
+        return None
+    return record.get("test_bleu")
+
+
+def bleu_of_best(record: dict) -> float | None:
+    """MS-VAE's test BLEU-4 of ``best/`` (the checkpoint best by validation SR)."""
+    if record.get("model_type") != "msvae":
+        return None
+    return record.get("test_bleu_of_best") if record.get("best_speaker") else record.get("test_bleu")
+
+
+METRICS: dict[str, tuple[str, Callable[[dict], float | None]]] = {
+    "sr": ("test SR (%)", lambda r: None if sr(r) is None else 100 * sr(r)),
+    "bleu": ("test BLEU-4", bleu),
+    "bleu_of_best": ("test BLEU-4 of best/ (MS-VAE)", bleu_of_best),
+}
+
+
+def values(runs: list[dict], metric: str) -> list[float]:
+    get = METRICS[metric][1]
+    return [v for r in runs if (v := get(r)) is not None]
+
+
+def p_greater(xs: list[float], ys: list[float]) -> tuple[float | None, float | None]:
+    """Student's t-test (pooled variance) of mean(xs) > mean(ys): one-sided and two-sided p (None with fewer
+    than two values on a side, or no spread at all)."""
+    if len(xs) < 2 or len(ys) < 2 or statistics.pvariance(xs) + statistics.pvariance(ys) == 0:
+        return None, None
+    from scipy.stats import ttest_ind
+
+    return float(ttest_ind(xs, ys, alternative="greater").pvalue), float(ttest_ind(xs, ys).pvalue)
+
+
+def mean_sd(xs: list[float], digits: int = 1) -> str:
+    """``mean +- sd (n = k)``, ``-`` for no values."""
+    if not xs:
+        return "-"
+    text = f"{statistics.fmean(xs):.{digits}f}"
+    if len(xs) > 1:
+        text += f" +- {statistics.stdev(xs):.{digits}f}"
+    return text + f" (n = {len(xs)})"
+
+
+def fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def p_text(p: float | None) -> str:
+    return "-" if p is None else f"{p:.2g}"
+
+
+def read_json(level: str, name: str, root: Path = RESULTS) -> dict:
+    path = root / level / f"{name}.json"
+    if not path.exists():
+        raise SystemExit(f"no {path}")
+    return json.loads(path.read_text())

@@ -1,0 +1,229 @@
+"""Tables of a level's runs one by one or by row: ``runs``, ``seeds``, ``seeds_again``, ``flatness`` (the
+validation curves), ``budget`` (runs continued to a larger budget) and ``reruns``."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from cells import level_rows, row_label, run_dir, run_row
+
+from .records import (
+    METRICS,
+    RESULTS,
+    bleu,
+    bleu_of_best,
+    fmt,
+    load_records,
+    load_reruns,
+    mean_sd,
+    p_greater,
+    p_text,
+    records_by_row,
+    records_trained_again,
+    records_with_curves,
+    sr,
+    values,
+)
+
+
+def bleu_checkpoint(record: dict) -> str:
+    """Which checkpoint the BLEU column scored."""
+    if record.get("test_bleu") is None:
+        return "-"
+    if record.get("best_speaker"):
+        return f"best valid BLEU (update {record['best_speaker']['step']})"
+    kind = "SR" if record.get("model_type") == "msvae" else "BLEU"
+    return f"best valid {kind} (update {record['best']['step']})"
+
+
+def machine(record: dict) -> str:
+    m = record.get("machine")
+    if isinstance(m, dict):
+        return f"{m['device'] if m['device'] != 'cpu' else str(m['cpus']) + '-core CPU'}, {m['torch_threads']} thr."
+    return m or "-"
+
+
+def table_runs(level: str, rows: str, root: Path = RESULTS) -> list[str]:
+    """Every run of ``rows`` (comma-separated), then the random floor."""
+    by_row = records_by_row(load_records(level, root))
+    lines = ["| run | seed | test SR | mean steps | mean reward | valid SR, App. D protocol | test BLEU-4 | "
+             "BLEU checkpoint | updates | wall (min) | machine |", "| --- |" + " --- |" * 10]
+    for row in rows.split(","):
+        for record in by_row.get(row, []):
+            test = record.get("test") or {}
+            lines.append(
+                f"| {row_label(level, row)} | {run_row(record['run'])[1]} | {fmt(test.get('success_rate'), '.3f')} | "
+                f"{fmt(test.get('mean_steps'), '.1f')} | {fmt(test.get('mean_reward'), '.3f')} | "
+                f"{fmt(record.get('paper_protocol_valid_sr'), '.3f')} | {fmt(record.get('test_bleu'), '.2f')} | "
+                f"{bleu_checkpoint(record)} | {record.get('updates')} | "
+                f"{fmt(record.get('wall_time_s') and record['wall_time_s'] / 60, '.0f')} | {machine(record)} |")
+    floor = root / level / "floor.json"
+    if floor.exists():
+        for name, s in json.loads(floor.read_text()).items():
+            lines.append(f"| floor: {name.replace('_', ' ')} | - | {s['success_rate']:.3f} | {s['mean_steps']:.1f} | "
+                         f"{s['mean_reward']:.3f} | - | - | - | - | - | - |")
+    return lines
+
+
+def table_seeds(level: str, rows: str, root: Path = RESULTS, again: bool = False) -> list[str]:
+    """Mean +- sd over seeds of each row; p: one-sided t-test of 'greater than' the first row [two-sided].
+    ``again``: each run trained again counts with its record in ``reruns/``."""
+    by_row = records_by_row((records_trained_again if again else load_records)(level, root))
+    names = rows.split(",")
+    metrics = [m for m in METRICS if any(values(by_row.get(r, []), m) for r in names)]
+    lines = ["| method | " + " | ".join(METRICS[m][0] for m in metrics) + " |", "| --- |" + " --- |" * len(metrics)]
+    reference = by_row.get(names[0], [])
+    for row in names:
+        cells = []
+        for metric in metrics:
+            xs = values(by_row.get(row, []), metric)
+            cell = mean_sd(xs, 1 if metric == "sr" else 2)
+            one, two = p_greater(xs, values(reference, metric)) if row != names[0] else (None, None)
+            cells.append(cell + ("" if one is None else f", p = {p_text(one)} [{p_text(two)}]"))
+        lines.append(f"| {row_label(level, row)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def table_seeds_again(level: str, rows: str, root: Path = RESULTS) -> list[str]:
+    """:func:`table_seeds` over the runs as they now stand (:func:`records_trained_again`)."""
+    return table_seeds(level, rows, root, again=True)
+
+
+def valid_curve(record: dict) -> tuple[dict[int, float], int] | None:
+    """(update -> validation SR, episodes per validation) of a record; None without either."""
+    curve = {h["step"]: h["valid/success_rate"] for h in record.get("history", []) if "valid/success_rate" in h}
+    episodes = (record.get("config") or {}).get("eval_episodes")
+    return (curve, episodes) if curve and episodes else None
+
+
+def last_quarter(record: dict) -> tuple[tuple[int, float], tuple[int, float], float] | None:
+    """((update, valid SR) at three quarters of the updates, (update, valid SR) at the end, standard error of one
+    validation SR at the end: sqrt(p (1 - p) / episodes)); None without a curve of two evaluations."""
+    if (found := valid_curve(record)) is None or len(found[0]) < 2:
+        return None
+    curve, episodes = found
+    end = max(curve)
+    quarter = min((s for s in curve if s >= 0.75 * end), default=end)
+    return (quarter, curve[quarter]), (end, curve[end]), (curve[end] * (1 - curve[end]) / episodes) ** 0.5
+
+
+def quarter_means(record: dict) -> tuple[float, float, float] | None:
+    """(mean validation SR of the last quarter of the updates, of the quarter before, the standard error of their
+    difference: sqrt(p (1 - p) / episodes x (1 / n1 + 1 / n2)) at the pooled mean p); None without two
+    evaluations in each quarter. Less noisy than two single evaluations (:func:`last_quarter`)."""
+    if (found := valid_curve(record)) is None:
+        return None
+    curve, episodes = found
+    end = max(curve)
+    last = [v for s, v in curve.items() if s > 0.75 * end]
+    before = [v for s, v in curve.items() if 0.5 * end < s <= 0.75 * end]
+    if len(last) < 2 or len(before) < 2:
+        return None
+    p = statistics.fmean(last + before)
+    se = (p * (1 - p) / episodes * (1 / len(last) + 1 / len(before))) ** 0.5
+    return statistics.fmean(last), statistics.fmean(before), se
+
+
+def means_text(means: tuple[float, float, float] | None) -> str:
+    """``+0.017 (0.021)``: the gain of :func:`quarter_means` and its standard error; ``-`` where there are none."""
+    return "-" if means is None else f"{means[0] - means[1]:+.3f} ({means[2]:.3f})"
+
+
+def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
+    """Has each run's validation SR flattened? The gain over the last quarter of its updates (the evaluation at
+    the end minus the one at three quarters) against the binomial standard error of one validation SR
+    (:func:`last_quarter`), and the less noisy mean of the last quarter's evaluations against the quarter
+    before's (:func:`quarter_means`); flattened where the gain is smaller than its standard error. A run recorded
+    without a curve is read from its run trained again, marked "(again)"; runs without any curve are left out."""
+    by_row = records_by_row(records_with_curves(level, root))
+    lines = ["| run | seed | valid SR at 3/4 of the updates | at the end | gain | standard error | flattened | "
+             "last quarter's mean minus the quarter before's (SE) | flattened by the means |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for row in rows.split(","):
+        for record in by_row.get(row, []):
+            if (found := last_quarter(record)) is None:
+                continue
+            (quarter, at_quarter), (end, at_end), se = found
+            gain = at_end - at_quarter
+            means = quarter_means(record)
+            flat_by_means = "-" if means is None else "yes" if means[0] - means[1] < means[2] else "no"
+            again = " (again)" if record.get("trained_again") else ""
+            lines.append(f"| {row_label(level, row)} | {run_row(record['run'])[1]}{again} | {at_quarter:.3f} "
+                         f"(update {quarter}) | {at_end:.3f} (update {end}) | {gain:+.3f} | {se:.3f} | "
+                         f"{'yes' if gain < se else 'no'} | {means_text(means)} | {flat_by_means} |")
+    return lines
+
+
+def continued_record(level: str, record: dict, candidates: list[dict]) -> dict | None:
+    """The record of the run that ``record`` continued (``--continue-from``): of its row's ``continues`` row and
+    seed, among ``candidates`` (first records and runs trained again), the one whose curve the continued run's
+    begins with."""
+    row, seed = run_row(record["run"])
+    source = level_rows(level)[row].continues
+    if source is None:
+        return None
+    name, history = run_dir(level, source, seed).name, record.get("history", [])
+    return next((r for r in candidates if r["run"] == name and r.get("history")
+                 and history[:len(r["history"])] == r["history"]), None)
+
+
+def best_valid(record: dict) -> str:
+    """The best validation SR of a record and its update (``best/``'s selection)."""
+    best = record.get("best") or {}
+    return "-" if best.get("score") is None else f"{best['score']:.3f} (update {best['step']})"
+
+
+def table_budget(level: str, rows: str, root: Path = RESULTS) -> list[str]:
+    """Each seed of ``rows`` (runs continued to a larger budget, cells.Row.continues) beside the run it
+    continued: test SR of ``best/``, the best validation SR and its update, the validation SR's gain over the last
+    quarter of each budget (:func:`last_quarter`) and the last quarter's mean against the quarter before's
+    (:func:`quarter_means`)."""
+    first_records = load_records(level, root)
+    candidates = [*first_records.values(), *load_reruns(level, root)]
+    lines = ["| run | seed | updates | test SR | best valid SR (update) | valid SR gain over the last quarter (SE) | "
+             "mean valid SR of the last quarter minus the quarter before (SE) | record continued |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for row in rows.split(","):
+        source = level_rows(level)[row].continues
+        for record in records_by_row(first_records).get(row, []):
+            seed = run_row(record["run"])[1]
+            before = continued_record(level, record, candidates)
+            first = first_records.get(run_dir(level, source, seed).name)
+            for label, r in ((row_label(level, source), before), (row_label(level, row), record)):
+                if r is None:
+                    continue
+                found = last_quarter(r)
+                gain = "-" if found is None else f"{found[1][1] - found[0][1]:+.3f} ({found[2]:.3f})"
+                which = "-" if r is record else "its first record" if r is first else "its run trained again"
+                lines.append(f"| {label} | {seed} | {r.get('updates')} | {fmt(sr(r), '.3f')} | {best_valid(r)} | "
+                             f"{gain} | {means_text(quarter_means(r))} | {which} |")
+    return lines
+
+
+def table_reruns(level: str, root: Path = RESULTS) -> list[str]:
+    """Runs trained again after their record was written (``results/<level>/reruns/<run>_<commit>.json``, e.g. a
+    baseline retrained on a new machine to start other runs from), each beside its first record."""
+    lines = ["| run | seed | test SR: first | again | test BLEU-4 (MS-VAE: of best/): first | again | commit again | "
+             "wall again (min) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    first = load_records(level, root)
+
+    def bleu_alike(record: dict) -> float | None:  # every MS-VAE record has best/; older ones lack best_speaker/
+        return bleu_of_best(record) if record.get("model_type") == "msvae" else bleu(record)
+
+    for again in load_reruns(level, root):
+        before = first.get(again["run"], {})
+        row, seed = run_row(again["run"])
+        lines.append(f"| {row_label(level, row)} | {seed} | {fmt(sr(before), '.3f')} | {fmt(sr(again), '.3f')} | "
+                     f"{fmt(bleu_alike(before), '.2f')} | {fmt(bleu_alike(again), '.2f')} | "
+                     f"{short_commit(again.get('commit'))} | "
+                     f"{fmt(again.get('wall_time_s') and again['wall_time_s'] / 60, '.0f')} |")
+    return lines
+
+
+def short_commit(commit: str | None) -> str:
+    """A commit's first 7 characters, "(dirty)" after it where the run's working tree had uncommitted changes."""
+    if not commit:
+        return "-"
+    return commit[:7] + (" (dirty)" if commit.endswith("-dirty") else "")
