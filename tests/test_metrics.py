@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import os
 import subprocess
@@ -18,6 +20,7 @@ from msvae_hf.metrics import (
     compare_bleu,
     instruction_parts,
     instruction_parts_match,
+    reference_streams,
     smoothed_max,
     summarize_episodes,
 )
@@ -96,6 +99,14 @@ def test_local_evaluate_metric_loads_offline_and_agrees():
         bleu(PREDICTIONS, REFERENCES)
     )
     assert BLEU_METRIC_SCRIPT.is_file()
+
+
+def test_the_metric_scripts_copy_of_reference_streams_is_the_packages():
+    """bleu.py loads without the package, so it holds a copy of `reference_streams`: the same source."""
+    tree = ast.parse(BLEU_METRIC_SCRIPT.read_text(encoding="utf-8"))
+    copy = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "reference_streams")
+    assert ast.get_source_segment(BLEU_METRIC_SCRIPT.read_text(encoding="utf-8"), copy) == inspect.getsource(
+        reference_streams).rstrip("\n")
 
 
 def test_instruction_parts_hand_cases():

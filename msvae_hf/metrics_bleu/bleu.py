@@ -5,6 +5,8 @@ The same number as `msvae_hf.metrics.bleu`; self-contained so that `evaluate` ca
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import datasets
 import evaluate
 import sacrebleu
@@ -57,7 +59,20 @@ class Bleu(evaluate.Metric):
         )
 
     def _compute(self, predictions: list[str], references: list) -> dict[str, float]:
-        per_prediction = [[r] if isinstance(r, str) else list(r) for r in references]
-        width = max(len(refs) for refs in per_prediction)
-        streams = [[refs[j] if j < len(refs) else None for refs in per_prediction] for j in range(width)]
-        return {"bleu": float(sacrebleu.corpus_bleu(predictions, streams).score)}
+        return {"bleu": float(sacrebleu.corpus_bleu(predictions, reference_streams(references)).score)}
+
+
+# Copied from msvae_hf.metrics.reference_streams: this script loads without the package (tests/test_metrics.py
+# checks that the copy is the same)
+def reference_streams(references: Sequence[str] | Sequence[Sequence[str]]) -> list[list[str | None]]:
+    """Per-prediction references -> sacrebleu's reference streams (stream j holds every j-th reference).
+
+    Predictions with fewer references than the others get ``None`` in the missing streams, which
+    sacrebleu ignores.
+    """
+    per_prediction = [[r] if isinstance(r, str) else list(r) for r in references]
+    if any(not refs for refs in per_prediction):
+        raise ValueError("every prediction needs at least one reference")
+    width = max(len(refs) for refs in per_prediction)
+    return [[refs[j] if j < len(refs) else None for refs in per_prediction] for j in range(width)]
+
