@@ -7,7 +7,7 @@ tokenizer with transformers' Auto classes, so ``AutoModel.from_pretrained(dir)``
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from . import envs  # noqa: F401  (registers BabyAI-GoToSeqLocal-v0 / BabyAI-BossLocal-v0)
-from .configuration_msvae import FollowerConfig, MSVAEConfig, SpeakerConfig
+from .configuration_msvae import FollowerConfig, ModulesConfig, MSVAEConfig, SpeakerConfig
 from .modeling_baselines import FollowerModel, SpeakerModel
 from .modeling_msvae import MSVAEModel, MSVAEOutput
 from .tokenization_msvae import MSVAETokenizer
@@ -20,6 +20,6 @@ for _config, _model in ((MSVAEConfig, MSVAEModel), (FollowerConfig, FollowerMode
     AutoTokenizer.register(_config, tokenizer_class=MSVAETokenizer, exist_ok=True)
 
 __all__ = [
-    "MSVAEConfig", "FollowerConfig", "SpeakerConfig", "MSVAEModel", "MSVAEOutput", "FollowerModel", "SpeakerModel",
+    "ModulesConfig", "MSVAEConfig", "FollowerConfig", "SpeakerConfig", "MSVAEModel", "MSVAEOutput", "FollowerModel", "SpeakerModel",
     "MSVAETokenizer",
 ]

@@ -1,7 +1,10 @@
 """Configurations for MS-VAE and its two baselines (follower, speaker).
 
-Defaults are the paper's BabyAI settings (App. D): K=4 latent tokens of D=128, an autoregressive GRU
-prior of 128, beta=0.1, gamma=100, alpha=1/20 and 50 sliced-Wasserstein projections.
+:class:`ModulesConfig` holds what all three share: the inputs and the modules' sizes (Sec. 2.2, 3.2; App. D),
+so that MS-VAE can start from trained baselines module by module. :class:`MSVAEConfig` adds the prior and the
+objective's weights, which only MS-VAE has. Defaults are the paper's BabyAI settings (App. D): K=4 latent tokens
+of D=128, an autoregressive GRU prior of 128, beta=0.1, gamma=100, alpha=1/20 and 50 sliced-Wasserstein
+projections.
 """
 
 from __future__ import annotations
@@ -16,14 +19,10 @@ LOSS_REDUCTIONS = ("sum", "mean")
 
 
 @strict(accept_kwargs=True)
-class MSVAEConfig(PreTrainedConfig):
-    """Configuration of :class:`~msvae_hf.MSVAEModel` (and, through subclasses, the baselines).
+class ModulesConfig(PreTrainedConfig):
+    """The inputs and module sizes that MS-VAE and both baselines share, grouped as in the paper: inputs, shared
+    modules (Sec. 2.2, App. D), bottleneck attention and latent (Sec. 3.2), and how losses are reduced."""
 
-    Fields are grouped as in the paper: inputs, shared modules (Sec. 2.2, App. D), bottleneck attention
-    and latent (Sec. 3.2), prior (App. D) and objective weights (Eq. 10, App. D).
-    """
-
-    model_type = "msvae"
     # the instruction decoder's layers are what transformers' generation cache counts
     attribute_map = {"num_hidden_layers": "decoder_layers", "num_attention_heads": "decoder_heads"}
 
@@ -54,6 +53,53 @@ class MSVAEConfig(PreTrainedConfig):
     num_latent_tokens: int = 4
     latent_dim: int = 128
     follower_attention: str = "bottleneck"
+    # How each term is reduced (the paper does not say; docs/design.md, "Loss scale"): "sum" over the sequence's
+    # real positions and over the latent's K tokens x D dimensions, or "mean" over them (cross-entropy's default).
+    loss_reduction: str = "sum"
+
+    def __post_init__(self, **kwargs):
+        self.obs_shape = list(self.obs_shape)
+        super().__post_init__(**kwargs)
+        self.check_values()
+
+    def _fail(self, name: str, requirement: str) -> ValueError:
+        return ValueError(f"{type(self).__name__}.{name} must be {requirement}, got {getattr(self, name)!r}")
+
+    def check_values(self) -> None:
+        """Reject bad values and combinations, naming the field."""
+        positive = (
+            "vocab_size", "num_actions", "obs_num_values", "num_directions", "max_instruction_length",
+            "obs_embed_dim", "obs_channels", "hidden_size", "word_embed_dim", "action_embed_dim",
+            "decoder_layers", "decoder_heads", "decoder_ffn_dim", "num_latent_tokens", "latent_dim",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise self._fail(name, "a positive integer")
+        if not 0.0 <= self.dropout < 1.0:
+            raise self._fail("dropout", "in [0, 1)")
+        if self.follower_attention not in ATTENTION_KINDS:
+            raise self._fail("follower_attention", f"one of {ATTENTION_KINDS}")
+        if self.loss_reduction not in LOSS_REDUCTIONS:
+            raise self._fail("loss_reduction", f"one of {LOSS_REDUCTIONS}")
+        if len(self.obs_shape) != 3 or self.obs_shape[-1] != 3:
+            raise self._fail("obs_shape", "(H, W, 3)")
+        for size in ("latent_dim", "hidden_size"):
+            if getattr(self, size) % self.decoder_heads != 0:
+                raise ValueError(f"{type(self).__name__}.{size} ({getattr(self, size)}) must be divisible by "
+                                 f"decoder_heads ({self.decoder_heads})")
+        special = [self.pad_token_id, self.bos_token_id, self.eos_token_id]
+        for name, tok in zip(("pad_token_id", "bos_token_id", "eos_token_id"), special):
+            if tok is None or not 0 <= tok < self.vocab_size:
+                raise self._fail(name, f"in [0, vocab_size={self.vocab_size})")
+
+
+@strict(accept_kwargs=True)
+class MSVAEConfig(ModulesConfig):
+    """Configuration of :class:`~msvae_hf.MSVAEModel`: the shared modules (:class:`ModulesConfig`), the observation
+    encoder's sharing, the prior (App. D) and the objective's weights (Eq. 10, App. D)."""
+
+    model_type = "msvae"
     # MS-VAE only. True: one observation encoder serves q(z|a,o) and p(a|z,o) (one conv pass per frame).
     # False: q(z|a,o) has its own, as the speaker baseline it comes from (App. D: "the existing encoder ...
     # of the speaker"), so V and the action terms do not reshape the features the speaker reads.
@@ -75,14 +121,6 @@ class MSVAEConfig(PreTrainedConfig):
     unpaired_trains_action_decoder: bool = True
     swd_projections: int = 50
     swd_p: int = 2
-    # How each term is reduced (the paper does not say; docs/design.md, "Loss scale"): "sum" over the sequence's
-    # real positions and over the latent's K tokens x D dimensions, or "mean" over them (cross-entropy's default).
-    loss_reduction: str = "sum"
-
-    def __post_init__(self, **kwargs):
-        self.obs_shape = list(self.obs_shape)
-        super().__post_init__(**kwargs)
-        self.check_values()
 
     @property
     def betas(self) -> tuple[float, float]:
@@ -102,58 +140,27 @@ class MSVAEConfig(PreTrainedConfig):
 
     def check_values(self) -> None:
         """Reject bad values and combinations, naming the field."""
-        positive = (
-            "vocab_size", "num_actions", "obs_num_values", "num_directions", "max_instruction_length",
-            "obs_embed_dim", "obs_channels", "hidden_size", "word_embed_dim", "action_embed_dim",
-            "decoder_layers", "decoder_heads", "decoder_ffn_dim", "num_latent_tokens", "latent_dim",
-            "prior_hidden_size", "swd_projections", "swd_p",
-        )
-        for name in positive:
+        super().check_values()
+        for name in ("prior_hidden_size", "swd_projections", "swd_p"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"MSVAEConfig.{name} must be a positive integer, got {value!r}")
+                raise self._fail(name, "a positive integer")
         for name in ("trajectory_beta", "instruction_beta"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise ValueError(f"MSVAEConfig.{name} must be a number or None, got {value!r}")
+                raise self._fail(name, "a number or None")
         for name in ("beta", "gamma", "alpha", "trajectory_beta", "instruction_beta"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
-                raise ValueError(f"MSVAEConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+                raise self._fail(name, ">= 0")
         for name in ("share_observation_encoder", "unpaired_trains_action_decoder"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"MSVAEConfig.{name} must be true or false, got {getattr(self, name)!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"MSVAEConfig.dropout must be in [0, 1), got {self.dropout!r}")
-        if self.follower_attention not in ATTENTION_KINDS:
-            raise ValueError(
-                f"MSVAEConfig.follower_attention must be one of {ATTENTION_KINDS}, got {self.follower_attention!r}"
-            )
-        if self.loss_reduction not in LOSS_REDUCTIONS:
-            raise ValueError(
-                f"MSVAEConfig.loss_reduction must be one of {LOSS_REDUCTIONS}, got {self.loss_reduction!r}"
-            )
+                raise self._fail(name, "true or false")
         if self.prior not in PRIOR_KINDS:
-            raise ValueError(f"MSVAEConfig.prior must be one of {PRIOR_KINDS}, got {self.prior!r}")
-        if len(self.obs_shape) != 3 or self.obs_shape[-1] != 3:
-            raise ValueError(f"MSVAEConfig.obs_shape must be (H, W, 3), got {self.obs_shape!r}")
-        if self.latent_dim % self.decoder_heads != 0:
-            raise ValueError(
-                f"MSVAEConfig.latent_dim ({self.latent_dim}) must be divisible by "
-                f"decoder_heads ({self.decoder_heads})"
-            )
-        if self.hidden_size % self.decoder_heads != 0:
-            raise ValueError(
-                f"MSVAEConfig.hidden_size ({self.hidden_size}) must be divisible by "
-                f"decoder_heads ({self.decoder_heads})"
-            )
-        special = [self.pad_token_id, self.bos_token_id, self.eos_token_id]
-        for name, tok in zip(("pad_token_id", "bos_token_id", "eos_token_id"), special):
-            if tok is None or not 0 <= tok < self.vocab_size:
-                raise ValueError(f"MSVAEConfig.{name} must be in [0, vocab_size={self.vocab_size}), got {tok!r}")
+            raise self._fail("prior", f"one of {PRIOR_KINDS}")
 
 
 @strict(accept_kwargs=True)
-class FollowerConfig(MSVAEConfig):
+class FollowerConfig(ModulesConfig):
     """Baseline follower (Sec. 2.2): instruction -> actions. `follower_attention` picks Table 1's variant."""
 
     model_type = "msvae_follower"
@@ -161,10 +168,14 @@ class FollowerConfig(MSVAEConfig):
 
 
 @strict(accept_kwargs=True)
-class SpeakerConfig(MSVAEConfig):
+class SpeakerConfig(ModulesConfig):
     """Baseline speaker (Sec. 2.3; App. D): trajectory -> instruction with a 2-layer transformer decoder."""
 
     model_type = "msvae_speaker"
 
 
-__all__ = ["MSVAEConfig", "FollowerConfig", "SpeakerConfig", "ATTENTION_KINDS", "PRIOR_KINDS", "LOSS_REDUCTIONS"]
+#: The config class of each ``TrainConfig.model_type``.
+MODEL_TYPE_CONFIGS = {"follower": FollowerConfig, "speaker": SpeakerConfig, "msvae": MSVAEConfig}
+
+__all__ = ["ModulesConfig", "MSVAEConfig", "FollowerConfig", "SpeakerConfig", "ATTENTION_KINDS", "PRIOR_KINDS",
+           "LOSS_REDUCTIONS", "MODEL_TYPE_CONFIGS"]

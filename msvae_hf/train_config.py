@@ -18,11 +18,11 @@ from typing import IO, Any
 
 import yaml
 
-from .configuration_msvae import MSVAEConfig
+from .configuration_msvae import MODEL_TYPE_CONFIGS
 from .envs.levels import resolve_level
 
 #: The models a run trains (msvae_hf.training.MODEL_TYPES gives their classes).
-MODEL_TYPE_NAMES = ("follower", "speaker", "msvae")
+MODEL_TYPE_NAMES = tuple(MODEL_TYPE_CONFIGS)
 
 
 @dataclass
@@ -38,7 +38,8 @@ class TrainConfig:
     level: str | None = None
     """evaluation level; defaults to the level the demonstrations were made on"""
     model: dict = field(default_factory=dict)
-    """overrides of the model config (MSVAEConfig fields), e.g. {gamma: 0, follower_attention: bottleneck}"""
+    """overrides of the model config (the fields of model_type's config class: MSVAEConfig, FollowerConfig or
+    SpeakerConfig), e.g. {gamma: 0, follower_attention: bottleneck}"""
     init_follower: str | None = None
     """MS-VAE only: a trained baseline follower to initialise from (App. D)"""
     init_speaker: str | None = None
@@ -139,10 +140,11 @@ class TrainConfig:
             raise ValueError(f"learning_rate must be finite, got {self.learning_rate!r}")
         if self.level is not None:
             resolve_level(self.level)  # ValueError naming the level and the valid names
-        known = {f.name for f in dataclasses.fields(MSVAEConfig)}
-        unknown = sorted(set(self.model) - known)
+        config_class = MODEL_TYPE_CONFIGS[self.model_type]
+        unknown = sorted(set(self.model) - {f.name for f in dataclasses.fields(config_class)})
         if unknown:
-            raise ValueError(f"unknown model config key(s): {unknown}")
+            raise ValueError(f"unknown model config key(s): {unknown} (a {self.model_type} takes the fields of "
+                             f"{config_class.__name__})")
         if self.pseudo_labels and self.model_type not in ("follower", "speaker"):
             raise ValueError("pseudo_labels trains a follower or a speaker: set model_type: follower or speaker")
         if (self.init_follower or self.init_speaker) and self.model_type != "msvae":

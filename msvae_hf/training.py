@@ -27,7 +27,7 @@ from accelerate.utils import set_seed
 from datasets import concatenate_datasets, load_from_disk
 from tqdm.auto import tqdm
 
-from .configuration_msvae import FollowerConfig, MSVAEConfig, SpeakerConfig
+from .configuration_msvae import MODEL_TYPE_CONFIGS
 from .data.collator import DemoCollator
 from .data.demos import load_demos, require_cell_codes
 from .data.prefetch import UpdateBatches, prefetched
@@ -56,11 +56,11 @@ from .run_folder import (
 )
 from .runtime import adam, provenance, retain_freed_memory
 from .tokenization_msvae import MSVAETokenizer
-from .train_config import MODEL_TYPE_NAMES, TrainConfig
+from .train_config import TrainConfig
 
-MODEL_TYPES = {"follower": (FollowerModel, FollowerConfig), "speaker": (SpeakerModel, SpeakerConfig),
-               "msvae": (MSVAEModel, MSVAEConfig)}
-assert tuple(MODEL_TYPES) == MODEL_TYPE_NAMES
+MODEL_TYPES = {name: (model_cls, model_cls.config_class)
+               for name, model_cls in (("follower", FollowerModel), ("speaker", SpeakerModel), ("msvae", MSVAEModel))}
+assert {name: config for name, (_, config) in MODEL_TYPES.items()} == MODEL_TYPE_CONFIGS
 
 
 # ---------------------------------------------------------------------------------------------- model

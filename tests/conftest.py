@@ -6,6 +6,7 @@ The dataset (40 paired, 80 unpaired, 16 valid, 16 test bot episodes) is built on
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import os
@@ -21,7 +22,8 @@ import msvae_hf  # noqa: E402,F401  (registers the levels and the Auto classes)
 TINY_LEVEL = "BabyAI-BossLocal-v0"
 TINY_COUNTS = {"paired": 40, "unpaired": 80, "valid": 16, "test": 16}
 
-#: Model config overrides that make every model type small enough for a few CPU updates in a test.
+#: Model config overrides that make every model type small enough for a few CPU updates in a test (the prior's
+#: and the sliced-Wasserstein sizes are MS-VAE's only: :func:`tiny_model` gives each model type its own).
 TINY_MODEL: dict[str, Any] = {
     "hidden_size": 32, "word_embed_dim": 32, "decoder_ffn_dim": 64, "decoder_layers": 1, "decoder_heads": 2,
     "latent_dim": 32, "prior_hidden_size": 32, "obs_channels": 16, "obs_embed_dim": 8, "action_embed_dim": 8,
@@ -36,10 +38,18 @@ TINY_TRAIN: dict[str, Any] = {
 }
 
 
-def tiny_cli_args(model: dict[str, Any] | None = None) -> list[str]:
-    """``--model.KEY VALUE`` flags of :data:`TINY_MODEL` (plus ``model``) for ``scripts/train.py``."""
+def tiny_model(model_type: str = "msvae") -> dict[str, Any]:
+    """:data:`TINY_MODEL`'s keys that ``model_type``'s config class has."""
+    from msvae_hf.configuration_msvae import MODEL_TYPE_CONFIGS
+
+    fields = {f.name for f in dataclasses.fields(MODEL_TYPE_CONFIGS[model_type])}
+    return {key: value for key, value in TINY_MODEL.items() if key in fields}
+
+
+def tiny_cli_args(model: dict[str, Any] | None = None, model_type: str = "msvae") -> list[str]:
+    """``--model.KEY VALUE`` flags of :func:`tiny_model` (plus ``model``) for ``scripts/train.py``."""
     args: list[str] = []
-    for key, value in {**TINY_MODEL, **(model or {})}.items():
+    for key, value in {**tiny_model(model_type), **(model or {})}.items():
         args += [f"--model.{key}", str(value)]
     return args
 
@@ -59,7 +69,7 @@ def train_tiny(model_type: str, output_dir: str | Path, demos: str | Path, **ove
     from msvae_hf.train_config import load_config
     from msvae_hf.training import train
 
-    model = {**TINY_MODEL, **overrides.pop("model", {})}
+    model = {**tiny_model(model_type), **overrides.pop("model", {})}
     values = {"model_type": model_type, "output_dir": str(output_dir), "demos": str(demos), **TINY_TRAIN, **overrides}
     values.update({f"model.{k}": v for k, v in model.items()})
     return train(load_config(None, values))

@@ -7,6 +7,7 @@ from GoToLocal resets, so the whole file takes seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and Local levels)
 from msvae_hf import FollowerConfig, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
+from msvae_hf.configuration_msvae import ModulesConfig
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 
@@ -32,26 +34,56 @@ def test_config_defaults_are_appendix_d() -> None:
 @pytest.mark.parametrize(
     "kwargs, field",
     [
-        ({"prior": "gaussian"}, "prior"),
         ({"follower_attention": "luong"}, "follower_attention"),
         ({"num_latent_tokens": 0}, "num_latent_tokens"),
-        ({"beta": -0.1}, "beta"),
-        ({"gamma": -1.0}, "gamma"),
-        ({"alpha": -0.5}, "alpha"),
-        ({"trajectory_beta": -0.01}, "trajectory_beta"),
-        ({"instruction_beta": "0.1"}, "instruction_beta"),
         ({"latent_dim": 30, "decoder_heads": 4}, "latent_dim"),
         ({"obs_shape": (7, 7)}, "obs_shape"),
         ({"obs_shape": (7, 7, 4)}, "obs_shape"),
         ({"hidden_size": 0}, "hidden_size"),
         ({"eos_token_id": 64, "vocab_size": 64}, "eos_token_id"),
         ({"dropout": 1.0}, "dropout"),
+        ({"loss_reduction": "max"}, "loss_reduction"),
     ],
 )
 @pytest.mark.parametrize("config_class", [MSVAEConfig, FollowerConfig, SpeakerConfig])
 def test_config_rejects_bad_values(config_class, kwargs: dict, field: str) -> None:
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(ValueError, match=rf"^{config_class.__name__}\.{field} "):
         config_class(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"prior": "gaussian"}, "prior"),
+        ({"beta": -0.1}, "beta"),
+        ({"gamma": -1.0}, "gamma"),
+        ({"alpha": -0.5}, "alpha"),
+        ({"trajectory_beta": -0.01}, "trajectory_beta"),
+        ({"instruction_beta": "0.1"}, "instruction_beta"),
+        ({"swd_projections": 0}, "swd_projections"),
+        ({"share_observation_encoder": 1}, "share_observation_encoder"),
+    ],
+)
+def test_msvae_config_rejects_bad_objective_and_prior_values(kwargs: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=rf"^MSVAEConfig\.{field} "):
+        MSVAEConfig(**kwargs)
+
+
+def test_baseline_configs_hold_no_prior_or_objective(tmp_path: Path) -> None:
+    """The baselines share MS-VAE's inputs and module sizes (ModulesConfig), not its prior or weights: their saved
+    config.json has none, and one saved with them (a config that had every MS-VAE field) still loads."""
+    msvae_only = {f.name for f in dataclasses.fields(MSVAEConfig)} - {f.name for f in dataclasses.fields(
+        ModulesConfig)}
+    assert {"prior", "beta", "gamma", "alpha", "swd_projections", "share_observation_encoder"} <= msvae_only
+    for config_class in (FollowerConfig, SpeakerConfig):
+        config_class().save_pretrained(tmp_path / config_class.__name__)
+        saved = json.loads((tmp_path / config_class.__name__ / "config.json").read_text())
+        assert not msvae_only & set(saved), config_class
+    full = {**MSVAEConfig().to_dict(), "model_type": "msvae_follower", "follower_attention": "attention"}
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "config.json").write_text(json.dumps(full))
+    loaded = FollowerConfig.from_pretrained(tmp_path / "old")
+    assert loaded.follower_attention == "attention" and loaded.hidden_size == MSVAEConfig().hidden_size
 
 
 # ------------------------------------------------------------------------------------------------ save/load

@@ -174,7 +174,7 @@ def test_bad_fields_are_refused_before_anything_is_written(tiny_demos: Path, tmp
 def test_train_script_says_one_line_and_writes_nothing(tiny_demos: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = [sys.executable, "scripts/train.py", "--model-type", "follower", "--demos", str(tiny_demos),
-            "--output-dir", str(out), "--level", "BossLokal", *tiny_cli_args()]
+            "--output-dir", str(out), "--level", "BossLokal", *tiny_cli_args(model_type="follower")]
     done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and done.stderr.strip().count("\n") == 0
     assert done.stderr.startswith("error: unknown level 'BossLokal'") and not out.exists()

@@ -508,6 +508,11 @@ def test_unknown_config_keys(tmp_path, capsys):
         load_config(str(config))
     with pytest.raises(ValueError, match="unknown model config key.*hiden_size"):
         load_config(None, {"model.hiden_size": 8})
+    # MS-VAE's prior and weights are no baseline's: a follower names the config class whose fields it takes
+    with pytest.raises(ValueError, match=r"unknown model config key\(s\): \['gamma'\] \(a follower takes the fields "
+                                         r"of FollowerConfig\)"):
+        load_config(None, {"model_type": "follower", "model.gamma": 0})
+    assert load_config(None, {"model_type": "msvae", "model.gamma": 0}).model == {"gamma": 0}
     script = load_train_script()
     for argv, name in ((["--config", str(config)], "learning_rte"), (["--learning-rte", "1"], "--learning-rte"),
                        (["--model.hiden_size", "8"], "hiden_size"), (["--model.hidden_size"], "--model.hidden_size")):

@@ -6,14 +6,14 @@ import json
 
 import pretrain_speaker
 import pytest
-from conftest import TINY_COUNTS, TINY_MODEL, train_tiny
+from conftest import TINY_COUNTS, TINY_MODEL, tiny_model, train_tiny
 
 from msvae_hf.modeling_baselines import SpeakerModel
 
 
 def test_script_saves_a_speaker_that_training_starts_from(tiny_demos, tmp_path):
     out, config = tmp_path / "init", tmp_path / "tiny.json"
-    config.write_text(json.dumps({"model": TINY_MODEL}))
+    config.write_text(json.dumps({"model": tiny_model("speaker")}))
     pretrain_speaker.main(["--demos", str(tiny_demos), "--split", "unpaired", "--updates", "3",
                                           "--batch-size", "8", "--config", str(config), "--out", str(out)])
     info = json.loads((out / "pretraining.json").read_text())
