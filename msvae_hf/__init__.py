@@ -20,6 +20,6 @@ for _config, _model in ((MSVAEConfig, MSVAEModel), (FollowerConfig, FollowerMode
     AutoTokenizer.register(_config, tokenizer_class=MSVAETokenizer, exist_ok=True)
 
 __all__ = [
-    "ModulesConfig", "MSVAEConfig", "FollowerConfig", "SpeakerConfig", "MSVAEModel", "MSVAEOutput", "FollowerModel", "SpeakerModel",
-    "MSVAETokenizer",
+    "ModulesConfig", "MSVAEConfig", "FollowerConfig", "SpeakerConfig", "MSVAEModel", "MSVAEOutput", "FollowerModel",
+    "SpeakerModel", "MSVAETokenizer",
 ]
