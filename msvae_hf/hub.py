@@ -27,7 +27,7 @@ from safetensors import safe_open
 
 from .card_templates import template_path
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
-from .run_folder import primary_metric
+from .run_folder import primary_metric, selections
 
 #: model_kind -> (card title, what the checkpoint is).
 MODEL_KINDS: dict[str, tuple[str, str]] = {
@@ -162,8 +162,9 @@ RUN_FILES = ("results.json", "train_config.json", "best/config.json", "best/mode
 RUN_EXTRAS = ("results.json", "train_config.json", "command.txt")
 
 
-#: The folders of a run whose weights must all be finite before anything of it is pushed.
-CHECKED_WEIGHTS = ("best", "best_speaker")
+#: The folders of a run whose weights must all be finite before anything of it is pushed: every folder a run keeps
+#: a model in (MS-VAE keeps the most: best/ and best_speaker/, :func:`~msvae_hf.run_folder.selections`).
+CHECKED_WEIGHTS = tuple(selections("msvae"))
 
 
 def check_finite_weights(folder: str | Path) -> None:
