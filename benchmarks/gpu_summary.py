@@ -44,6 +44,12 @@ def rows(folder: Path) -> list[list[str]]:
             out.append([f"scripts/train.py {'--cuda-graphs' if mode == 'graphs' else '(eager)'}",
                         _num(r["updates"] / training), _num(1e3 * training / r["updates"], 2), "", "", "",
                         f"{r['updates']} updates, validation {r.get('validation_time_s')} s apart"])
+    together = _read(folder, "train_processes.json")
+    if together:
+        flags = " ".join(together.get("train_flags", []))
+        out.append([f"{together['processes']} x scripts/train.py {flags} at once", _num(together.get("updates_per_s")),
+                    "", "", "", "", f"{together.get('finished')} of {together['processes']} finished; their "
+                    "training rates added"])
     return out
 
 

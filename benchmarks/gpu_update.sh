@@ -4,14 +4,17 @@
 #      64 runs on their own streams (updates/s, kernels and device-busy ms per update, memory per run)
 #   2. scripts/train.py end to end (data assembled ahead in 4 worker processes, validation timed apart),
 #      App. D sizes, MS-VAE full from scratch: --cuda-graphs, then the eager update
+#   3. benchmarks/train_processes.py: PROCESSES (default 4) such --cuda-graphs runs at once, as a study's seeds
+#      share the card (experiments/reproduce.py --cuda-graphs --jobs PROCESSES)
 # DEMOS is a demo folder with paired, unpaired, valid and test splits (python benchmarks/gpu_demos.py makes the
 # BossLocal one the results used); everything comes back under $OUT.
-#   OUT=/tmp/gpu DEMOS=.gpu/demos bash benchmarks/gpu_update.sh
+#   OUT=/tmp/gpu DEMOS=.gpu/demos bash benchmarks/gpu_update.sh             # PROCESSES=4 UPDATES=300
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MSVAE_SKIP_DEMO_CHECKSUMS=1
 : "${OUT:?set OUT to the folder the results go to}" "${DEMOS:?set DEMOS to a demo folder}"
 UPDATES=${UPDATES:-300}
+PROCESSES=${PROCESSES:-4}
 mkdir -p "$OUT"
 log="$OUT/gpu_update.log"
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no GPU visible"
@@ -58,6 +61,10 @@ EOF
   cp "$run_dir/$mode/results.json" "$OUT/train_$mode.json" 2>/dev/null
 done
 
+section "train_processes.py: $PROCESSES runs at once"
+timeout 170 python benchmarks/train_processes.py --config "$run_dir/msvae.yaml" --processes "$PROCESSES" \
+  --timeout 160 --out "$OUT/train_processes.json" -- --cuda-graphs --loader-workers 2 >> "$log" 2>&1 \
+  || echo "train_processes.py exit $?" >> "$log"
 section "summary"
 python benchmarks/gpu_summary.py "$OUT" >> "$log" 2>&1
 cat "$log"

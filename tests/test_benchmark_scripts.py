@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY_TRAIN, tiny_model
 
 from msvae_hf.ops.linear import AVAILABLE as ONEDNN_AVAILABLE
 
@@ -285,3 +286,31 @@ def test_gpu_update_benchmark_runs_on_the_cpu(tmp_path: Path) -> None:
     table = subprocess.run(["python", "benchmarks/gpu_summary.py", str(tmp_path)], cwd=ROOT, check=True,
                            capture_output=True, text=True).stdout
     assert "| CapturedUpdate, R = 2 |" in table
+
+
+def test_train_processes_runs_seeds_side_by_side_and_adds_their_rates(tiny_demos: Path, tmp_path: Path) -> None:
+    """benchmarks/train_processes.py: two tiny train.py runs at once (seeds 0 and 1), each rate from its
+    results.json, their sum the machine's; a run that fails is reported with its log, not summed;
+    benchmarks/gpu_summary.py gives the row."""
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps({"model_type": "msvae", "demos": str(tiny_demos), **TINY_TRAIN,
+                                  "model": tiny_model("msvae")}))
+    out = tmp_path / "train_processes.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run(["python", "benchmarks/train_processes.py", "--config", str(config), "--processes", "2",
+                    "--timeout", "500", "--out", str(out), "--", "--max-updates", "2", "--eval-every", "2"],
+                   cwd=ROOT, check=True, capture_output=True, timeout=600, env=env)
+    data = json.loads(out.read_text())
+    assert [r["seed"] for r in data["runs"]] == [0, 1] and data["finished"] == 2
+    assert all(r["updates"] == 2 and r["updates_per_s"] > 0 for r in data["runs"])
+    assert data["updates_per_s"] == pytest.approx(sum(r["updates_per_s"] for r in data["runs"]))
+    assert data["train_flags"] == ["--max-updates", "2", "--eval-every", "2"]
+    table = subprocess.run(["python", "benchmarks/gpu_summary.py", str(tmp_path)], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout
+    assert "| 2 x scripts/train.py --max-updates 2 --eval-every 2 at once |" in table
+    subprocess.run(["python", "benchmarks/train_processes.py", "--config", str(config), "--processes", "1",
+                    "--out", str(out), "--", "--cuda-graphs"], cwd=ROOT, check=True, capture_output=True,
+                   timeout=600, env=env)
+    failed = json.loads(out.read_text())
+    assert failed["finished"] == 0 and failed["updates_per_s"] is None
+    assert "cuda_graphs" in " ".join(failed["runs"][0]["log_tail"])  # the trainer's own one-line refusal
