@@ -92,12 +92,17 @@ TABLE1_ROWS: dict[str, Row] = {
                         ("bottleneck", "w/ bottleneck, K = 4"), ("bottleneck_k16", "w/ bottleneck, K = 16"))
 }
 
+#: The size of a level's pool of unpaired trajectories, D_u (the study's demos cell).
+UNPAIRED_POOL = 100_000
+
 #: MS-VAE full against N, on both levels: the first N unpaired trajectories of D_u (N = 0 is paired only, N =
 #: 100k the full row), 2000 updates of 128 + 128, which see 256k unpaired trajectories: 256, 26 and 2.6 epochs.
 CURVE_ROWS: dict[str, Row] = {
     "msvae_n1k": Row("MS-VAE full, N = 1k unpaired trajectories", "unpaired_curve", BASELINES),
     "msvae_n10k": Row("MS-VAE full, N = 10k unpaired trajectories", "unpaired_curve", BASELINES),
 }
+#: The curve's points in N's order (each row's N is its config's: ``num_unpaired``, else all of D_u).
+CURVE = ("msvae_paired", *CURVE_ROWS, "msvae")
 
 #: Table 2's follower comparison at twice the budget, on both levels: each seed's 2000-update run continued.
 BUDGET_ROWS: dict[str, Row] = {
@@ -280,8 +285,9 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
     demos = demos_dir(level)
     cells = [Cell(
         "demos",
-        ("python", "scripts/make_demos.py", "--level", LEVELS[level], "--paired", "1000", "--unpaired", "100000",
-         "--valid", "500", "--test", "500", "--seed", "0", "--num-proc", str(num_proc), "--out", str(demos)),
+        ("python", "scripts/make_demos.py", "--level", LEVELS[level], "--paired", "1000", "--unpaired",
+         str(UNPAIRED_POOL), "--valid", "500", "--test", "500", "--seed", "0", "--num-proc", str(num_proc),
+         "--out", str(demos)),
         demos / "README.md",  # the dataset card, written last
         question="demos",
     ), Cell(

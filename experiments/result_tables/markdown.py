@@ -31,6 +31,7 @@ from .paper import table_headline, table_paper, table_tests
 from .readings import table_readings
 from .records import RESULTS
 from .runs import table_budget, table_flatness, table_reruns, table_runs, table_seeds, table_seeds_again
+from .scale import table_architectures, table_unpaired
 from .studies import (
     table_bleu_scales,
     table_gradient_sweep,
@@ -63,7 +64,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "demo_generation": table_demo_generation, "demo_storage": table_demo_storage,
     "demo_dataset": table_demo_dataset, "smoke": table_smoke,
     "resume": table_resume, "reruns": table_reruns, "readings": table_readings,
-    "gradient_sweep": table_gradient_sweep,
+    "gradient_sweep": table_gradient_sweep, "architectures": table_architectures, "unpaired": table_unpaired,
 }
 
 

@@ -36,6 +36,7 @@ from result_tables.runs import (
     table_seeds,
     table_seeds_again,
 )
+from result_tables.scale import table_architectures, table_unpaired
 from result_tables.studies import table_gradient_sweep, table_probe_data, table_rescoring, table_validation
 
 REPO = Path(__file__).resolve().parents[2]
@@ -540,3 +541,32 @@ def test_gradient_sweep_gives_alpha_d_against_j_bar(root: Path):
     assert lines[0].endswith("| alpha D' / J-bar at 0.05 | alpha D' / J-bar at 10 |")
     assert lines[2] == "| runs/x/best | sum | 50 | 2 | 0.5 | 4 | 0.0125 | 2.5 |"
     assert lines[3] == "| MS-VAE from the baselines (App. D) | mean | 5 | 1 | 0.01 | 100 | 0.0005 | 0.1 |"
+
+
+def test_unpaired_table_gives_each_point_its_n_and_epochs_and_the_plot_draws_it(root: Path, tmp_path: Path):
+    """N from each curve row's config (paired only: 0; the full row: all of D_u), epochs = updates x unpaired batch
+    / N (2000 x 128 / N), the metrics over seeds; the plot is written from the same numbers."""
+    lines = table_unpaired("gotoseqlocal", root)
+    assert [line.split(" | ")[:2] for line in lines[2:6]] == [
+        ["| 0 (MS-VAE, paired only)", "-"], ["| 1,000 (MS-VAE full, N = 1k unpaired trajectories)", "256"],
+        ["| 10,000 (MS-VAE full, N = 10k unpaired trajectories)", "25.6"],
+        ["| 100,000 (MS-VAE full (+ V + D'))", "2.56"]]
+    assert "| 64.7 +- 1.5 (n = 3) |" in lines[5] and lines[3].endswith("| - | - |")  # (66 + 63 + 65) / 3
+    assert lines[6].startswith("| supervised follower / speaker (paired only) | - | 52.0 +- 2.0 (n = 3) | 30.00")
+    from plot_unpaired import plot
+
+    plot("gotoseqlocal", tmp_path / "curve.png", root)
+    assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    empty = tmp_path / "empty"
+    (empty / "gotoseqlocal" / "runs").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="no run of the curve's rows with N > 0"):
+        plot("gotoseqlocal", tmp_path / "none.png", empty)
+
+
+def test_architectures_table_sets_each_follower_beside_table_1(root: Path):
+    runs = root / "gotoseqlocal" / "runs"
+    (runs / "follower_m100k_attention.json").write_text(json.dumps(record("follower_m100k_attention", "follower",
+                                                                          0.97)))
+    lines = table_architectures("gotoseqlocal", root)
+    assert lines[2] == "| follower, seq2seq, M = 100k pairs | - | - | 99.3 |"
+    assert lines[3] == "| follower, w/ attention, M = 100k pairs | 97.0 (n = 1) | 97.0 (n = 1) | 99.8 |"
