@@ -49,7 +49,7 @@ def rows(folder: Path) -> list[list[str]]:
         flags = " ".join(together.get("train_flags", []))
         out.append([f"{together['processes']} x scripts/train.py {flags} at once", _num(together.get("updates_per_s")),
                     "", "", "", "", f"{together.get('finished')} of {together['processes']} finished; their "
-                    "training rates added"])
+                    f"training rates added ({_num(together.get('updates_per_s_span'))} over the whole span)"])
     return out
 
 

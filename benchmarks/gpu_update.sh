@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a GPU machine, about 5 minutes: the captured GPU update measured against the eager one, in one call.
+# On a GPU machine, about 8 minutes: the captured GPU update measured against the eager one, in one call.
 #   1. benchmarks/gpu_update.py: eager MSVAEModel, the static layout uncaptured, and CapturedUpdate with R = 1, 16,
 #      64 runs on their own streams (updates/s, kernels and device-busy ms per update, memory per run)
 #   2. scripts/train.py end to end (data assembled ahead in 4 worker processes, validation timed apart),

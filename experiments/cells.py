@@ -96,7 +96,7 @@ TABLE1_ROWS: dict[str, Row] = {
 UNPAIRED_POOL = 100_000
 
 #: MS-VAE full against N, on both levels: the first N unpaired trajectories of D_u (N = 0 is paired only, N =
-#: 100k the full row), 2000 updates of 128 + 128, which see 256k unpaired trajectories: 256, 26 and 2.6 epochs.
+#: 100k the full row), 2000 updates of 128 + 128, which see 256k unpaired trajectories: 286, 26 and 2.6 epochs.
 CURVE_ROWS: dict[str, Row] = {
     "msvae_n1k": Row("MS-VAE full, N = 1k unpaired trajectories", "unpaired_curve", BASELINES),
     "msvae_n10k": Row("MS-VAE full, N = 10k unpaired trajectories", "unpaired_curve", BASELINES),

@@ -27,7 +27,9 @@ larger budget, each seed beside the run it continued), ``speakers:FILE``, ``prag
 ``probes:FILE``, ``probe_data:FILE`` (how many trajectories each probe read), ``gradients:FILE``,
 ``gradient_sweep:FILE,...`` (objective_gradients.py's JSONs side by side, with their alpha sweeps),
 ``bleu_scales:FILE`` (speakers' test descriptions under the BLEU-4 variants of experiments/bleu_scales.py),
-``reruns`` (runs trained again after their record, beside it), ``validation:FILE`` (a table of
+``reruns`` (runs trained again after their record, beside it), ``architectures`` (Table 1: the followers by
+attention on many pairs, beside the paper's), ``unpaired`` (MS-VAE's SR and BLEU against N, the unpaired
+trajectories), ``validation:FILE`` (a table of
 experiments/validation_table.py kept as FILE.md: each row's maxima over its seeds); for ``benchmarks``:
 ``train_step:FILE``, ``train_step_profile:FILE`` (an update's profile),
 ``train_step_compare:FILE,...`` (one line per benchmark, times against the first), ``train_step_peak:FILE,...``

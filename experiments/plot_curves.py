@@ -120,7 +120,7 @@ def plot_level(level: str, out: str | Path, results: str | Path = "results",
     ``level``, from its committed run records (``results/<level>/runs/*.json``): the mean over seeds, a band from
     the lowest to the highest seed, the paper's test SR of each row as a dashed line, and for rows that continue
     others' runs (cells.Row.continues) the budget those stopped at as a dotted line. A run whose record has
-    no curve (recorded before curves were) is drawn from its run trained again (``results/<level>/reruns/``), if
+    no curve (a record without one) is drawn from its run trained again (``results/<level>/reruns/``), if
     there is one. Returns the rows drawn."""
     from cells import level_rows, row_label
     from result_tables.paper import PAPER

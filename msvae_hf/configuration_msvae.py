@@ -9,6 +9,9 @@ projections.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import ClassVar
+
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
@@ -59,8 +62,13 @@ class ModulesConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         self.obs_shape = list(self.obs_shape)
+        for name in self.ignored_keys & set(kwargs):
+            kwargs.pop(name)
         super().__post_init__(**kwargs)
         self.check_values()
+
+    #: keys a saved config may hold that this class drops (a baseline's config saved with MS-VAE's fields)
+    ignored_keys: ClassVar[frozenset[str]] = frozenset()
 
     def _fail(self, name: str, requirement: str) -> ValueError:
         return ValueError(f"{type(self).__name__}.{name} must be {requirement}, got {getattr(self, name)!r}")
@@ -173,6 +181,11 @@ class SpeakerConfig(ModulesConfig):
 
     model_type = "msvae_speaker"
 
+
+#: MS-VAE's own fields (prior, objective): a baseline's config drops them where a saved one holds them.
+MSVAE_ONLY_FIELDS = frozenset(f.name for f in dataclasses.fields(MSVAEConfig)) - frozenset(
+    f.name for f in dataclasses.fields(ModulesConfig))
+FollowerConfig.ignored_keys = SpeakerConfig.ignored_keys = MSVAE_ONLY_FIELDS
 
 #: The config class of each ``TrainConfig.model_type``.
 MODEL_TYPE_CONFIGS = {"follower": FollowerConfig, "speaker": SpeakerConfig, "msvae": MSVAEConfig}

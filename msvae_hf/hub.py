@@ -27,6 +27,7 @@ from safetensors import safe_open
 
 from .card_templates import template_path
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
+from .repo_ids import is_hub_repo_id
 from .run_folder import primary_metric, selections
 
 #: model_kind -> (card title, what the checkpoint is).
@@ -47,17 +48,6 @@ LICENSE = "apache-2.0"
 #: What each kind of checkpoint does, as the Hub's pipeline tag.
 PIPELINE_TAGS = {"msvae": "reinforcement-learning", "follower": "reinforcement-learning",
                  "speaker-follower": "reinforcement-learning", "speaker": "text-generation"}
-
-
-def _is_repo_id(name: str) -> bool:
-    """Whether ``name`` reads as a Hub repo id (``user/name``) rather than a local path."""
-    if Path(name).expanduser().exists() or name.startswith((".", "/", "~")):
-        return False
-    try:
-        validate_repo_id(name)
-    except ValueError:
-        return False
-    return name.count("/") == 1
 
 
 def _format(value: Any) -> str:
@@ -83,8 +73,8 @@ def render_model_card(
     package's license, the pipeline tag of what the checkpoint does (a follower acts: reinforcement-learning; a
     speaker writes: text-generation), `datasets` where `dataset` is a Hub id and `base_model`: the Hub ids of the
     checkpoints it was initialised from (MS-VAE: its baselines, App. D). ``hub_dataset`` says whether `dataset`
-    names a Hub dataset; None reads it as ``load_dataset`` would from here: a local folder first (a path that
-    exists, or starts with ``.``, ``/`` or ``~``), else a Hub id if it reads as one.
+    names a Hub dataset; None reads it as ``load_demos`` would from here (:func:`~msvae_hf.repo_ids.is_hub_repo_id`:
+    a local folder first).
     """
     if model_kind not in MODEL_KINDS:
         raise ValueError(f"model_kind must be one of {sorted(MODEL_KINDS)}, got {model_kind!r}")
@@ -96,7 +86,7 @@ def render_model_card(
         pipeline_tag=PIPELINE_TAGS[model_kind],
         base_model=list(base_models) or None,
         tags=list(dict.fromkeys(["msvae", "babyai", "minigrid", "instruction-following", model_kind, *tags])),
-        datasets=[dataset] if (_is_repo_id(dataset) if hub_dataset is None else hub_dataset) else None,
+        datasets=[dataset] if (is_hub_repo_id(dataset) if hub_dataset is None else hub_dataset) else None,
         metrics=[name for name in ("success_rate", "bleu") if name in metrics] or None,
         model_name=repo_id.split("/")[-1] if eval_results else None,
         eval_results=list(eval_results) or None,
@@ -392,7 +382,7 @@ def render_run_card(run_dir: str | Path, repo_id: str = "<repo_id>", dataset: st
     model_config = json.loads((run_dir / "best" / "config.json").read_text(encoding="utf-8"))
     shown = _shown_config(run_dir, config, dataset)
     demos = str(config.get("demos"))
-    hub = dataset or (demos if _trained_on_hub(demos, run_dir, config) else None)
+    hub = dataset or (demos if _trained_on_hub(demos, run_dir, config, results) else None)
     card = render_model_card(
         {"train_config": shown, "model_config": model_config}, run_metrics(results, config),
         run_training_command(run_dir), str(shown.get("demos")), kind, repo_id=repo_id,
@@ -402,11 +392,13 @@ def render_run_card(run_dir: str | Path, repo_id: str = "<repo_id>", dataset: st
     return card
 
 
-def _trained_on_hub(demos: str, run_dir: Path, train_config: Mapping[str, Any]) -> bool:
-    """Whether a run's recorded ``demos`` named a Hub dataset: a Hub id that is no folder, here or under the
-    folder the run was trained from (``_training_roots``)."""
-    roots = _training_roots(run_dir, train_config)
-    return _is_repo_id(demos) and not any(Path(root, demos).exists() for root in roots)
+def _trained_on_hub(demos: str, run_dir: Path, train_config: Mapping[str, Any], results: Mapping[str, Any]) -> bool:
+    """Whether a run's ``demos`` named a Hub dataset: as its ``results.json`` says (``demos_from_hub``, decided by
+    the trainer where it loaded them), else a Hub id from every folder it may have been trained from
+    (``_training_roots``; the loader's rule, :func:`~msvae_hf.repo_ids.is_hub_repo_id`)."""
+    if "demos_from_hub" in results:
+        return bool(results["demos_from_hub"])
+    return all(is_hub_repo_id(demos, root) for root in _training_roots(run_dir, train_config))
 
 
 def _relative_extras(run_dir: Path, stage: Path, dataset: str | None) -> None:

@@ -21,7 +21,7 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import cached_file
 
-from .configuration_msvae import MSVAEConfig
+from .configuration_msvae import ModulesConfig, MSVAEConfig
 from .losses import sequence_log_likelihood
 from .modules import BottleneckAttention, ObservationEncoder
 from .ops.layout import frame_slots, is_static, real_positions
@@ -37,7 +37,7 @@ class MSVAEPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     _no_split_modules: list[str] = []
 
-    def __init__(self, config: MSVAEConfig) -> None:
+    def __init__(self, config: ModulesConfig) -> None:
         super().__init__(config)
         self.tokenizer = None
         if self.can_generate() and self.generation_config.max_new_tokens is None:

@@ -108,7 +108,7 @@ class TrainConfig:
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        """Every field's default value (what a config written before a field existed meant by leaving it out)."""
+        """Every field's default value (what a config that leaves a field out means by it)."""
         out = {}
         for f in dataclasses.fields(cls):
             if f.default is not dataclasses.MISSING:

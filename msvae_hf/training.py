@@ -39,6 +39,7 @@ from .graphed import LENGTH_MULTIPLE, TIME_MULTIPLE, CapturedUpdate, captured_ad
 from .metrics import smoothed_max
 from .modeling_baselines import FollowerModel, SpeakerModel
 from .modeling_msvae import MSVAEModel
+from .repo_ids import is_hub_repo_id
 from .run_folder import (
     RunFolderBusy,
     RunLock,
@@ -403,12 +404,11 @@ def _broadcast(state: dict, accelerator: Accelerator) -> dict:
 
 def final_evaluation(
     cfg: TrainConfig, state: dict, level: str, test: Any, device: torch.device | str = "cpu",
-    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``best/`` on the test seeds (SR) and the speaker checkpoint on the test split (BLEU).
 
     The speaker checkpoint is ``best_speaker/`` for MS-VAE and ``best/`` otherwise; both run on ``device``
-    (the training device); writes ``results.json`` (with ``extra``'s keys added).
+    (the training device); writes ``results.json``.
     """
     model_cls = MODEL_TYPES[cfg.model_type][0]
     best = Path(cfg.output_dir) / "best"
@@ -417,7 +417,8 @@ def final_evaluation(
         "model_type": cfg.model_type, "level": level, "seed": cfg.seed, "updates": state["step"],
         "wall_time_s": round(state["wall_time"], 1),
         "validation_time_s": round(state.get("validation_time", 0.0), 1), **provenance(device),
-        "best": state["best"], "history": state["history"], **(extra or {}),
+        "demos_from_hub": is_hub_repo_id(cfg.demos),  # as load_demos read cfg.demos here (a card names it)
+        "best": state["best"], "history": state["history"],
     }
     if state.get("commits"):  # the commit each start or resume trained with; "commit" is the first
         results["commit"], results["training_commits"] = state["commits"][0], state["commits"]

@@ -304,13 +304,14 @@ def test_train_processes_runs_seeds_side_by_side_and_adds_their_rates(tiny_demos
     assert [r["seed"] for r in data["runs"]] == [0, 1] and data["finished"] == 2
     assert all(r["updates"] == 2 and r["updates_per_s"] > 0 for r in data["runs"])
     assert data["updates_per_s"] == pytest.approx(sum(r["updates_per_s"] for r in data["runs"]))
+    assert data["updates_per_s_span"] == pytest.approx(4 / data["span_s"])  # 2 + 2 updates over the whole span
     assert data["train_flags"] == ["--max-updates", "2", "--eval-every", "2"]
     table = subprocess.run(["python", "benchmarks/gpu_summary.py", str(tmp_path)], cwd=ROOT, check=True,
                            capture_output=True, text=True).stdout
     assert "| 2 x scripts/train.py --max-updates 2 --eval-every 2 at once |" in table
     subprocess.run(["python", "benchmarks/train_processes.py", "--config", str(config), "--processes", "1",
-                    "--out", str(out), "--", "--cuda-graphs"], cwd=ROOT, check=True, capture_output=True,
+                    "--out", str(out), "--", "--level", "BossLokal"], cwd=ROOT, check=True, capture_output=True,
                    timeout=600, env=env)
     failed = json.loads(out.read_text())
     assert failed["finished"] == 0 and failed["updates_per_s"] is None
-    assert "cuda_graphs" in " ".join(failed["runs"][0]["log_tail"])  # the trainer's own one-line refusal
+    assert "unknown level 'BossLokal'" in " ".join(failed["runs"][0]["log_tail"])  # the trainer's own refusal

@@ -90,8 +90,7 @@ def test_cites_nothing_outside_the_repository() -> None:
 
 #: What msvae_hf/training.py is imported for: the loop and its steps, never a utility (those live in runtime.py,
 #: run_folder.py, train_config.py, data/sampler.py).
-TRAINING_EXPORTS = {"train", "build_model", "load_training_data", "final_evaluation", "validate", "keep_best",
-                    "check_resume_config", "MODEL_TYPES"}
+TRAINING_EXPORTS = {"train", "build_model", "load_training_data"}
 
 
 def test_training_is_imported_for_the_loop_only() -> None:

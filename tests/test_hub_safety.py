@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,32 @@ def test_dataset_must_be_a_hub_id(fake_run):
         load_script("push_to_hub").main(["--run", str(fake_run), "--repo", "someone/x", "--dataset",
                                          str(fake_run.parent / "data")], api=api)
     assert api.calls == []
+
+
+@pytest.mark.parametrize("demos, made, from_hub, hub", [
+    ("data/bosslocal_100k", "data/bosslocal_100k", None, False),  # the local folder, under the training folder
+    ("data/bosslocal_100k", "data", None, False),  # its folder gone, data/ there: the loader read a local path
+    ("someone/bosslocal-demos", None, None, True),  # a Hub id: no such folder where it trained
+    ("data/bosslocal_100k", None, False, False),  # results.json says how the trainer read it
+    ("someone/bosslocal-demos", None, False, False),
+])
+def test_a_card_names_a_hub_dataset_where_the_loader_read_one(fake_run: Path, demos: str, made: str | None,
+                                                              from_hub: bool | None, hub: bool) -> None:
+    """A run's ``demos`` as recorded (relative to the folder it trained from) is a Hub dataset in its card's
+    metadata exactly where ``load_demos`` would have fetched one there (msvae_hf.repo_ids.is_hub_repo_id), or as
+    results.json records it (``demos_from_hub``); never by the pusher's working directory."""
+    from msvae_hf.hub import render_run_card
+
+    root = fake_run.parents[2]  # the folder it trained from (the "msvae-hf" repository)
+    shutil.rmtree(root / "data")
+    if made:
+        (root / made).mkdir(parents=True)
+    config = json.loads((fake_run / "train_config.json").read_text())
+    (fake_run / "train_config.json").write_text(json.dumps({**config, "demos": demos}))
+    if from_hub is not None:
+        results = json.loads((fake_run / "results.json").read_text())
+        (fake_run / "results.json").write_text(json.dumps({**results, "demos_from_hub": from_hub}))
+    card = render_run_card(fake_run, repo_id="someone/msvae")
+    assert card.data.datasets == ([demos] if hub else None)
+    bleu = [r.dataset_type for r in card.data.eval_results if r.metric_type == "bleu"]
+    assert bleu == [demos if hub else TINY_LEVEL]

@@ -18,7 +18,7 @@ from torch.distributions import Normal, kl_divergence
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and Local levels)
-from msvae_hf import FollowerConfig, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
+from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
 from msvae_hf.configuration_msvae import ModulesConfig
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
@@ -71,7 +71,8 @@ def test_msvae_config_rejects_bad_objective_and_prior_values(kwargs: dict, field
 
 def test_baseline_configs_hold_no_prior_or_objective(tmp_path: Path) -> None:
     """The baselines share MS-VAE's inputs and module sizes (ModulesConfig), not its prior or weights: their saved
-    config.json has none, and one saved with them (a config that had every MS-VAE field) still loads."""
+    config.json has none, and one saved with them (a config that had every MS-VAE field) loads without them, so
+    MS-VAE built from it takes its own defaults, not the baseline's leftovers."""
     msvae_only = {f.name for f in dataclasses.fields(MSVAEConfig)} - {f.name for f in dataclasses.fields(
         ModulesConfig)}
     assert {"prior", "beta", "gamma", "alpha", "swd_projections", "share_observation_encoder"} <= msvae_only
@@ -79,11 +80,16 @@ def test_baseline_configs_hold_no_prior_or_objective(tmp_path: Path) -> None:
         config_class().save_pretrained(tmp_path / config_class.__name__)
         saved = json.loads((tmp_path / config_class.__name__ / "config.json").read_text())
         assert not msvae_only & set(saved), config_class
-    full = {**MSVAEConfig().to_dict(), "model_type": "msvae_follower", "follower_attention": "attention"}
+    full = {**MSVAEConfig(gamma=0.0, prior="normal").to_dict(), "model_type": "msvae_follower",
+            "follower_attention": "attention"}
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "config.json").write_text(json.dumps(full))
     loaded = FollowerConfig.from_pretrained(tmp_path / "old")
     assert loaded.follower_attention == "attention" and loaded.hidden_size == MSVAEConfig().hidden_size
+    assert not msvae_only & set(loaded.to_dict()) and not hasattr(loaded, "gamma")
+    follower = FollowerModel(loaded)
+    assert MSVAEModel.from_baselines(follower).config.to_dict() == MSVAEModel.from_baselines(
+        FollowerModel(FollowerConfig(follower_attention="attention"))).config.to_dict()
 
 
 # ------------------------------------------------------------------------------------------------ save/load
@@ -137,7 +143,7 @@ def test_load_other_model_type_is_a_clear_error(tok: MSVAETokenizer, tmp_path: P
 
 
 def test_load_with_edited_config_is_an_error(tok: MSVAETokenizer, tmp_path: Path) -> None:
-    """A config.json whose hidden_size no longer matches the weights must not load silently."""
+    """A config.json whose hidden_size does not match the weights must not load silently."""
     build("msvae", tok).save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
     config["hidden_size"] = 64

@@ -36,7 +36,7 @@ def table_readings(level: str, root: Path = RESULTS) -> list[str]:
     """The paper's statements (:data:`STATEMENTS`) under each reading of the objective's scale (:data:`READINGS`):
     ours A vs B (runs per side) and whether the statement holds; "-" where a row has no run with the metric. A
     seed-0 run whose first record lacks the metric (MS-VAE without ``best_speaker/``) gives its run trained again's
-    (``reruns/``, the last in name order), named below the table."""
+    (``reruns/``, as :func:`~result_tables.records.records_trained_again` picks it), named below the table."""
     records = load_records(level, root)
     rows = records_by_row(records)
     again = {r["run"]: r for r in load_reruns(level, root)}

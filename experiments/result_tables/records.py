@@ -36,8 +36,9 @@ def records_with_curves(level: str, root: Path = RESULTS) -> dict[str, dict]:
 
 
 def records_trained_again(level: str, root: Path = RESULTS) -> dict[str, dict]:
-    """:func:`load_records`, each run trained again given by its record in ``reruns/`` instead (the last in name
-    order where there are several): the runs as they now stand, e.g. all on the teachers trained again."""
+    """:func:`load_records`, each run trained again given by its record in ``reruns/`` instead (where there are
+    several, the last in name order, ``<run>_<commit>``: an order of commit hashes, not of time), e.g. every
+    speaker-follower on the teachers trained again."""
     records = load_records(level, root)
     for again in load_reruns(level, root):
         records[again["run"]] = again

@@ -87,7 +87,8 @@ def table_seeds(level: str, rows: str, root: Path = RESULTS, again: bool = False
 
 
 def table_seeds_again(level: str, rows: str, root: Path = RESULTS) -> list[str]:
-    """:func:`table_seeds` over the runs as they now stand (:func:`records_trained_again`)."""
+    """:func:`table_seeds` with each run trained again counted by its record in ``reruns/``
+    (:func:`records_trained_again`)."""
     return table_seeds(level, rows, root, again=True)
 
 

@@ -54,13 +54,14 @@ class CurvePoint:
 
 def unpaired_curve(level: str, root: Path = RESULTS) -> list[CurvePoint]:
     """The curve's points in N's order: N from each row's config (``num_unpaired``; none: all of D_u; no V and no
-    D': 0), the epochs its updates saw (updates x unpaired batch / N), the metrics from its records."""
+    D': 0), the epochs its updates saw (updates over the sampler's batches per epoch, N // unpaired batch, on one
+    process: :class:`~msvae_hf.data.sampler.StepSampler`), the metrics from its records."""
     rows = records_by_row(load_records(level, root))
     points = []
     for row in CURVE:
         cfg = load_config(str(CONFIGS / level / f"{row}.yaml"))
         n = (cfg.num_unpaired or UNPAIRED_POOL) if MSVAEConfig(**cfg.model).uses_unpaired else 0
-        epochs = cfg.max_updates * (cfg.unpaired_batch_size or cfg.batch_size) / n if n else None
+        epochs = cfg.max_updates / (n // (cfg.unpaired_batch_size or cfg.batch_size)) if n else None
         runs = rows.get(row, [])
         points.append(CurvePoint(row, n, epochs, values(runs, "sr"), values(runs, "bleu")))
     return points

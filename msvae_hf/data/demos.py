@@ -65,12 +65,12 @@ from datasets import (
     load_from_disk,
 )
 from huggingface_hub import DatasetCard, DatasetCardData, HfApi, is_offline_mode, snapshot_download
-from huggingface_hub.utils import validate_repo_id
 from minigrid.utils.baby_ai_bot import BabyAIBot
 
 from ..card_templates import template_path
 from ..envs.levels import resolve_level
 from ..envs.seeds import TEST_SEED_START
+from ..repo_ids import is_hub_repo_id
 from .collator import CONVERT_COMMAND, FRAME_SHAPE, encode_frames
 
 logger = logging.getLogger(__name__)
@@ -587,14 +587,10 @@ def _unreadable_message(path: Path, err: BaseException) -> str:
 
 def _hub_snapshot(name: str) -> Path | None:
     """The local snapshot of the Hub dataset repo ``name`` ("user/name"), downloaded, or read from the cache when
-    ``HF_HUB_OFFLINE`` is set; None when ``name`` is a local path (its first folder exists here) or no repo id.
+    ``HF_HUB_OFFLINE`` is set; None when ``name`` is no Hub repo id from here (``is_hub_repo_id``: e.g. its
+    first folder exists here).
     FileNotFoundError when the repo cannot be had."""
-    namespace = name.split("/", 1)[0]
-    if name.count("/") != 1 or Path(namespace).exists():
-        return None
-    try:
-        validate_repo_id(name)
-    except ValueError:
+    if not is_hub_repo_id(name):
         return None
     try:
         return Path(snapshot_download(name, repo_type="dataset", local_files_only=is_offline_mode()))

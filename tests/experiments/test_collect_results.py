@@ -116,7 +116,7 @@ def test_paper_and_tests_tables(root):
     assert paper[2] == ("| supervised (follower; speaker) | 52.0 +- 2.0 (n = 3) | 52.0 +- 2.0 (n = 3) | 55.0 | "
                         "30.00 (n = 1) | 10.43 |")
     assert paper[3].startswith("| MS-VAE, paired only | 51.7 +- 1.5 (n = 3) | 51.7 +- 1.5 (n = 3) | 51.0 |")
-    assert paper[4] == "| MS-VAE + V | - | - | 68.3 | - | 10.86 |"  # no runs yet
+    assert paper[4] == "| MS-VAE + V | - | - | 68.3 | - | 10.86 |"  # a row without runs
     tests = {line.split(" | ")[0] + " | " + line.split(" | ")[1]: line
              for line in table_tests("gotoseqlocal", root)[2:]}
     full_vs_paired = tests["| MS-VAE full > MS-VAE paired only | test SR (%)"]
@@ -148,7 +148,7 @@ def test_a_document_is_refreshed_and_checked(root, tmp_path):
 
 
 def test_committed_documents_match_the_committed_results(monkeypatch):
-    """Every marked table of README.md and docs/results/*.md is what its command renders from results/ today."""
+    """Every marked table of README.md and docs/results/*.md is what its command renders from the committed results/."""
     monkeypatch.chdir(REPO)
     documents = [REPO / "README.md", *sorted((REPO / "docs" / "results").glob("*.md"))]
     assert len(documents) > 1, "no results documents"
@@ -435,7 +435,7 @@ def test_flatness_reads_a_run_without_a_curve_from_its_run_trained_again(tmp_pat
     runs, reruns = tmp_path / "bosslocal" / "runs", tmp_path / "bosslocal" / "reruns"
     runs.mkdir(parents=True)
     reruns.mkdir()
-    (runs / "msvae.json").write_text(json.dumps({"run": "msvae"}))  # recorded before curves were
+    (runs / "msvae.json").write_text(json.dumps({"run": "msvae"}))  # a record without a curve
     history = [{"step": s, "valid/success_rate": v} for s, v in ((1500, 0.6), (2000, 0.5))]
     again = {"run": "msvae", "history": history, "config": {"eval_episodes": 100}}
     (reruns / "msvae_abcdef1.json").write_text(json.dumps(again))
@@ -554,11 +554,12 @@ def test_gradient_sweep_gives_alpha_d_against_j_bar(root: Path):
 
 
 def test_unpaired_table_gives_each_point_its_n_and_epochs_and_the_plot_draws_it(root: Path, tmp_path: Path):
-    """N from each curve row's config (paired only: 0; the full row: all of D_u), epochs = updates x unpaired batch
-    / N (2000 x 128 / N), the metrics over seeds; the plot is written from the same numbers."""
+    """N from each curve row's config (paired only: 0; the full row: all of D_u), epochs = updates over the
+    sampler's whole batches per epoch (2000 / (N // 128): 2000 / 7, 2000 / 78, 2000 / 781), the metrics over
+    seeds; the plot is written from the same numbers."""
     lines = table_unpaired("gotoseqlocal", root)
     assert [line.split(" | ")[:2] for line in lines[2:6]] == [
-        ["| 0 (MS-VAE, paired only)", "-"], ["| 1,000 (MS-VAE full, N = 1k unpaired trajectories)", "256"],
+        ["| 0 (MS-VAE, paired only)", "-"], ["| 1,000 (MS-VAE full, N = 1k unpaired trajectories)", "286"],
         ["| 10,000 (MS-VAE full, N = 10k unpaired trajectories)", "25.6"],
         ["| 100,000 (MS-VAE full (+ V + D'))", "2.56"]]
     assert "| 64.7 +- 1.5 (n = 3) |" in lines[5] and lines[3].endswith("| - | - |")  # (66 + 63 + 65) / 3
