@@ -69,18 +69,19 @@ class ModulesConfig(PreTrainedConfig):
 
     #: keys a saved config may hold that this class drops (a baseline's config saved with MS-VAE's fields)
     ignored_keys: ClassVar[frozenset[str]] = frozenset()
+    #: the fields that must be positive integers (a subclass adds its own)
+    positive_fields: ClassVar[tuple[str, ...]] = (
+        "vocab_size", "num_actions", "obs_num_values", "num_directions", "max_instruction_length",
+        "obs_embed_dim", "obs_channels", "hidden_size", "word_embed_dim", "action_embed_dim",
+        "decoder_layers", "decoder_heads", "decoder_ffn_dim", "num_latent_tokens", "latent_dim",
+    )
 
     def _fail(self, name: str, requirement: str) -> ValueError:
         return ValueError(f"{type(self).__name__}.{name} must be {requirement}, got {getattr(self, name)!r}")
 
     def check_values(self) -> None:
         """Reject bad values and combinations, naming the field."""
-        positive = (
-            "vocab_size", "num_actions", "obs_num_values", "num_directions", "max_instruction_length",
-            "obs_embed_dim", "obs_channels", "hidden_size", "word_embed_dim", "action_embed_dim",
-            "decoder_layers", "decoder_heads", "decoder_ffn_dim", "num_latent_tokens", "latent_dim",
-        )
-        for name in positive:
+        for name in self.positive_fields:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise self._fail(name, "a positive integer")
@@ -108,6 +109,7 @@ class MSVAEConfig(ModulesConfig):
     encoder's sharing, the prior (App. D) and the objective's weights (Eq. 10, App. D)."""
 
     model_type = "msvae"
+    positive_fields = (*ModulesConfig.positive_fields, "prior_hidden_size", "swd_projections", "swd_p")
     # MS-VAE only. True: one observation encoder serves q(z|a,o) and p(a|z,o) (one conv pass per frame).
     # False: q(z|a,o) has its own, as the speaker baseline it comes from (App. D: "the existing encoder ...
     # of the speaker"), so V and the action terms do not reshape the features the speaker reads.
@@ -149,10 +151,6 @@ class MSVAEConfig(ModulesConfig):
     def check_values(self) -> None:
         """Reject bad values and combinations, naming the field."""
         super().check_values()
-        for name in ("prior_hidden_size", "swd_projections", "swd_p"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise self._fail(name, "a positive integer")
         for name in ("trajectory_beta", "instruction_beta"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
