@@ -12,7 +12,10 @@
 # their checkpoints stay behind, so on a new machine such a run starts again from scratch. The cells' inputs (data/<level>_100k, the baselines' best/) travel
 # with the working tree or are made as cells. $OUT/grid_<level>.tar.gz then holds every file this call
 # wrote under runs/<level>/ (results.json, curves, logs, best/, best_speaker/, pre-trained encoders) and
-# results/<level>/runs/, without checkpoints/ (optimizer states).
+# results/<level>/, without checkpoints/ (optimizer states), and the checksums of demos made here
+# (data/<level>*/checksums.json, to compare with the demos made elsewhere from the same seeds). A device call
+# brings back at most 64 MiB: with WEIGHTS_OF="follower speaker" only those runs' best*/ weights come back
+# (e.g. the baselines other cells start from), every run's record, config and logs still do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 level=${1:?usage: gpu_grid.sh LEVEL [reproduce.py options]}
@@ -27,8 +30,16 @@ stamp=$(mktemp)
 status=0
 timeout "${DEADLINE:-540}" python experiments/reproduce.py "$@" || status=$?  # 124: stopped at the deadline
 mkdir -p "$OUT"
-{ find "runs/$level" "results/$level/runs" -type f -newer "$stamp" -not -path '*/checkpoints/*' || true; } \
-  2>/dev/null | tar czf "$OUT/grid_$level.tar.gz" -T -
+weights_kept() {  # every path, but the best*/ files of runs not named in WEIGHTS_OF (where it is set)
+  if [ -z "${WEIGHTS_OF+set}" ]; then cat; return; fi
+  awk -v keep=" $WEIGHTS_OF " -v runs="runs/$level/" '{
+    if (index($0, runs) == 1) { split(substr($0, length(runs) + 1), part, "/")
+      if (part[2] ~ /^best/ && index(keep, " " part[1] " ") == 0) next }
+    print }'
+}
+{ find "runs/$level" "results/$level" -type f -newer "$stamp" -not -path '*/checkpoints/*' || true
+  find data -maxdepth 2 -path "data/$level*/checksums.json" -newer "$stamp" || true; } \
+  2>/dev/null | weights_kept | tar czf "$OUT/grid_$level.tar.gz" -T -
 rm -f "$stamp"
 echo "$(tar tzf "$OUT/grid_$level.tar.gz" | wc -l) files in $OUT/grid_$level.tar.gz"
 exit $status

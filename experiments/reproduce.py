@@ -192,6 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         schedule(cells, todo, running, done, failed, logs, args)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # timeout(1) signals its child, then the whole group again
         for name, (proc, _) in running.items():
             proc.terminate()
             print(f"stopped {name}", flush=True)

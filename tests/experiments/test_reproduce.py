@@ -106,31 +106,55 @@ def test_recorded_runs_are_finished_unless_a_cell_to_run_needs_their_folder(tmp_
     assert dry_run("bosslocal", capsys, "--cells", "demos") == ["demos"]  # an input named is made
 
 
-def test_a_stop_signal_stops_the_running_cells(tmp_path: Path) -> None:
-    """SIGTERM (gpu_grid.sh's deadline) ends the cells it started too, and the driver exits 124."""
-    import signal
+def _driver_with_a_slow_cell(tmp_path: Path, cell_code: str):
+    """A reproduce.py driver running one cell (``cell_code``, which writes ``started`` first), once it started."""
     import subprocess
     import time
 
     script = tmp_path / "driver.py"
     script.write_text(
         "import sys\nfrom pathlib import Path\nimport reproduce\nfrom cells import Cell\n"
-        "cell = Cell('slow', (sys.executable, '-c', 'import time; open(\"started\", \"w\"); time.sleep(60)'),"
-        " Path('slow.done'))\n"
+        f"cell = Cell('slow', (sys.executable, '-c', {cell_code!r}), Path('slow.done'))\n"
         "reproduce.level_cells = lambda level, seeds, threads, num_proc: [cell]\n"
         "reproduce.main(['gotoseqlocal'])\n")
     path = os.pathsep.join([str(Path(reproduce.__file__).parent), os.environ.get("PYTHONPATH", "")])
-    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env={**os.environ, "PYTHONPATH": path})
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env={**os.environ, "PYTHONPATH": path},
+                            stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 600  # importing the package can take long on a loaded machine
-    while not (tmp_path / "started").exists() and time.time() < deadline:
+    while not (tmp_path / "started").exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
-    assert (tmp_path / "started").exists(), "the driver did not start its cell"
+    assert (tmp_path / "started").exists(), f"the driver did not start its cell: {proc.stderr.read()}"
+    return proc
+
+
+def test_a_stop_signal_stops_the_running_cells(tmp_path: Path) -> None:
+    """SIGTERM (gpu_grid.sh's deadline) ends the cells it started too, and the driver exits 124."""
+    import signal
+    import subprocess
+
+    proc = _driver_with_a_slow_cell(tmp_path, 'import time; open("started", "w"); time.sleep(60)')
     log = (tmp_path / "runs" / "gotoseqlocal" / "logs" / "slow.log").read_text()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 124
     assert "import time" in log
     children = subprocess.run(["pgrep", "-f", "open(\"started\""], capture_output=True, text=True).stdout
     assert not children.strip(), "the cell's process outlived the driver"
+
+
+def test_a_second_stop_signal_while_the_cells_stop_is_ignored(tmp_path: Path) -> None:
+    """timeout(1) signals the driver, then its whole process group: the driver still waits for its cells and
+    exits 124, without a traceback."""
+    import signal
+    import time
+
+    code = ('import signal, time; signal.signal(signal.SIGTERM, lambda *a: (time.sleep(2), exit(0))); '
+            'open("started", "w"); time.sleep(60)')  # a cell that takes two seconds to stop
+    proc = _driver_with_a_slow_cell(tmp_path, code)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)  # the driver is now waiting for its cell
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 124
+    assert "Traceback" not in proc.stderr.read()
 
 
 def test_the_stop_handler_is_put_back(tmp_path: Path, monkeypatch) -> None:
