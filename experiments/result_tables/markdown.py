@@ -30,7 +30,15 @@ from .benchmarks import (
 from .paper import table_headline, table_paper, table_tests
 from .readings import table_readings
 from .records import RESULTS
-from .runs import table_budget, table_flatness, table_reruns, table_runs, table_seeds, table_seeds_again
+from .runs import (
+    table_budget,
+    table_flatness,
+    table_reruns,
+    table_runs,
+    table_seeds,
+    table_seeds_again,
+    table_speed,
+)
 from .scale import table_architectures, table_unpaired
 from .studies import (
     table_bleu_scales,
@@ -65,6 +73,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "demo_dataset": table_demo_dataset, "smoke": table_smoke,
     "resume": table_resume, "reruns": table_reruns, "readings": table_readings,
     "gradient_sweep": table_gradient_sweep, "architectures": table_architectures, "unpaired": table_unpaired,
+    "speed": table_speed,
 }
 
 

@@ -1,5 +1,5 @@
 """Tables of a level's runs one by one or by row: ``runs``, ``seeds``, ``seeds_again``, ``flatness`` (the
-validation curves), ``budget`` (runs continued to a larger budget) and ``reruns``."""
+validation curves), ``budget`` (runs continued to a larger budget), ``reruns`` and ``speed`` (training rates)."""
 
 from __future__ import annotations
 
@@ -64,6 +64,25 @@ def table_runs(level: str, rows: str, root: Path = RESULTS) -> list[str]:
         for name, s in json.loads(floor.read_text()).items():
             lines.append(f"| floor: {name.replace('_', ' ')} | - | {s['success_rate']:.3f} | {s['mean_steps']:.1f} | "
                          f"{s['mean_reward']:.3f} | - | - | - | - | - | - |")
+    return lines
+
+
+def table_speed(level: str, rows: str, root: Path = RESULTS) -> list[str]:
+    """Each run of ``rows`` (comma-separated): where it trained, its wall time, the part of it spent in validation
+    (rollouts and BLEU every ``eval_every`` updates) and its updates per second of the rest (training, the batches'
+    assembly included); "-" where the record did not time validation. The test evaluation after training is in
+    neither."""
+    by_row = records_by_row(load_records(level, root))
+    lines = ["| run | seed | machine | CUDA graphs | updates | wall (s) | validation (s) | "
+             "training updates/s |", "| --- |" + " --- |" * 7]
+    for row in rows.split(","):
+        for record in by_row.get(row, []):
+            wall, validation = record.get("wall_time_s"), record.get("validation_time_s")  # older: no validation
+            rate = record["updates"] / (wall - validation) if wall and validation is not None else None
+            graphs = "yes" if record.get("config", {}).get("cuda_graphs") else "no"
+            lines.append(f"| {row_label(level, row)} | {run_row(record['run'])[1]} | {machine(record)} | {graphs} | "
+                         f"{record.get('updates')} | {fmt(wall, '.0f')} | {fmt(validation, '.0f')} | "
+                         f"{fmt(rate, '.1f')} |")
     return lines
 
 

@@ -35,6 +35,7 @@ from result_tables.runs import (
     table_runs,
     table_seeds,
     table_seeds_again,
+    table_speed,
 )
 from result_tables.scale import table_architectures, table_unpaired
 from result_tables.studies import table_gradient_sweep, table_probe_data, table_rescoring, table_validation
@@ -131,6 +132,17 @@ def test_runs_table_lists_seeds_and_the_floor(root):
     assert [line.split(" | ")[1] for line in lines[2:8]] == ["0", "1", "2", "0", "1", "2"]
     assert "best valid SR (update 10)" in lines[5] and "best valid BLEU (update 8)" in lines[6]
     assert lines[-1].startswith("| floor: random 3 actions | - | 0.100 |")
+
+
+def test_speed_table_rates_training_apart_from_validation(root):
+    runs = root / "gotoseqlocal" / "runs"
+    timed = {**record("msvae_seed1", "msvae", 0.63, 21.0, 20.0), "updates": 2000, "wall_time_s": 190.0,
+             "validation_time_s": 110.0, "config": {"cuda_graphs": True},
+             "machine": {"device": "NVIDIA H100 80GB HBM3", "cpus": 16, "torch_threads": 1}}
+    (runs / "msvae_seed1.json").write_text(json.dumps(timed))
+    lines = table_speed("gotoseqlocal", "msvae", root)
+    assert lines[3] == "| MS-VAE full (+ V + D') | 1 | NVIDIA H100 80GB HBM3, 1 thr. | yes | 2000 | 190 | 110 | 25.0 |"
+    assert lines[2].endswith("| 2-core CPU, 1 thr. | no | 10 | 60 | - | - |")  # validation not timed: no rate
 
 
 def test_a_document_is_refreshed_and_checked(root, tmp_path):
