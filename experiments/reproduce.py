@@ -11,6 +11,7 @@ row on those seeds (and seed 0).
 
 With ``--cuda-graphs`` every training cell runs ``scripts/train.py --cuda-graphs --loader-workers 2``: on one CUDA
 device its updates are replayed as CUDA graphs (msvae_hf.graphed, docs/results/benchmarks.md "The GPU update").
+With ``--eval-workers N`` every training cell's validation and test envs step in N processes beside it.
 
 A run whose record exists (``results/<level>/runs/<run>.json``) is finished, even where its run folder is not
 on this machine: it is trained again only where a cell still to run needs its folder (e.g. a baseline that
@@ -142,12 +143,11 @@ def select(cells: list[Cell], patterns: list[str] | None,
     return list(wanted.values())
 
 
-def with_cuda_graphs(cell: Cell) -> Cell:
-    """A scripts/train.py cell that trains with its updates captured as CUDA graphs (msvae_hf.graphed), its
-    batches built ahead by two worker processes; any other cell as it is."""
-    if cell.command[:2] != ("python", "scripts/train.py"):
+def training_flags(cell: Cell, flags: tuple[str, ...]) -> Cell:
+    """A scripts/train.py cell with ``flags`` added to its command; any other cell as it is."""
+    if cell.command[:2] != ("python", "scripts/train.py") or not flags:
         return cell
-    return dataclasses.replace(cell, command=(*cell.command, "--cuda-graphs", "--loader-workers", "2"))
+    return dataclasses.replace(cell, command=(*cell.command, *flags))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -161,6 +161,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cuda-graphs", action="store_true",
                         help="train.py cells with --cuda-graphs --loader-workers 2 (one CUDA device; its records "
                              "say so in their config)")
+    parser.add_argument("--eval-workers", type=int, default=0,
+                        help="processes that step each training cell's validation and test envs (train.py's "
+                             "--eval-workers; 0: in the cell's own process)")
     parser.add_argument("--again", action="store_true",
                         help="train recorded runs again too (their records go to results/<level>/reruns/)")
     parser.add_argument("--dry-run", action="store_true", help="print the cells that would run, in order")
@@ -168,8 +171,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         seeds = None if args.seeds is None else tuple(args.seeds)
         every = level_cells(args.level, seeds, args.threads, num_proc=args.num_proc)
-        if args.cuda_graphs:
-            every = [with_cuda_graphs(cell) for cell in every]
+        flags = (("--cuda-graphs", "--loader-workers", "2") if args.cuda_graphs else ()) + \
+            (("--eval-workers", str(args.eval_workers)) if args.eval_workers else ())
+        every = [training_flags(cell, flags) for cell in every]
         cells = select(every, args.cells, lambda cell: not args.again and recorded(args.level, cell))
     except ValueError as err:
         raise SystemExit(f"error: {err}") from err

@@ -214,3 +214,14 @@ def test_cuda_graphs_reaches_the_training_cells_only(tmp_path: Path, monkeypatch
     assert lines["msvae/seed0"].endswith("--cuda-graphs --loader-workers 2")
     assert lines["follower/seed0"].startswith("python scripts/train.py") and "--cuda-graphs" in lines["follower/seed0"]
     assert "--cuda-graphs" not in lines["demos"]
+
+
+def test_eval_workers_reach_the_training_cells_only(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    reproduce.main(["bosslocal", "--dry-run", "--cuda-graphs", "--eval-workers", "3", "--cells", "demos",
+                    "msvae/seed0"])
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert lines["msvae/seed0"].endswith("--cuda-graphs --loader-workers 2 --eval-workers 3")
+    assert "--eval-workers" not in lines["demos"]
+    reproduce.main(["bosslocal", "--dry-run", "--cells", "msvae/seed0"])  # default: evaluation in the process
+    assert "--eval-workers" not in capsys.readouterr().out
