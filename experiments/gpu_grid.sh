@@ -14,8 +14,10 @@
 # wrote under runs/<level>/ (results.json, curves, logs, best/, best_speaker/, pre-trained encoders) and
 # results/<level>/, without checkpoints/ (optimizer states), and the checksums of demos made here
 # (data/<level>*/checksums.json, to compare with the demos made elsewhere from the same seeds). A device call
-# brings back at most 64 MiB: with WEIGHTS_OF="follower speaker" only those runs' best*/ weights come back
-# (e.g. the baselines other cells start from), every run's record, config and logs still do.
+# brings back at most 64 MiB: with WEIGHTS_OF="follower speaker follower_seed1" (run folder names under
+# runs/<level>/) only those runs' best*/ folders come back (e.g. the baselines other cells start from), every
+# run's record, config and logs still do; WEIGHTS_OF="" brings back no best*/ folder. Other weights (a
+# pre-training's encoders, runs/<level>/speaker_init_front_*) come back whole either way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 level=${1:?usage: gpu_grid.sh LEVEL [reproduce.py options]}
@@ -34,7 +36,7 @@ weights_kept() {  # every path, but the best*/ files of runs not named in WEIGHT
   if [ -z "${WEIGHTS_OF+set}" ]; then cat; return; fi
   awk -v keep=" $WEIGHTS_OF " -v runs="runs/$level/" '{
     if (index($0, runs) == 1) { split(substr($0, length(runs) + 1), part, "/")
-      if (part[2] ~ /^best/ && index(keep, " " part[1] " ") == 0) next }
+      if (part[2] ~ /^best/ && part[3] != "" && index(keep, " " part[1] " ") == 0) next }  # best*/ folders
     print }'
 }
 { find "runs/$level" "results/$level" -type f -newer "$stamp" -not -path '*/checkpoints/*' || true

@@ -200,8 +200,13 @@ def main(argv: list[str] | None = None) -> None:
         for name, (proc, _) in running.items():
             proc.terminate()
             print(f"stopped {name}", flush=True)
-        for proc, _ in running.values():
-            proc.wait()
+        for name, (proc, _) in running.items():
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:  # the caller (gpu_grid.sh) archives what the cells wrote next
+                proc.kill()
+                proc.wait()
+                print(f"killed {name}: not stopped {STOP_GRACE_S} s after SIGTERM", flush=True)
         sys.exit(124)
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -209,7 +214,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"failed or blocked: {', '.join(failed)}")
 
 
+#: How long a stopped cell may take to end after SIGTERM before it is killed.
+STOP_GRACE_S = 30
+
+
 def _stop(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the stopping
     raise KeyboardInterrupt
 
 

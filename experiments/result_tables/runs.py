@@ -71,17 +71,19 @@ def table_speed(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     """Each run of ``rows`` (comma-separated): where it trained, its wall time, the part of it spent in validation
     (rollouts and BLEU every ``eval_every`` updates) and its updates per second of the rest (training, the batches'
     assembly included); "-" where the record did not time validation. The test evaluation after training is in
-    neither."""
+    neither. A run stopped and resumed counts its first part up to its last checkpoint, and sets up (loader
+    workers, CUDA graph captures) twice."""
     by_row = records_by_row(load_records(level, root))
     lines = ["| run | seed | machine | CUDA graphs | updates | wall (s) | validation (s) | "
              "training updates/s |", "| --- |" + " --- |" * 7]
     for row in rows.split(","):
         for record in by_row.get(row, []):
-            wall, validation = record.get("wall_time_s"), record.get("validation_time_s")  # older: no validation
-            rate = record["updates"] / (wall - validation) if wall and validation is not None else None
+            wall, validation, updates = (record.get(k) for k in ("wall_time_s", "validation_time_s", "updates"))
+            rate = updates / (wall - validation) if updates and wall and validation is not None and wall > validation \
+                else None  # older records did not time validation
             graphs = "yes" if record.get("config", {}).get("cuda_graphs") else "no"
             lines.append(f"| {row_label(level, row)} | {run_row(record['run'])[1]} | {machine(record)} | {graphs} | "
-                         f"{record.get('updates')} | {fmt(wall, '.0f')} | {fmt(validation, '.0f')} | "
+                         f"{updates} | {fmt(wall, '.0f')} | {fmt(validation, '.0f')} | "
                          f"{fmt(rate, '.1f')} |")
     return lines
 

@@ -106,8 +106,9 @@ def test_recorded_runs_are_finished_unless_a_cell_to_run_needs_their_folder(tmp_
     assert dry_run("bosslocal", capsys, "--cells", "demos") == ["demos"]  # an input named is made
 
 
-def _driver_with_a_slow_cell(tmp_path: Path, cell_code: str):
-    """A reproduce.py driver running one cell (``cell_code``, which writes ``started`` first), once it started."""
+def _driver_with_a_slow_cell(tmp_path: Path, cell_code: str, setup: str = ""):
+    """A reproduce.py driver running one cell (``cell_code``, which writes ``started`` first), once it started;
+    ``setup``: lines the driver runs first."""
     import subprocess
     import time
 
@@ -116,7 +117,7 @@ def _driver_with_a_slow_cell(tmp_path: Path, cell_code: str):
         "import sys\nfrom pathlib import Path\nimport reproduce\nfrom cells import Cell\n"
         f"cell = Cell('slow', (sys.executable, '-c', {cell_code!r}), Path('slow.done'))\n"
         "reproduce.level_cells = lambda level, seeds, threads, num_proc: [cell]\n"
-        "reproduce.main(['gotoseqlocal'])\n")
+        f"{setup}reproduce.main(['gotoseqlocal'])\n")
     path = os.pathsep.join([str(Path(reproduce.__file__).parent), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env={**os.environ, "PYTHONPATH": path},
                             stderr=subprocess.PIPE, text=True)
@@ -155,6 +156,19 @@ def test_a_second_stop_signal_while_the_cells_stop_is_ignored(tmp_path: Path) ->
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 124
     assert "Traceback" not in proc.stderr.read()
+
+
+def test_a_cell_that_ignores_the_stop_signal_is_killed(tmp_path: Path) -> None:
+    """A cell still running STOP_GRACE_S after SIGTERM is killed, so that gpu_grid.sh goes on to its archive."""
+    import signal
+    import subprocess
+
+    code = 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); open("started", "w"); time.sleep(60)'
+    proc = _driver_with_a_slow_cell(tmp_path, code, setup="reproduce.STOP_GRACE_S = 1\n")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 124
+    children = subprocess.run(["pgrep", "-f", "SIG_IGN); open"], capture_output=True, text=True).stdout
+    assert not children.strip(), "the cell outlived the driver"
 
 
 def test_the_stop_handler_is_put_back(tmp_path: Path, monkeypatch) -> None:
