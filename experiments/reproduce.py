@@ -200,9 +200,10 @@ def main(argv: list[str] | None = None) -> None:
         for name, (proc, _) in running.items():
             proc.terminate()
             print(f"stopped {name}", flush=True)
+        deadline = time.monotonic() + STOP_GRACE_S  # one grace period for all, not one each in turn
         for name, (proc, _) in running.items():
             try:
-                proc.wait(timeout=STOP_GRACE_S)
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:  # the caller (gpu_grid.sh) archives what the cells wrote next
                 proc.kill()
                 proc.wait()
