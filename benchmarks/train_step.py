@@ -1,6 +1,6 @@
 """Seconds per update (forward + backward + Adam step) of the follower, the speaker and MS-VAE on ONE real batch.
 
-    python benchmarks/train_step.py [--demos DIR] [--level BabyAI-BossLocal-v0] [--episodes 256]
+    python benchmarks/train_step.py [--demos DIR] [--level BabyAI-BossLocal-v0]
                                     [--batch-size 128] [--steps 10] [--warmup 2] [--tiny]
                                     [--device cpu] [--mixed-precision no|bf16] [--profile-steps N]
                                     [--out results/train_step.json]
