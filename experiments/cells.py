@@ -118,6 +118,14 @@ GOTOSEQLOCAL_ROWS: dict[str, Row] = {
                                  continues="speaker_follower"),
     "msvae_speaker_follower_4000": Row("MS-VAE-speaker-follower, 4000 updates", "budget", ("labels/msvae",),
                                        continues="msvae_speaker_follower"),
+    # Table 3's speaker-follower with a teacher that names the objects, as on BossLocal: the speaker pre-trained on
+    # the front-cell task over D_u, self-trained on its own labels of 40k of D_u, labels all of D_u.
+    "speaker_front_unpaired": Row("speaker, front-cell pre-training on D_u", "pretraining", seeds=(0,),
+                                  init="speaker_init_front_unpaired"),
+    "speaker_front_selftrain": Row("speaker, front-cell pre-training on D_u, self-trained on its labels",
+                                   "pretraining", ("labels/speaker_front",), (0,), init="speaker_init_front_unpaired"),
+    "speaker_follower_front": Row("speaker-follower, labels by the front-cell pre-trained, self-trained speaker",
+                                  "speaker_follower", ("labels/speaker_front_selftrain",)),
 }
 
 _FIVE = (0, 1, 2, 3, 4)
@@ -207,6 +215,10 @@ BOSSLOCAL_LABELLERS = {
     "speaker_front2": Labeller("speaker_front_selftrain/best", "pretraining", 40_000),
     "speaker_front_selftrain": Labeller("speaker_front_selftrain/best", "speaker_follower"),
     "msvae_front_paired": Labeller("msvae_front_paired/best_speaker", "speaker_follower"),
+}
+GOTOSEQLOCAL_LABELLERS = {
+    "speaker_front": Labeller("speaker_front_unpaired/best", "pretraining", 40_000),
+    "speaker_front_selftrain": Labeller("speaker_front_selftrain/best", "speaker_follower"),
 }
 
 
@@ -340,7 +352,7 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
             cells.append(Cell(f"{row}/seed{seed}", tuple(command), out / "results.json", tuple(needs), out,
                               spec.question, after=after))
     cells += pretrainings.values()
-    labellers = {**TABLE_LABELLERS, **(BOSSLOCAL_LABELLERS if level == "bosslocal" else {})}
+    labellers = {**TABLE_LABELLERS, **(BOSSLOCAL_LABELLERS if level == "bosslocal" else GOTOSEQLOCAL_LABELLERS)}
     for name, labeller in labellers.items():  # needs_first moves each before its first student
         out = labels_dir(level, name)
         command = ["python", "scripts/label_unpaired.py", "--speaker", f"runs/{level}/{labeller.model}",
