@@ -76,6 +76,7 @@ def bleu_of_best(record: dict) -> float | None:
 
 METRICS: dict[str, tuple[str, Callable[[dict], float | None]]] = {
     "sr": ("test SR (%)", lambda r: None if sr(r) is None else 100 * sr(r)),
+    "steps": ("test mean steps", lambda r: (r.get("test") or {}).get("mean_steps")),
     "bleu": ("test BLEU-4", bleu),
     "bleu_of_best": ("test BLEU-4 of best/ (MS-VAE)", bleu_of_best),
 }

@@ -89,7 +89,8 @@ def table_speed(level: str, rows: str, root: Path = RESULTS) -> list[str]:
 
 
 def table_seeds(level: str, rows: str, root: Path = RESULTS, again: bool = False) -> list[str]:
-    """Mean +- sd over seeds of each row; p: one-sided t-test of 'greater than' the first row [two-sided].
+    """Mean +- sd over seeds of each row; p: one-sided t-test of 'greater than' the first row [two-sided], for
+    every metric but the test episodes' mean steps.
     ``again``: each run trained again counts with its record in ``reruns/``."""
     by_row = records_by_row((records_trained_again if again else load_records)(level, root))
     names = rows.split(",")
@@ -100,8 +101,9 @@ def table_seeds(level: str, rows: str, root: Path = RESULTS, again: bool = False
         cells = []
         for metric in metrics:
             xs = values(by_row.get(row, []), metric)
-            cell = mean_sd(xs, 1 if metric == "sr" else 2)
-            one, two = p_greater(xs, values(reference, metric)) if row != names[0] else (None, None)
+            cell = mean_sd(xs, 1 if metric in ("sr", "steps") else 2)
+            compared = row != names[0] and metric != "steps"  # steps: beside SR, not a claim of its own
+            one, two = p_greater(xs, values(reference, metric)) if compared else (None, None)
             cells.append(cell + ("" if one is None else f", p = {p_text(one)} [{p_text(two)}]"))
         lines.append(f"| {row_label(level, row)} | " + " | ".join(cells) + " |")
     return lines

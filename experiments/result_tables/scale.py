@@ -31,24 +31,25 @@ def table_architectures(level: str, root: Path = RESULTS) -> list[str]:
     """Table 1: each follower's test SR (mean +- sd over seeds) and App. D's validation protocol beside the
     paper's, which trained on ten times the pairs."""
     rows = records_by_row(load_records(level, root))
-    lines = ["| follower, imitation loss only | test SR (%) | valid SR, App. D protocol (%) | paper SR, M = 1M (%) |",
-             "| --- | --- | --- | --- |"]
+    lines = ["| follower, imitation loss only | test SR (%) | test mean steps | valid SR, App. D protocol (%) | "
+             "paper SR, M = 1M (%) |", "| --- | --- | --- | --- | --- |"]
     for row, paper in TABLE1_PAPER[level].items():
         runs = rows.get(row, [])
-        lines.append(f"| {row_label(level, row)} | {mean_sd(values(runs, 'sr'))} | {mean_sd(app_d_sr(runs))} | "
-                     f"{paper:.1f} |")
+        lines.append(f"| {row_label(level, row)} | {mean_sd(values(runs, 'sr'))} | {mean_sd(values(runs, 'steps'))} | "
+                     f"{mean_sd(app_d_sr(runs))} | {paper:.1f} |")
     return lines
 
 
 @dataclass(frozen=True)
 class CurvePoint:
     """One point of the curve: a row of :data:`cells.CURVE`, its N, the epochs of D_u its budget saw (None at
-    N = 0), and its runs' test SR (%) and BLEU-4."""
+    N = 0), and its runs' test SR (%), test mean steps and BLEU-4."""
 
     row: str
     n: int
     epochs: float | None
     sr: list[float]
+    steps: list[float]
     bleu: list[float]
 
 
@@ -63,19 +64,21 @@ def unpaired_curve(level: str, root: Path = RESULTS) -> list[CurvePoint]:
         n = (cfg.num_unpaired or UNPAIRED_POOL) if MSVAEConfig(**cfg.model).uses_unpaired else 0
         epochs = cfg.max_updates / (n // (cfg.unpaired_batch_size or cfg.batch_size)) if n else None
         runs = rows.get(row, [])
-        points.append(CurvePoint(row, n, epochs, values(runs, "sr"), values(runs, "bleu")))
+        points.append(CurvePoint(row, n, epochs, values(runs, "sr"), values(runs, "steps"), values(runs, "bleu")))
     return points
 
 
 def table_unpaired(level: str, root: Path = RESULTS) -> list[str]:
     """MS-VAE full's test SR and BLEU-4 against N (mean +- sd over seeds), with the supervised follower and
     speaker below."""
-    lines = ["| N unpaired trajectories | epochs of D_u seen | test SR (%) | test BLEU-4 |",
-             "| --- | --- | --- | --- |"]
+    lines = ["| N unpaired trajectories | epochs of D_u seen | test SR (%) | test mean steps | test BLEU-4 |",
+             "| --- | --- | --- | --- | --- |"]
     for p in unpaired_curve(level, root):
         epochs = "-" if p.epochs is None else f"{p.epochs:.3g}"
-        lines.append(f"| {p.n:,} ({row_label(level, p.row)}) | {epochs} | {mean_sd(p.sr)} | {mean_sd(p.bleu, 2)} |")
+        lines.append(f"| {p.n:,} ({row_label(level, p.row)}) | {epochs} | {mean_sd(p.sr)} | {mean_sd(p.steps)} | "
+                     f"{mean_sd(p.bleu, 2)} |")
     rows = records_by_row(load_records(level, root))
-    follower, speaker = values(rows.get("follower", []), "sr"), values(rows.get("speaker", []), "bleu")
-    lines.append(f"| supervised follower / speaker (paired only) | - | {mean_sd(follower)} | {mean_sd(speaker, 2)} |")
+    follower, speaker = rows.get("follower", []), rows.get("speaker", [])
+    lines.append(f"| supervised follower / speaker (paired only) | - | {mean_sd(values(follower, 'sr'))} | "
+                 f"{mean_sd(values(follower, 'steps'))} | {mean_sd(values(speaker, 'bleu'), 2)} |")
     return lines

@@ -59,7 +59,7 @@ def record(run: str, model_type: str, sr: float | None = None, bleu: float | Non
            bleu_of_best: float | None = None, speaker_checkpoint: bool = True) -> dict:
     """A run record as experiments/reproduce.py writes it (the fields the tables read)."""
     out = {"run": run, "model_type": model_type, "updates": 10, "wall_time_s": 60.0, "best": {"step": 10},
-           "test": None if sr is None else {"success_rate": sr, "mean_steps": 9.0, "mean_reward": 0.5},
+           "test": None if sr is None else {"success_rate": sr, "mean_steps": 20 - 10 * sr, "mean_reward": 0.5},
            "test_bleu": bleu, "paper_protocol_valid_sr": sr,
            "machine": {"device": "cpu", "cpus": 2, "torch_threads": 1}}
     if model_type == "msvae":
@@ -102,9 +102,12 @@ def test_p_greater_matches_the_closed_form():
 
 def test_seed_table(root):
     lines = table_seeds("gotoseqlocal", "msvae_paired,msvae", root)
-    assert lines[0] == "| method | test SR (%) | test BLEU-4 | test BLEU-4 of best/ (MS-VAE) |"
+    assert lines[0] == "| method | test SR (%) | test mean steps | test BLEU-4 | test BLEU-4 of best/ (MS-VAE) |"
     paired, full = lines[2], lines[3]
-    assert paired.startswith("| MS-VAE, paired only | 51.7 +- 1.5 (n = 3) | 24.67 +- 0.76 (n = 3) |")
+    # mean steps (20 - 10 SR in the fixture): 15.0, 14.8, 14.7 and 13.4, 13.7, 13.5, beside SR without a p-value
+    assert paired.startswith("| MS-VAE, paired only | 51.7 +- 1.5 (n = 3) | 14.8 +- 0.2 (n = 3) | "
+                             "24.67 +- 0.76 (n = 3) |")
+    assert "| 13.5 +- 0.2 (n = 3) |" in full
     p = student_p_greater([66.0, 63.0, 65.0], [50.0, 52.0, 53.0])
     assert f"| 64.7 +- 1.5 (n = 3), p = {p:.2g} [" in full
     # the seed-0 run without best_speaker/ has no speaker-checkpoint BLEU, but a BLEU of best/
@@ -574,8 +577,10 @@ def test_unpaired_table_gives_each_point_its_n_and_epochs_and_the_plot_draws_it(
         ["| 0 (MS-VAE, paired only)", "-"], ["| 1,000 (MS-VAE full, N = 1k unpaired trajectories)", "286"],
         ["| 10,000 (MS-VAE full, N = 10k unpaired trajectories)", "25.6"],
         ["| 100,000 (MS-VAE full (+ V + D'))", "2.56"]]
-    assert "| 64.7 +- 1.5 (n = 3) |" in lines[5] and lines[3].endswith("| - | - |")  # (66 + 63 + 65) / 3
-    assert lines[6].startswith("| supervised follower / speaker (paired only) | - | 52.0 +- 2.0 (n = 3) | 30.00")
+    # (66 + 63 + 65) / 3, its mean steps (20 - 10 SR in the fixture) beside it
+    assert "| 64.7 +- 1.5 (n = 3) | 13.5 +- 0.2 (n = 3) |" in lines[5] and lines[3].endswith("| - | - | - |")
+    assert lines[6].startswith("| supervised follower / speaker (paired only) | - | 52.0 +- 2.0 (n = 3) | "
+                               "14.8 +- 0.2 (n = 3) | 30.00")
     from plot_unpaired import plot
 
     plot("gotoseqlocal", tmp_path / "curve.png", root)
@@ -591,5 +596,5 @@ def test_architectures_table_sets_each_follower_beside_table_1(root: Path):
     (runs / "follower_m100k_attention.json").write_text(json.dumps(record("follower_m100k_attention", "follower",
                                                                           0.97)))
     lines = table_architectures("gotoseqlocal", root)
-    assert lines[2] == "| follower, seq2seq, M = 100k pairs | - | - | 99.3 |"
-    assert lines[3] == "| follower, w/ attention, M = 100k pairs | 97.0 (n = 1) | 97.0 (n = 1) | 99.8 |"
+    assert lines[2] == "| follower, seq2seq, M = 100k pairs | - | - | - | 99.3 |"
+    assert lines[3] == "| follower, w/ attention, M = 100k pairs | 97.0 (n = 1) | 10.3 (n = 1) | 97.0 (n = 1) | 99.8 |"
