@@ -42,6 +42,7 @@ from .runs import (
 from .scale import table_architectures, table_unpaired
 from .studies import (
     table_bleu_scales,
+    table_follower_probe,
     table_gradient_sweep,
     table_gradients,
     table_pragmatics,
@@ -62,6 +63,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "seeds_again": table_seeds_again,
     "speakers": table_speakers, "pragmatics": table_pragmatics,
     "rescoring": table_rescoring, "probes": table_probes, "probe_data": table_probe_data,
+    "follower_probe": table_follower_probe,
     "gradients": table_gradients, "validation": table_validation, "train_step": table_train_step,
     "train_step_compare": table_train_step_compare, "train_step_peak": table_train_step_peak,
     "attention_layout": table_attention_layout, "gpu_update": table_gpu_update, "gpu_kernels": table_gpu_kernels,

@@ -1,5 +1,5 @@
 """Tables of the study's tools' outputs under ``results/<level>/``: compare_speakers, pragmatic_speakers,
-probe_speaker, objective_gradients, validation_table and bleu_scales."""
+probe_speaker, probe_follower, objective_gradients, validation_table and bleu_scales."""
 
 from __future__ import annotations
 
@@ -46,6 +46,28 @@ def table_probes(level: str, name: str, root: Path = RESULTS) -> list[str]:
     for label, m in data["models"].items():
         lines.append(f"| {label} | " + " | ".join(f"{m[p]['accuracy']:.3f} (majority {m[p]['majority']:.3f})"
                                                   for p in probes) + " |")
+    return lines
+
+
+def table_follower_probe(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """experiments/probe_follower.py's JSON, its models named ``<row>, seed <k>``: per row, mean +- sd over seeds
+    of the SR told each episode's own mission and another's, their difference, and the teacher-forced loss per
+    step with each pair's own instruction and another pair's."""
+    data = read_json(level, name, root)
+    rows: dict[str, list[dict]] = {}
+    for model_name, m in data["models"].items():
+        rows.setdefault(model_name.rsplit(", seed ", 1)[0], []).append(m)
+    episodes = {m["rollouts"]["episodes"] for runs in rows.values() for m in runs}
+    lines = [f"| follower | SR told its own mission (%) | told another episode's (%) | difference (points) | "
+             f"NLL / step, own instruction | another pair's ({data['split']} pairs) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for row, runs in rows.items():
+        own = [100 * m["rollouts"]["success_rate_own"] for m in runs]
+        other = [100 * m["rollouts"]["success_rate_other"] for m in runs]
+        lines.append(f"| {row_label(level, row)} | {mean_sd(own)} | {mean_sd(other)} | "
+                     f"{mean_sd([a - b for a, b in zip(own, other, strict=True)])} | "
+                     f"{mean_sd([m['nll_own'] for m in runs], 3)} | {mean_sd([m['nll_other'] for m in runs], 3)} |")
+    lines.append(f"\nRollouts on the first {', '.join(map(str, sorted(episodes)))} test seeds each.")
     return lines
 
 

@@ -1,0 +1,140 @@
+#!/usr/bin/env python
+"""How much a follower reads its instruction: the teacher-forced imitation loss of a split's pairs with each
+pair's own instruction against the same trajectories with another pair's instruction.
+
+    python experiments/probe_follower.py --demos data/gotoseqlocal_100k --split valid \
+        --model "1k pairs=runs/gotoseqlocal/follower/best" --model "MS-VAE full=runs/gotoseqlocal/msvae/best"
+
+Each batch's instructions are rolled by one (pair i gets pair i-1's instruction, trajectories unchanged), so every
+trajectory is scored under a real instruction of the same level that describes another episode. A follower that
+ignores its instruction scores both the same; the gap is what the instruction tells it about the bot's actions.
+Reported per model: -log p(a | y, o) per real step (Eq. 5, the follower's loss, for the baseline follower and for
+MS-VAE's follower path z = mean of q(z|y)) and the share of steps whose most likely action is the bot's, under
+each instruction.
+
+With ``--rollouts N --level LEVEL`` the same question in closed loop: greedy rollouts on the first N test seeds
+(the seeds of the test SR) with each env's own mission, then with the mission of the seed before it (rolled by
+one over the N seeds; success is judged by the env against its own mission), so that a policy whose success does
+not depend on what it is told scores the same twice. Writes ``--out`` (JSON) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModel
+
+import msvae_hf  # noqa: F401  (registers the model types)
+from msvae_hf.data.collator import DemoCollator
+from msvae_hf.data.demos import load_demos
+from msvae_hf.evaluation import iterate_batches
+from msvae_hf.metrics import summarize_episodes
+from msvae_hf.rollout import evaluation_seeds
+from msvae_hf.runtime import add_threads_flag, set_threads
+
+
+def rolled_instructions(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The batch with pair i given pair i-1's instruction (and its mask); trajectories unchanged."""
+    return {**batch, "input_ids": batch["input_ids"].roll(1, 0), "attention_mask": batch["attention_mask"].roll(1, 0)}
+
+
+@torch.no_grad()
+def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str, float]:
+    """Per real step: mean -log p(a_t | ...) and the share of argmax actions equal to the bot's, with each pair's
+    own instruction (``*_own``) and with another pair's (``*_other``)."""
+    if len(dataset) < 2:
+        raise ValueError(f"need at least two pairs to give each another pair's instruction, got {len(dataset)}")
+    if batch_size < 2:
+        raise ValueError(f"batch_size must be at least 2 (instructions are exchanged within a batch), got {batch_size}")
+    collate = DemoCollator(model.tokenizer)
+    was_training = model.training
+    model.eval()
+    totals = {"nll_own": 0.0, "nll_other": 0.0, "accuracy_own": 0.0, "accuracy_other": 0.0}
+    steps = 0
+    # a last batch of one would be given its own instruction: fold it into the batch before
+    starts = list(range(0, len(dataset), batch_size))
+    if len(dataset) - starts[-1] == 1:
+        starts.pop()
+    try:
+        for start in starts:
+            end = len(dataset) if start == starts[-1] else start + batch_size
+            batch = next(iterate_batches(dataset.select(range(start, end)), collate, end - start))
+            mask = batch["trajectory_mask"].bool()
+            steps += int(mask.sum())
+            for name, inputs in (("own", batch), ("other", rolled_instructions(batch))):
+                _, logits = model.action_log_likelihood(
+                    inputs["input_ids"], inputs["attention_mask"], inputs["observations"], inputs["directions"],
+                    inputs["actions"], inputs["trajectory_mask"])
+                # from the logits, so that a model trained with loss_reduction "mean" is scored per step too
+                log_p = logits.log_softmax(-1).gather(-1, batch["actions"].long().unsqueeze(-1)).squeeze(-1)
+                totals[f"nll_{name}"] -= float(log_p[mask].sum())
+                totals[f"accuracy_{name}"] += float(((logits.argmax(-1) == batch["actions"]) & mask).sum())
+    finally:
+        model.train(was_training)
+    return {**{k: v / steps for k, v in totals.items()}, "pairs": len(dataset), "steps": steps}
+
+
+def rollouts_told_another_mission(model: Any, level: str, episodes: int, batch_size: int = 256) -> dict[str, Any]:
+    """Success rate and mean steps of greedy rollouts on the first ``episodes`` test seeds, told each env's own
+    mission (``*_own``) and told the mission of the seed before it (``*_other``); ``same_text``: the share of
+    episodes whose two missions are the same words."""
+    if episodes < 2:
+        raise ValueError(f"need at least two episodes to tell each another's mission, got {episodes}")
+    seeds = evaluation_seeds(episodes)
+    own = model.follow(level, seeds, batch_size=batch_size)
+    missions = [r.instruction for r in own]
+    other = model.follow(level, seeds, instructions=missions[-1:] + missions[:-1], batch_size=batch_size)
+    stats = {name: summarize_episodes(results) for name, results in (("own", own), ("other", other))}
+    return {"episodes": episodes, "same_text": sum(a == b for a, b in zip(missions, missions[-1:] + missions[:-1],
+                                                                           strict=True)) / episodes,
+            **{f"{key}_{name}": value for name, s in stats.items()
+               for key, value in (("success_rate", s["success_rate"]), ("mean_steps", s["mean_steps"]))}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--demos", required=True)
+    parser.add_argument("--split", default="valid", help="a split with instructions (paired, valid, test)")
+    parser.add_argument("--model", action="append", required=True, metavar="NAME=DIR")
+    parser.add_argument("--batch-size", type=int, default=250)
+    parser.add_argument("--rollouts", type=int, default=0, help="test seeds to roll out on (0: none)")
+    parser.add_argument("--level", help="the level to roll out on (with --rollouts), e.g. GoToSeqLocal")
+    add_threads_flag(parser, default=1)
+    parser.add_argument("--out", default="results/follower_probe.json")
+    args = parser.parse_args()
+    set_threads(args.threads)
+    if args.rollouts and not args.level:
+        raise SystemExit("--rollouts needs --level (the level the demonstrations are of)")
+    demos = load_demos(args.demos)
+    if args.split not in demos:
+        raise SystemExit(f"{args.demos} has no split {args.split!r}; it has {sorted(demos)}")
+    dataset = demos[args.split]
+    report: dict = {"demos": args.demos, "split": args.split, "models": {}}
+    print("| follower | NLL / step, own instruction | another pair's | difference | action accuracy, own | "
+          "another pair's |\n| --- | --- | --- | --- | --- | --- |")
+    for spec in args.model:
+        name, _, path = spec.rpartition("=")
+        name = name or path
+        model = AutoModel.from_pretrained(path)
+        result = instruction_use(model, dataset, args.batch_size)
+        if args.rollouts:
+            result["rollouts"] = rollouts_told_another_mission(model, args.level, args.rollouts)
+        report["models"][name] = {"path": path, **result}
+        print(f"| {name} | {result['nll_own']:.4f} | {result['nll_other']:.4f} | "
+              f"{result['nll_other'] - result['nll_own']:+.4f} | {result['accuracy_own']:.3f} | "
+              f"{result['accuracy_other']:.3f} |")
+        if args.rollouts:
+            r = result["rollouts"]
+            print(f"|   rollouts on {r['episodes']} test seeds: SR own {r['success_rate_own']:.3f} "
+                  f"({r['mean_steps_own']:.1f} steps), told another's mission {r['success_rate_other']:.3f} "
+                  f"({r['mean_steps_other']:.1f} steps) |")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
