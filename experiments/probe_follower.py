@@ -43,7 +43,7 @@ def rolled_instructions(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
 
 
 @torch.no_grad()
-def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str, float]:
+def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str, float | int]:
     """Per real step: mean -log p(a_t | ...) and the share of argmax actions equal to the bot's, with each pair's
     own instruction (``*_own``) and with another pair's (``*_other``)."""
     if len(dataset) < 2:

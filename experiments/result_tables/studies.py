@@ -56,6 +56,8 @@ def table_follower_probe(level: str, name: str, root: Path = RESULTS) -> list[st
     data = read_json(level, name, root)
     rows: dict[str, list[dict]] = {}
     for model_name, m in data["models"].items():
+        if "rollouts" not in m:
+            raise SystemExit(f"{name}.json: {model_name!r} has no rollouts; run probe_follower.py with --rollouts N")
         rows.setdefault(model_name.rsplit(", seed ", 1)[0], []).append(m)
     episodes = {m["rollouts"]["episodes"] for runs in rows.values() for m in runs}
     lines = [f"| follower | SR told its own mission (%) | told another episode's (%) | difference (points) | "
