@@ -29,9 +29,8 @@ import torch
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the model types)
-from msvae_hf.data.collator import DemoCollator
+from msvae_hf.data.collator import DemoCollator, for_loader, read_rows
 from msvae_hf.data.demos import load_demos
-from msvae_hf.evaluation import iterate_batches
 from msvae_hf.metrics import summarize_episodes
 from msvae_hf.rollout import evaluation_seeds
 from msvae_hf.runtime import add_threads_flag, set_threads
@@ -55,14 +54,14 @@ def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str
     model.eval()
     totals = {"nll_own": 0.0, "nll_other": 0.0, "accuracy_own": 0.0, "accuracy_other": 0.0}
     steps = 0
-    # a last batch of one would be given its own instruction: fold it into the batch before
-    starts = list(range(0, len(dataset), batch_size))
-    if len(dataset) - starts[-1] == 1:
-        starts.pop()
+    # batch bounds; a last batch of one would be given its own instruction: fold it into the batch before
+    bounds = list(range(0, len(dataset), batch_size)) + [len(dataset)]
+    if bounds[-1] - bounds[-2] == 1:
+        del bounds[-2]
+    data = for_loader(dataset)
     try:
-        for start in starts:
-            end = len(dataset) if start == starts[-1] else start + batch_size
-            batch = next(iterate_batches(dataset.select(range(start, end)), collate, end - start))
+        for start, end in zip(bounds, bounds[1:]):
+            batch = collate(read_rows(data, range(start, end)))
             mask = batch["trajectory_mask"].bool()
             steps += int(mask.sum())
             for name, inputs in (("own", batch), ("other", rolled_instructions(batch))):
@@ -87,10 +86,10 @@ def rollouts_told_another_mission(model: Any, level: str, episodes: int, batch_s
     seeds = evaluation_seeds(episodes)
     own = model.follow(level, seeds, batch_size=batch_size)
     missions = [r.instruction for r in own]
-    other = model.follow(level, seeds, instructions=missions[-1:] + missions[:-1], batch_size=batch_size)
+    told = missions[-1:] + missions[:-1]
+    other = model.follow(level, seeds, instructions=told, batch_size=batch_size)
     stats = {name: summarize_episodes(results) for name, results in (("own", own), ("other", other))}
-    return {"episodes": episodes, "same_text": sum(a == b for a, b in zip(missions, missions[-1:] + missions[:-1],
-                                                                           strict=True)) / episodes,
+    return {"episodes": episodes, "same_text": sum(a == b for a, b in zip(missions, told, strict=True)) / episodes,
             **{f"{key}_{name}": value for name, s in stats.items()
                for key, value in (("success_rate", s["success_rate"]), ("mean_steps", s["mean_steps"]))}}
 
