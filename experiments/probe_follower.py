@@ -44,7 +44,8 @@ def rolled_instructions(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
 @torch.no_grad()
 def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str, float | int]:
     """Per real step: mean -log p(a_t | ...) and the share of argmax actions equal to the bot's, with each pair's
-    own instruction (``*_own``) and with another pair's (``*_other``)."""
+    own instruction (``*_own``) and with another pair's (``*_other``); ``same_text``: the share of pairs whose other
+    instruction is the same words as their own."""
     if len(dataset) < 2:
         raise ValueError(f"need at least two pairs to give each another pair's instruction, got {len(dataset)}")
     if batch_size < 2:
@@ -53,7 +54,7 @@ def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str
     was_training = model.training
     model.eval()
     totals = {"nll_own": 0.0, "nll_other": 0.0, "accuracy_own": 0.0, "accuracy_other": 0.0}
-    steps = 0
+    steps = same = 0
     # batch bounds; a last batch of one would be given its own instruction: fold it into the batch before
     bounds = list(range(0, len(dataset), batch_size)) + [len(dataset)]
     if bounds[-1] - bounds[-2] == 1:
@@ -64,7 +65,10 @@ def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str
             batch = collate(read_rows(data, range(start, end)))
             mask = batch["trajectory_mask"].bool()
             steps += int(mask.sum())
-            for name, inputs in (("own", batch), ("other", rolled_instructions(batch))):
+            other = rolled_instructions(batch)
+            same += int(torch.cat([batch["input_ids"] == other["input_ids"],
+                                   batch["attention_mask"] == other["attention_mask"]], -1).all(-1).sum())
+            for name, inputs in (("own", batch), ("other", other)):
                 _, logits = model.action_log_likelihood(
                     inputs["input_ids"], inputs["attention_mask"], inputs["observations"], inputs["directions"],
                     inputs["actions"], inputs["trajectory_mask"])
@@ -74,7 +78,8 @@ def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str
                 totals[f"accuracy_{name}"] += float(((logits.argmax(-1) == batch["actions"]) & mask).sum())
     finally:
         model.train(was_training)
-    return {**{k: v / steps for k, v in totals.items()}, "pairs": len(dataset), "steps": steps}
+    return {**{k: v / steps for k, v in totals.items()}, "pairs": len(dataset), "steps": steps,
+            "same_text": same / len(dataset)}
 
 
 def rollouts_told_another_mission(model: Any, level: str, episodes: int, batch_size: int = 256) -> dict[str, Any]:

@@ -51,6 +51,61 @@ def test_instruction_use_is_the_models_own_loss_per_step(follower, tiny_demos):
     assert 0 <= result["accuracy_own"] <= 1 and 0 <= result["accuracy_other"] <= 1
 
 
+def _scores_pair_by_pair(model, rows, others) -> tuple[float, float, float]:
+    """-log p(a | y, o) per real step, argmax accuracy and the share of same words, one pair at a time: pair j's
+    trajectory under pair ``others[j]``'s instruction (each a batch of one, so no padding)."""
+    from msvae_hf.data.collator import DemoCollator
+
+    collate = DemoCollator(model.tokenizer)
+    nll = correct = steps = same = 0.0
+    for j, k in enumerate(others):
+        pair, told = collate([rows[j]]), collate([rows[k]])
+        with torch.no_grad():
+            _, logits = model.action_log_likelihood(told["input_ids"], told["attention_mask"], pair["observations"],
+                                                    pair["directions"], pair["actions"], pair["trajectory_mask"])
+        for t in range(int(pair["trajectory_mask"].sum())):  # a batch of one: its real steps come first
+            action = int(pair["actions"][0, t])
+            nll -= float(logits[0, t].log_softmax(-1)[action])
+            correct += int(logits[0, t].argmax()) == action
+            steps += 1
+        same += rows[j]["instruction"] == rows[k]["instruction"]
+    return nll / steps, correct / steps, same / len(others)
+
+
+def test_other_instruction_scores_against_a_pair_by_pair_computation(follower, tiny_demos):
+    """16 pairs in batches of 5: bounds 0, 5, 10, 16 (the pair left over folded into the last batch, which rolls
+    over six); each pair is told the instruction of the pair before it in its batch."""
+    from msvae_hf.data.demos import load_demos
+
+    valid = load_demos(tiny_demos)["valid"]
+    rows = [valid[i] for i in range(len(valid))]
+    others = [start + (j - 1) % (end - start) for start, end in ((0, 5), (5, 10), (10, 16)) for j in range(end - start)]
+    assert others[:6] == [4, 0, 1, 2, 3, 9] and others[10:] == [15, 10, 11, 12, 13, 14]
+    result = probe_follower.instruction_use(follower, valid, batch_size=5)
+    nll, accuracy, same = _scores_pair_by_pair(follower, rows, others)
+    assert result["nll_other"] == pytest.approx(nll, rel=1e-5)
+    assert result["accuracy_other"] == pytest.approx(accuracy, abs=1e-9)
+    assert result["same_text"] == pytest.approx(same, abs=1e-9)
+    nll, accuracy, same = _scores_pair_by_pair(follower, rows, range(len(rows)))
+    assert result["nll_own"] == pytest.approx(nll, rel=1e-5)
+    assert result["accuracy_own"] == pytest.approx(accuracy, abs=1e-9) and same == 1.0
+
+
+def test_a_mean_reduction_follower_is_scored_per_step_as_the_sum_one(follower, tiny_demos):
+    """The probe reads the logits, so the config's loss_reduction (the training objective's scale) moves nothing."""
+    from msvae_hf import FollowerModel
+    from msvae_hf.data.demos import load_demos
+
+    config = follower.config.to_dict()
+    config["loss_reduction"] = "mean"
+    mean = FollowerModel(type(follower.config)(**{k: v for k, v in config.items() if k != "model_type"})).eval()
+    mean.load_state_dict(follower.state_dict())
+    mean.tokenizer = follower.tokenizer
+    valid = load_demos(tiny_demos)["valid"]
+    assert probe_follower.instruction_use(mean, valid, batch_size=8) == pytest.approx(
+        probe_follower.instruction_use(follower, valid, batch_size=8), rel=1e-6)
+
+
 def test_a_follower_blind_to_its_instruction_scores_both_the_same(follower, tiny_demos, monkeypatch):
     from msvae_hf.data.demos import load_demos
 
@@ -80,11 +135,17 @@ def test_too_few_pairs_or_episodes_are_refused(follower, tiny_demos):
 
 class _ObeysOnlyItsMission:
     """A stand-in follower: an episode succeeds (in 10 steps) when it is told its env's own mission, else fails
-    (in 20), unless told the same words; missions repeat every third seed."""
+    (in 20), unless told the same words; a seed's mission names ``ball(seed)`` (by default missions repeat every
+    third seed). Keeps what each call was told."""
+
+    def __init__(self, ball=lambda seed: seed % 3) -> None:
+        self.ball = ball
+        self.told: list[list[str]] = []
 
     def follow(self, level, seeds, instructions=None, batch_size=None):
-        missions = [f"go to the {seed % 3} ball" for seed in seeds]
+        missions = [f"go to the {self.ball(seed)} ball" for seed in seeds]
         told = missions if instructions is None else instructions
+        self.told.append(list(told))
         return [EpisodeResult(seed, mission, [], 10 if ok else 20, float(ok), ok)
                 for seed, mission, ok in ((s, m, t == m) for s, m, t in zip(seeds, missions, told, strict=True))]
 
@@ -94,6 +155,16 @@ def test_rollouts_told_another_mission_roll_the_missions_by_one():
     # seeds 0..5 from the test seeds' start: missions cycle with period 3, so no two neighbours share words
     assert result == {"episodes": 6, "same_text": 0.0, "success_rate_own": 1.0, "mean_steps_own": 10.0,
                       "success_rate_other": 0.0, "mean_steps_other": 20.0}
+
+
+def test_each_episode_is_told_the_mission_of_the_seed_before_it():
+    """Seed i is told seed i-1's mission and the first seed the last one's; with missions that change every
+    second seed, half the episodes are told their own words (``same_text``) and succeed."""
+    stub = _ObeysOnlyItsMission(ball=lambda seed: seed // 2)
+    result = probe_follower.rollouts_told_another_mission(stub, "GoToSeqLocal", 6)
+    own, told = stub.told
+    assert told == [own[5], own[0], own[1], own[2], own[3], own[4]]
+    assert result["same_text"] == 0.5 and result["success_rate_other"] == 0.5 and result["success_rate_own"] == 1.0
 
 
 def test_table_gives_each_row_its_seeds_mean(tmp_path: Path):
