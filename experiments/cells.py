@@ -5,9 +5,9 @@ pre-trains a speaker's encoders or compares finished runs. Names read ``<row>/se
 the config's name, ``configs/<level>/<row>.yaml``; a pre-training's row is its output folder's name),
 ``demos`` and ``labels/<labeller>`` for data, and ``<script>/<output>`` for comparisons and tables. Run
 folders follow one convention: ``runs/<level>/<row>`` for seed 0 and ``runs/<level>/<row>_seed<k>`` for seed
-k. Every MS-VAE seed starts from the seed-0 baselines (App. D initialisation), so its seeds differ in data
-order and noise only, except in :data:`INDEPENDENT_ROWS`, whose seed k starts from the seed-k baselines; the
-students of all seeds read the labels of the same seed-0 teacher.
+k. Every MS-VAE seed starts from the seed-0 baselines (App. D initialisation) and every speaker-follower seed
+reads the seed-0 teacher's labels, so their seeds differ in data order and noise only, except in
+:data:`INDEPENDENT_ROWS`, whose seed k starts from the seed-k baselines or reads the seed-k teacher's labels.
 
 Both levels hold the rows of Tables 2 and 3 (:data:`TABLE_ROWS`) and the follower rows at twice the budget
 (:data:`BUDGET_ROWS`); BossLocal also holds the rest of its study
@@ -60,6 +60,9 @@ class Row:
     """the row whose finished seed-k run seed k continues to this row's budget (train.py's --continue-from)"""
     own_baselines: bool = False
     """seed k starts from the seed-k baseline follower and speaker (App. D), not from the seed-0 ones"""
+    teacher: str | None = None
+    """the row whose seed-k run (its ``best``) labels D_u for seed k (``labels/<teacher>[_seed<k>]``), where a
+    row's ``pseudo_labels`` names the seed-0 teacher's labels for every seed"""
 
 
 BASELINES = ("follower/seed0", "speaker/seed0")
@@ -75,13 +78,19 @@ TABLE_ROWS: dict[str, Row] = {
     "msvae_speaker_follower": Row("MS-VAE-speaker-follower", "speaker_follower", ("labels/msvae",)),
 }
 
-#: Table 2's MS-VAE rows with independent seeds, on both levels: seed k starts from the seed-k baselines, so that
-#: the seeds vary what the paper's seeds vary (the baselines too), not data order and noise only.
+#: Tables 2 and 3 with independent seeds, on both levels: seed k of an MS-VAE row starts from the seed-k baselines
+#: and seed k of a speaker-follower row reads the seed-k teacher's labels, so that the seeds vary what the paper's
+#: seeds vary (the baselines and teachers too), not data order and noise only. Seed 0 is the shared-start row's
+#: seed 0 trained again.
 INDEPENDENT_ROWS: dict[str, Row] = {
     "msvae_paired_own": Row("MS-VAE, paired only, each seed from its own baselines", "follower",
                             own_baselines=True),
     "msvae_v_own": Row("MS-VAE + V, each seed from its own baselines", "follower", own_baselines=True),
     "msvae_own": Row("MS-VAE full (+ V + D'), each seed from its own baselines", "follower", own_baselines=True),
+    "speaker_follower_own": Row("speaker-follower, each seed on its own speaker's labels", "speaker_follower",
+                                teacher="speaker"),
+    "msvae_speaker_follower_own": Row("MS-VAE-speaker-follower, each seed on its own MS-VAE's labels (MS-VAE full "
+                                      "from its own baselines)", "speaker_follower", teacher="msvae_own"),
 }
 
 #: Table 1 on both levels: the four followers trained on 100,000 pairs (data/<level>_pairs_100k) with the imitation
@@ -199,7 +208,8 @@ BOSSLOCAL_ROWS: dict[str, Row] = {
 
 @dataclass(frozen=True)
 class Labeller:
-    """Labels of the unpaired pool made greedily by ``model`` (``<row>/<best or best_speaker>`` of seed 0)."""
+    """Labels of the unpaired pool made greedily by ``model`` (``<run>/<best or best_speaker>``, a run folder of
+    ``runs/<level>``: seed 0's unless a row's ``teacher`` asks for seed k's)."""
 
     model: str
     question: str
@@ -329,6 +339,7 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
     row_seeds = {row: (spec.seeds if seeds is None or not spec.seeds else tuple(sorted({0, *seeds})))
                  for row, spec in rows.items()}
     pretrainings = {}
+    teachers: dict[str, Labeller] = {}  # the rows' seed-k teachers (Row.teacher), labelled where they are read
     for seed in sorted({s for run in row_seeds.values() for s in run}):  # seed-major: seed 0 of every row first
         for row, spec in rows.items():
             if seed not in row_seeds[row]:
@@ -341,6 +352,11 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                 needs += [f"follower/seed{seed}", f"speaker/seed{seed}"]
                 command += ["--init-follower", str(run_dir(level, "follower", seed) / "best"),
                             "--init-speaker", str(run_dir(level, "speaker", seed) / "best")]
+            if spec.teacher is not None:
+                taught = run_dir(level, spec.teacher, seed).name
+                teachers[taught] = Labeller(f"{taught}/best", spec.question)
+                needs.append(f"labels/{taught}")
+                command += ["--pseudo-labels", str(labels_dir(level, taught))]
             if spec.init is not None:
                 init = run_dir(level, spec.init, seed)
                 pretrainings[init] = pretraining_cell(level, spec.init, seed, threads)
@@ -357,6 +373,7 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                               spec.question, after=after))
     cells += pretrainings.values()
     labellers = {**TABLE_LABELLERS, **(BOSSLOCAL_LABELLERS if level == "bosslocal" else GOTOSEQLOCAL_LABELLERS)}
+    labellers |= {name: labeller for name, labeller in teachers.items() if name not in labellers}
     for name, labeller in labellers.items():  # needs_first moves each before its first student
         out = labels_dir(level, name)
         command = ["python", "scripts/label_unpaired.py", "--speaker", f"runs/{level}/{labeller.model}",

@@ -125,3 +125,21 @@ def test_independent_rows_start_each_seed_from_its_own_baselines(level: str) -> 
             assert f"--init-speaker runs/{level}/speaker{suffix}/best" in command
             assert {f"follower/seed{seed}", f"speaker/seed{seed}"} <= set(cell.needs)
     assert "--init-follower" not in " ".join(cells["msvae/seed1"].command)  # the shared-start rows stay as they are
+
+
+@pytest.mark.parametrize("level", ["bosslocal", "gotoseqlocal"])
+def test_independent_speaker_followers_read_their_own_teachers_labels(level: str) -> None:
+    """Seed k of a speaker-follower row with a teacher reads labels of D_u made by the teacher's seed-k run; the
+    shared-teacher rows keep reading seed 0's."""
+    cells = {c.name: c for c in level_cells(level)}
+    for row, teacher in (("speaker_follower_own", "speaker"), ("msvae_speaker_follower_own", "msvae_own")):
+        for seed in (0, 1, 2):
+            taught = teacher if seed == 0 else f"{teacher}_seed{seed}"
+            cell = cells[f"{row}/seed{seed}"]
+            assert train_config(cell).pseudo_labels == f"data/pseudo_labels/{level}/{taught}"
+            assert f"labels/{taught}" in cell.needs
+            labels = cells[f"labels/{taught}"]
+            assert f"--speaker runs/{level}/{taught}/best" in " ".join(labels.command)
+            assert labels.needs == (f"{teacher}/seed{seed}",)
+    assert train_config(cells["speaker_follower/seed2"]).pseudo_labels == f"data/pseudo_labels/{level}/speaker"
+    assert train_config(cells["msvae_speaker_follower/seed1"]).pseudo_labels == f"data/pseudo_labels/{level}/msvae"
