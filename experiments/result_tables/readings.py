@@ -35,7 +35,7 @@ STATEMENTS = (
 def table_readings(level: str, root: Path = RESULTS) -> list[str]:
     """The paper's statements (:data:`STATEMENTS`) under each reading of the objective's scale (:data:`READINGS`):
     ours A vs B (runs per side) and whether the statement holds; "-" where a row has no run with the metric. A
-    seed-0 run whose first record lacks the metric (MS-VAE without ``best_speaker/``) gives its run trained again's
+    seed-0 run whose ``runs/`` record lacks the metric (MS-VAE without ``best_speaker/``) gives its run trained again's
     (``reruns/``, as :func:`~result_tables.records.records_trained_again` picks it), named below the table."""
     records = load_records(level, root)
     rows = records_by_row(records)
@@ -72,6 +72,6 @@ def table_readings(level: str, root: Path = RESULTS) -> list[str]:
         lines.append(f"| {statement} | {METRICS[metric][0]} | " + " | ".join(cells) + " |")
     if from_again:
         lines += ["", "Seed 0 of " + ", ".join(f"`{row}`" for row in sorted(from_again)) + " in the BLEU comparisons: "
-                  "its first record has no speaker checkpoint, so its run trained again (`reruns/`, the same config "
+                  "its `runs/` record has no speaker checkpoint, so its run trained again (`reruns/`, the same config "
                   "and seed) gives the BLEU."]
     return lines

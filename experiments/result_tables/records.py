@@ -19,7 +19,7 @@ def load_records(level: str, root: Path = RESULTS) -> dict[str, dict]:
 
 
 def load_reruns(level: str, root: Path = RESULTS) -> list[dict]:
-    """The records of runs trained again after their first record (``results/<level>/reruns/*.json``)."""
+    """The records of runs trained again after their record in ``runs/`` (``results/<level>/reruns/*.json``)."""
     return [json.loads(p.read_text()) for p in sorted((root / level / "reruns").glob("*.json"))]
 
 

@@ -182,8 +182,8 @@ def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
 
 def continued_record(level: str, record: dict, candidates: list[dict]) -> dict | None:
     """The record of the run that ``record`` continued (``--continue-from``): of its row's ``continues`` row and
-    seed, among ``candidates`` (first records and runs trained again), the one whose curve the continued run's
-    begins with."""
+    seed, among ``candidates`` (the records of ``runs/`` and of runs trained again), the one whose curve the
+    continued run's begins with."""
     row, seed = run_row(record["run"])
     source = level_rows(level)[row].continues
     if source is None:
@@ -220,7 +220,7 @@ def table_budget(level: str, rows: str, root: Path = RESULTS) -> list[str]:
                     continue
                 found = last_quarter(r)
                 gain = "-" if found is None else f"{found[1][1] - found[0][1]:+.3f} ({found[2]:.3f})"
-                which = "-" if r is record else "its first record" if r is first else "its run trained again"
+                which = "-" if r is record else "its `runs/` record" if r is first else "its run trained again"
                 lines.append(f"| {label} | {seed} | {r.get('updates')} | {fmt(sr(r), '.3f')} | {best_valid(r)} | "
                              f"{gain} | {means_text(quarter_means(r))} | {which} |")
     return lines
@@ -228,9 +228,9 @@ def table_budget(level: str, rows: str, root: Path = RESULTS) -> list[str]:
 
 def table_reruns(level: str, root: Path = RESULTS) -> list[str]:
     """Runs trained again after their record was written (``results/<level>/reruns/<run>_<commit>.json``, e.g. a
-    baseline retrained on a new machine to start other runs from), each beside its first record."""
-    lines = ["| run | seed | test SR: first | again | test BLEU-4 (MS-VAE: of best/): first | again | commit again | "
-             "wall again (min) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    baseline retrained on a new machine to start other runs from), each beside its record in ``runs/``."""
+    lines = ["| run | seed | test SR: `runs/` | again | test BLEU-4 (MS-VAE: of best/): `runs/` | again | "
+             "commit again | wall again (min) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     first = load_records(level, root)
 
     def bleu_alike(record: dict) -> float | None:  # every MS-VAE record has best/; older ones lack best_speaker/

@@ -485,7 +485,7 @@ def test_budget_table_sets_each_continued_run_beside_the_record_it_continued(tmp
     se = math.sqrt(0.7 * 0.3 / 100)
     # seed 0 at 4000: last quarter (3000, 4000] = 0.7 (one evaluation), too few for the quarters' means
     assert lines[2:4] == [
-        "| MS-VAE full (+ V + D') | 0 | 2000 | 0.600 | 0.620 (update 2000) | +0.020 (0.049) | - | its first record |",
+        "| MS-VAE full (+ V + D') | 0 | 2000 | 0.600 | 0.620 (update 2000) | +0.020 (0.049) | - | its `runs/` record |",
         f"| MS-VAE full (+ V + D'), 4000 updates | 0 | 4000 | 0.700 | 0.700 (update 4000) | +0.040 ({se:.3f}) | - "
         "| - |"]
     assert lines[4].startswith("| MS-VAE full (+ V + D') | 1 | 2000 | 0.600 |")
