@@ -41,6 +41,16 @@ def rolled_instructions(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
     return {**batch, "input_ids": batch["input_ids"].roll(1, 0), "attention_mask": batch["attention_mask"].roll(1, 0)}
 
 
+def rolled_texts(texts: list[str]) -> list[str]:
+    """``texts`` with item i given item i-1's text (the first the last one's), as :func:`rolled_instructions`."""
+    return texts[-1:] + texts[:-1]
+
+
+def same_words_as_the_one_before(texts: list[str]) -> int:
+    """How many of ``texts`` are the same words as the one :func:`rolled_texts` gives them instead."""
+    return sum(a == b for a, b in zip(texts, rolled_texts(texts), strict=True))
+
+
 @torch.no_grad()
 def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str, float | int]:
     """Per real step: mean -log p(a_t | ...) and the share of argmax actions equal to the bot's, with each pair's
@@ -62,13 +72,12 @@ def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str
     data = for_loader(dataset)
     try:
         for start, end in zip(bounds, bounds[1:]):
-            batch = collate(read_rows(data, range(start, end)))
+            rows = read_rows(data, range(start, end))
+            batch = collate(rows)
             mask = batch["trajectory_mask"].bool()
             steps += int(mask.sum())
-            other = rolled_instructions(batch)
-            same += int(torch.cat([batch["input_ids"] == other["input_ids"],
-                                   batch["attention_mask"] == other["attention_mask"]], -1).all(-1).sum())
-            for name, inputs in (("own", batch), ("other", other)):
+            same += same_words_as_the_one_before([row["instruction"] for row in rows])
+            for name, inputs in (("own", batch), ("other", rolled_instructions(batch))):
                 _, logits = model.action_log_likelihood(
                     inputs["input_ids"], inputs["attention_mask"], inputs["observations"], inputs["directions"],
                     inputs["actions"], inputs["trajectory_mask"])
@@ -91,10 +100,10 @@ def rollouts_told_another_mission(model: Any, level: str, episodes: int, batch_s
     seeds = evaluation_seeds(episodes)
     own = model.follow(level, seeds, batch_size=batch_size)
     missions = [r.instruction for r in own]
-    told = missions[-1:] + missions[:-1]
+    told = rolled_texts(missions)
     other = model.follow(level, seeds, instructions=told, batch_size=batch_size)
     stats = {name: summarize_episodes(results) for name, results in (("own", own), ("other", other))}
-    return {"episodes": episodes, "same_text": sum(a == b for a, b in zip(missions, told, strict=True)) / episodes,
+    return {"episodes": episodes, "same_text": same_words_as_the_one_before(missions) / episodes,
             **{f"{key}_{name}": value for name, s in stats.items()
                for key, value in (("success_rate", s["success_rate"]), ("mean_steps", s["mean_steps"]))}}
 
