@@ -27,7 +27,14 @@ from .benchmarks import (
     table_train_step_profile,
     table_update_ops,
 )
-from .paper import table_headline, table_paper, table_tests
+from .paper import (
+    table_headline,
+    table_headline_own,
+    table_paper,
+    table_paper_own,
+    table_tests,
+    table_tests_own,
+)
 from .readings import table_readings
 from .records import RESULTS
 from .runs import (
@@ -75,7 +82,8 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "demo_dataset": table_demo_dataset, "smoke": table_smoke,
     "resume": table_resume, "reruns": table_reruns, "readings": table_readings,
     "gradient_sweep": table_gradient_sweep, "architectures": table_architectures, "unpaired": table_unpaired,
-    "speed": table_speed,
+    "speed": table_speed, "paper_own": table_paper_own, "headline_own": table_headline_own,
+    "tests_own": table_tests_own,
 }
 
 

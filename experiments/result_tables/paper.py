@@ -1,13 +1,25 @@
-"""The paper's Tables 2 and 3 beside ours: ``paper``, ``headline`` and ``tests`` (App. D's t-tests)."""
+"""The paper's Tables 2 and 3 beside ours: ``paper``, ``headline`` and ``tests`` (App. D's t-tests), from the
+shared-start rows or (``paper_own``, ``headline_own``, ``tests_own``) from the independent seeds."""
 
 from __future__ import annotations
 
 import statistics
 from pathlib import Path
 
-from cells import LEVELS, row_label
+from cells import LEVELS, row_label, run_row
 
-from .records import METRICS, RESULTS, fmt, load_records, mean_sd, p_greater, p_text, records_by_row, values
+from .records import (
+    METRICS,
+    RESULTS,
+    fmt,
+    load_records,
+    load_reruns,
+    mean_sd,
+    p_greater,
+    p_text,
+    records_by_row,
+    values,
+)
 
 #: The paper's Table 2 (SR %, BLEU) and Table 3 (SR %, BabyAI-BossLocal only), by our row names.
 PAPER = {
@@ -35,16 +47,56 @@ CLAIMS = (
 )
 
 
+#: Tables 2 and 3's rows whose seed k starts from the seed-k baselines or reads the seed-k teacher's labels
+#: (experiments/cells.py, ``INDEPENDENT_ROWS``): row -> its independent row.
+OWN = {"msvae_paired": "msvae_paired_own", "msvae_v": "msvae_v_own", "msvae": "msvae_own",
+       "speaker_follower": "speaker_follower_own", "msvae_speaker_follower": "msvae_speaker_follower_own"}
+
+#: The flags by which an MS-VAE run names the baselines it starts from, and their rows.
+START_FLAGS = {"--init-follower": "follower", "--init-speaker": "speaker"}
+
+
+def shared_start_rows(level: str, root: Path = RESULTS) -> dict[str, list[dict]]:
+    """row -> its runs' records (``results/<level>/runs/``), every MS-VAE seed from the seed-0 baselines."""
+    return records_by_row(load_records(level, root))
+
+
+def independent_rows(level: str, root: Path = RESULTS) -> dict[str, list[dict]]:
+    """Tables 2 and 3's rows from the independent seeds: each row by its runs of :data:`OWN`, the supervised
+    follower and speaker by the baselines those MS-VAE runs started from, each by its record trained at the
+    same commit as the run that started from it (in ``runs/`` or ``reruns/``; none where there is no such
+    record)."""
+    first = load_records(level, root)
+    by_row = records_by_row(first)
+    candidates = [*first.values(), *load_reruns(level, root)]
+    rows = {row: by_row.get(own, []) for row, own in OWN.items()}
+    starts: dict[str, dict[str, dict]] = {row: {} for row in START_FLAGS.values()}
+    for row in ("msvae_paired", "msvae_v", "msvae"):
+        for record in rows[row]:
+            words = " ".join(record.get("command", [])).split()
+            for flag, baseline in START_FLAGS.items():
+                if flag not in words:
+                    continue
+                run = Path(words[words.index(flag) + 1]).parent.name
+                same = [c for c in candidates if c["run"] == run and c.get("commit") == record.get("commit")]
+                if same:
+                    starts[baseline][run] = same[-1]
+    for baseline, runs in starts.items():
+        rows[baseline] = [runs[run] for run in sorted(runs, key=lambda run: run_row(run)[1])]
+    return rows
+
+
 def app_d_sr(runs: list[dict]) -> list[float]:
     """The paper's SR protocol (App. D: validation SR per evaluation, window-5 moving average, maximum), in %,
     of the runs whose record computed it."""
     return [100 * r["paper_protocol_valid_sr"] for r in runs if r.get("paper_protocol_valid_sr") is not None]
 
 
-def table_paper(level: str, root: Path = RESULTS) -> list[str]:
+def table_paper(level: str, root: Path = RESULTS, rows: dict[str, list[dict]] | None = None) -> list[str]:
     """Tables 2 and 3: ours (mean +- sd over seeds) beside the paper's number, our SR both as test SR of the
-    checkpoint best on validation and by the paper's own protocol (App. D), which the paper reports."""
-    rows = records_by_row(load_records(level, root))
+    checkpoint best on validation and by the paper's own protocol (App. D), which the paper reports.
+    ``rows``: the records by row (default: :func:`shared_start_rows`)."""
+    rows = shared_start_rows(level, root) if rows is None else rows
     paper = PAPER[level]
     lines = ["| Table 2 | test SR (%) | valid SR, App. D protocol (%) | paper SR | test BLEU-4 | paper BLEU |",
              "| --- | --- | --- | --- | --- | --- |"]
@@ -70,10 +122,10 @@ def table_paper(level: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
-def table_headline(level: str, root: Path = RESULTS) -> list[str]:
+def table_headline(level: str, root: Path = RESULTS, rows: dict[str, list[dict]] | None = None) -> list[str]:
     """One line per method of Tables 2 and 3: our test SR (and by the paper's App. D protocol) and BLEU (mean over
-    seeds, n) beside the paper's."""
-    rows = records_by_row(load_records(level, root))
+    seeds, n) beside the paper's. ``rows`` as in :func:`table_paper`."""
+    rows = shared_start_rows(level, root) if rows is None else rows
     paper = PAPER[level]
     lines = [f"| {LEVELS[level]} | SR % (n) | App. D SR % | paper SR | BLEU-4 (n) | paper BLEU |",
              "| --- | --- | --- | --- | --- | --- |"]
@@ -97,20 +149,53 @@ def table_headline(level: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
+def claim_cells(rows: dict[str, list[dict]], metric: str, row: str, other: str) -> tuple[str, str]:
+    """(ours: the two rows' means and n, p: one-sided [two-sided]) of the claim "row > other" on ``metric``."""
+    xs, ys = values(rows.get(row, []), metric), values(rows.get(other, []), metric)
+    ours = "-" if not xs or not ys else (f"{statistics.fmean(xs):.2f} vs {statistics.fmean(ys):.2f} "
+                                         f"(n = {len(xs)}, {len(ys)})")
+    one, two = p_greater(xs, ys)
+    return ours, "-" if one is None else f"{p_text(one)} [{p_text(two)}]"
+
+
+def paper_claim(level: str, claim: str, metric: str, row: str, other: str) -> str:
+    """The paper's two numbers of a claim, "a vs b" ("-" where it has not both)."""
+    paper = PAPER[level]
+    key = "table3_sr" if "follower" in claim and "full >" not in claim else metric
+    a, b = paper.get(row, {}).get(key), paper.get(other, {}).get(key)
+    return "-" if a is None or b is None else f"{a:g} vs {b:g}"
+
+
 def table_tests(level: str, root: Path = RESULTS) -> list[str]:
     """The paper's comparisons as one-sided t-tests over seeds, with the paper's two numbers beside ours."""
-    rows = records_by_row(load_records(level, root))
-    paper = PAPER[level]
+    rows = shared_start_rows(level, root)
     lines = ["| claim | metric | ours (mean, n) | p, one-sided [two-sided] | paper |",
              "| --- | --- | --- | --- | --- |"]
     for claim, metric, row, other in CLAIMS:
-        xs, ys = values(rows.get(row, []), metric), values(rows.get(other, []), metric)
-        key = "table3_sr" if "follower" in claim and "full >" not in claim else metric
-        a, b = paper.get(row, {}).get(key), paper.get(other, {}).get(key)
-        theirs = "-" if a is None or b is None else f"{a:g} vs {b:g}"
-        ours = "-" if not xs or not ys else (f"{statistics.fmean(xs):.2f} vs {statistics.fmean(ys):.2f} "
-                                             f"(n = {len(xs)}, {len(ys)})")
-        one, two = p_greater(xs, ys)
-        p = "-" if one is None else f"{p_text(one)} [{p_text(two)}]"
+        ours, p = claim_cells(rows, metric, row, other)
+        theirs = paper_claim(level, claim, metric, row, other)
         lines.append(f"| {claim} | {METRICS[metric][0]} | {ours} | {p} | {theirs} |")
     return lines
+
+
+def table_tests_own(level: str, root: Path = RESULTS) -> list[str]:
+    """:func:`table_tests` from the independent seeds (:func:`independent_rows`) beside the shared-start rows:
+    which comparisons and p-values move when the seeds vary the baselines and teachers too."""
+    shared, own = shared_start_rows(level, root), independent_rows(level, root)
+    lines = ["| claim | metric | shared start: ours (mean, n) | p, one-sided [two-sided] | "
+             "independent seeds: ours (mean, n) | p, one-sided [two-sided] | paper |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for claim, metric, row, other in CLAIMS:
+        cells = " | ".join((*claim_cells(shared, metric, row, other), *claim_cells(own, metric, row, other)))
+        lines.append(f"| {claim} | {METRICS[metric][0]} | {cells} | {paper_claim(level, claim, metric, row, other)} |")
+    return lines
+
+
+def table_paper_own(level: str, root: Path = RESULTS) -> list[str]:
+    """:func:`table_paper` from the independent seeds (:func:`independent_rows`)."""
+    return table_paper(level, root, independent_rows(level, root))
+
+
+def table_headline_own(level: str, root: Path = RESULTS) -> list[str]:
+    """:func:`table_headline` from the independent seeds (:func:`independent_rows`)."""
+    return table_headline(level, root, independent_rows(level, root))

@@ -24,7 +24,7 @@ from result_tables.benchmarks import (
     table_train_step_profile,
 )
 from result_tables.markdown import MARK, TABLES, refresh
-from result_tables.paper import table_paper, table_tests
+from result_tables.paper import independent_rows, table_paper, table_tests, table_tests_own
 from result_tables.readings import table_readings
 from result_tables.records import load_records, p_greater, records_trained_again, records_with_curves
 from result_tables.runs import (
@@ -128,6 +128,39 @@ def test_paper_and_tests_tables(root):
     assert f"| 64.67 vs 51.67 (n = 3, 3) | {p:.2g} [" in full_vs_paired and full_vs_paired.endswith("| 71.7 vs 51 |")
     assert tests["| MS-VAE full > supervised | test BLEU-4"].endswith(
         "| 20.50 vs 30.00 (n = 2, 1) | - | 11.73 vs 10.43 |")  # one speaker seed: no test
+
+
+def test_independent_rows_read_the_baselines_each_seed_started_from(root):
+    """Seed k of an independent row is compared with the baselines its MS-VAE runs started from, trained at
+    their commit: the record in ``reruns/`` at that commit, not the shared-start record or one at another commit."""
+    runs, reruns = root / "gotoseqlocal" / "runs", root / "gotoseqlocal" / "reruns"
+    reruns.mkdir()
+    for seed, (follower, speaker, paired, full) in enumerate(((0.40, 28.0, 0.45, 0.80), (0.42, 29.0, 0.47, 0.82))):
+        suffix = "" if seed == 0 else f"_seed{seed}"
+        for name, model_type, sr, bleu in (("follower", "follower", follower, None),
+                                           ("speaker", "speaker", None, speaker)):
+            again = record(name + suffix, model_type, sr, bleu)
+            (reruns / f"{name}{suffix}_abc.json").write_text(json.dumps({**again, "commit": "abc"}))
+            (reruns / f"{name}{suffix}_old.json").write_text(json.dumps({**again, "commit": "old", "test": {
+                "success_rate": 0.99, "mean_steps": 1.0}}))
+        start = (f"--init-follower runs/gotoseqlocal/follower{suffix}/best "
+                 f"--init-speaker runs/gotoseqlocal/speaker{suffix}/best")
+        for row, sr in (("msvae_paired_own", paired), ("msvae_own", full)):
+            own = record(row + suffix, "msvae", sr, 25.0 + seed, 24.0)
+            own.update(commit="abc", command=[f"python scripts/train.py --config c.yaml {start} --seed {seed}"])
+            (runs / f"{row}{suffix}.json").write_text(json.dumps(own))
+    rows = independent_rows("gotoseqlocal", root)
+    assert [rows["follower"], rows["speaker"]] == [
+        [json.loads((reruns / f"{name}{s}_abc.json").read_text()) for s in ("", "_seed1")]
+        for name in ("follower", "speaker")]
+    assert [r["run"] for r in rows["msvae"]] == ["msvae_own", "msvae_own_seed1"] and rows["msvae_v"] == []
+    claims = {line.split(" | ")[0] + " | " + line.split(" | ")[1]: line
+              for line in table_tests_own("gotoseqlocal", root)[2:]}
+    full_vs_supervised = claims["| MS-VAE full > supervised | test SR (%)"].split(" | ")
+    assert full_vs_supervised[2] == "64.67 vs 52.00 (n = 3, 3)"  # the shared-start rows, beside
+    one, two = p_greater([80.0, 82.0], [40.0, 42.0])
+    assert full_vs_supervised[4:6] == ["81.00 vs 41.00 (n = 2, 2)", f"{one:.2g} [{two:.2g}]"]
+    assert claims["| + V > MS-VAE paired only | test SR (%)"].split(" | ")[4:6] == ["-", "-"]  # no runs: no claim
 
 
 def test_runs_table_lists_seeds_and_the_floor(root):
