@@ -19,9 +19,10 @@ benchmarks' JSON. A results document marks each table with the command that prin
 Tables: ``paper`` (Tables 2 and 3 beside the paper's numbers), ``headline`` (the same in one short table),
 ``tests`` (the paper's one-sided t-tests over seeds), ``paper_own``, ``headline_own`` (the same from the
 independent seeds: seed k of each row from the seed-k baselines or teacher, the supervised rows those
-baselines), ``tests_own`` (the t-tests from the independent seeds beside the shared-start ones), ``readings`` (the paper's statements about its
-weights and Table 2 under each reading of the objective's scale), ``runs:ROW,...`` (every run of those rows, one line
-each, with the random floor), ``seeds:ROW,...`` (mean +- sd over seeds, t-tests against the first row),
+baselines), ``tests_own`` (the t-tests from the independent seeds beside the shared-start ones),
+``readings`` (the paper's statements about its weights and Table 2 under each reading of the objective's
+scale), ``runs:ROW,...`` (every run of those rows, one line each, with the random floor), ``seeds:ROW,...``
+(mean +- sd over seeds, t-tests against the first row),
 ``seeds_again:ROW,...`` (the same, each run trained again counted as it was trained again),
 ``flatness:ROW,...`` (has each run's validation SR stopped rising), ``budget:ROW,...`` (runs continued to a
 larger budget, each seed beside the run it continued), ``speakers:FILE``, ``pragmatics:FILE``,

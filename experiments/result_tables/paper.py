@@ -94,30 +94,34 @@ def app_d_sr(runs: list[dict]) -> list[float]:
 
 def table_paper(level: str, root: Path = RESULTS, rows: dict[str, list[dict]] | None = None) -> list[str]:
     """Tables 2 and 3: ours (mean +- sd over seeds) beside the paper's number, our SR both as test SR of the
-    checkpoint best on validation and by the paper's own protocol (App. D), which the paper reports.
+    checkpoint best on validation (with its mean steps) and by the paper's own protocol (App. D), which the paper
+    reports.
     ``rows``: the records by row (default: :func:`shared_start_rows`)."""
     rows = shared_start_rows(level, root) if rows is None else rows
     paper = PAPER[level]
-    lines = ["| Table 2 | test SR (%) | valid SR, App. D protocol (%) | paper SR | test BLEU-4 | paper BLEU |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    lines.append(f"| supervised (follower; speaker) | {mean_sd(values(rows.get('follower', []), 'sr'))} | "
-                 f"{mean_sd(app_d_sr(rows.get('follower', [])))} | "
+
+    def follower_cells(runs: list[dict]) -> str:
+        """test SR, its mean steps and the App. D protocol's SR."""
+        return f"{mean_sd(values(runs, 'sr'))} | {mean_sd(values(runs, 'steps'))} | {mean_sd(app_d_sr(runs))}"
+
+    lines = ["| Table 2 | test SR (%) | test mean steps | valid SR, App. D protocol (%) | paper SR | test BLEU-4 | "
+             "paper BLEU |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines.append(f"| supervised (follower; speaker) | {follower_cells(rows.get('follower', []))} | "
                  f"{fmt(paper['follower'].get('sr'), '.1f')} | {mean_sd(values(rows.get('speaker', []), 'bleu'), 2)} | "
                  f"{fmt(paper['speaker'].get('bleu'), '.2f')} |")
     for row in ("msvae_paired", "msvae_v", "msvae"):
         runs = rows.get(row, [])
-        lines.append(f"| {row_label(level, row)} | {mean_sd(values(runs, 'sr'))} | {mean_sd(app_d_sr(runs))} | "
+        lines.append(f"| {row_label(level, row)} | {follower_cells(runs)} | "
                      f"{fmt(paper[row].get('sr'), '.1f')} | {mean_sd(values(runs, 'bleu'), 2)} | "
                      f"{fmt(paper[row].get('bleu'), '.2f')} |")
     has_table3 = any("table3_sr" in numbers for numbers in paper.values())
     paper_sr = "paper SR" if has_table3 else "paper SR (none: the paper's Table 3 is of BossLocal)"
-    lines += ["", f"| Table 3 | test SR (%) | valid SR, App. D protocol (%) | {paper_sr} |",
-              "| --- | --- | --- | --- |"]
+    lines += ["", f"| Table 3 | test SR (%) | test mean steps | valid SR, App. D protocol (%) | {paper_sr} |",
+              "| --- | --- | --- | --- | --- |"]
     for row, label in (("follower", "follower"), ("speaker_follower", "speaker-follower"),
                        ("msvae", "MS-VAE-follower (MS-VAE full)"),
                        ("msvae_speaker_follower", "MS-VAE-speaker-follower")):
-        runs = rows.get(row, [])
-        lines.append(f"| {label} | {mean_sd(values(runs, 'sr'))} | {mean_sd(app_d_sr(runs))} | "
+        lines.append(f"| {label} | {follower_cells(rows.get(row, []))} | "
                      f"{fmt(paper.get(row, {}).get('table3_sr'), '.1f')} |")
     return lines
 
