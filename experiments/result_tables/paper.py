@@ -127,12 +127,12 @@ def table_paper(level: str, root: Path = RESULTS, rows: dict[str, list[dict]] | 
 
 
 def table_headline(level: str, root: Path = RESULTS, rows: dict[str, list[dict]] | None = None) -> list[str]:
-    """One line per method of Tables 2 and 3: our test SR (and by the paper's App. D protocol) and BLEU (mean over
-    seeds, n) beside the paper's. ``rows`` as in :func:`table_paper`."""
+    """One line per method of Tables 2 and 3: our test SR (with its mean steps, and SR by the paper's App. D
+    protocol) and BLEU (mean over seeds, n) beside the paper's. ``rows`` as in :func:`table_paper`."""
     rows = shared_start_rows(level, root) if rows is None else rows
     paper = PAPER[level]
-    lines = [f"| {LEVELS[level]} | SR % (n) | App. D SR % | paper SR | BLEU-4 (n) | paper BLEU |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = [f"| {LEVELS[level]} | SR % (n) | mean steps | App. D SR % | paper SR | BLEU-4 (n) | paper BLEU |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     methods = (("supervised follower / speaker", "follower", "speaker", "sr"),
                ("MS-VAE, paired only", "msvae_paired", "msvae_paired", "sr"),
                ("MS-VAE + V", "msvae_v", "msvae_v", "sr"), ("MS-VAE full", "msvae", "msvae", "sr"),
@@ -145,8 +145,10 @@ def table_headline(level: str, root: Path = RESULTS, rows: dict[str, list[dict]]
     for label, follower, speaker, key in methods:
         srs = values(rows.get(follower, []), "sr")
         bleus = values(rows.get(speaker, []), "bleu") if speaker else []
+        steps = values(rows.get(follower, []), "steps")
         app_d = app_d_sr(rows.get(follower, []))
-        lines.append(f"| {label} | {short(srs, 1)} | {short(app_d, 1)} | "
+        lines.append(f"| {label} | {short(srs, 1)} | {'-' if not steps else f'{statistics.fmean(steps):.1f}'} | "
+                     f"{short(app_d, 1)} | "
                      f"{fmt(paper.get(follower, {}).get(key), '.1f')} | "
                      f"{short(bleus, 2) if speaker else '-'} | "
                      f"{fmt(paper.get(speaker, {}).get('bleu') if speaker else None, '.2f')} |")
