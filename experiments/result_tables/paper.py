@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from cells import LEVELS, row_label, run_row
+from cells import INDEPENDENT_ROWS, LEVELS, row_label, run_row
 
 from .records import (
     METRICS,
@@ -48,9 +48,8 @@ CLAIMS = (
 
 
 #: Tables 2 and 3's rows whose seed k starts from the seed-k baselines or reads the seed-k teacher's labels
-#: (experiments/cells.py, ``INDEPENDENT_ROWS``): row -> its independent row.
-OWN = {"msvae_paired": "msvae_paired_own", "msvae_v": "msvae_v_own", "msvae": "msvae_own",
-       "speaker_follower": "speaker_follower_own", "msvae_speaker_follower": "msvae_speaker_follower_own"}
+#: (experiments/cells.py, ``INDEPENDENT_ROWS``, each named ``<row>_own``): row -> its independent row.
+OWN = {own.removesuffix("_own"): own for own in INDEPENDENT_ROWS}
 
 #: The flags by which an MS-VAE run names the baselines it starts from, and their rows.
 START_FLAGS = {"--init-follower": "follower", "--init-speaker": "speaker"}
@@ -147,7 +146,7 @@ def table_headline(level: str, root: Path = RESULTS, rows: dict[str, list[dict]]
         bleus = values(rows.get(speaker, []), "bleu") if speaker else []
         steps = values(rows.get(follower, []), "steps")
         app_d = app_d_sr(rows.get(follower, []))
-        lines.append(f"| {label} | {short(srs, 1)} | {'-' if not steps else f'{statistics.fmean(steps):.1f}'} | "
+        lines.append(f"| {label} | {short(srs, 1)} | {fmt(statistics.fmean(steps) if steps else None, '.1f')} | "
                      f"{short(app_d, 1)} | "
                      f"{fmt(paper.get(follower, {}).get(key), '.1f')} | "
                      f"{short(bleus, 2) if speaker else '-'} | "
