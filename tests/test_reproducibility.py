@@ -1,11 +1,17 @@
-"""A short MS-VAE run against its committed record, so that a change that moves the package's training numerics is
-seen when it lands (and the records it would move are named in the change), not when a user reruns a cell.
+"""Short MS-VAE runs against their committed records, so that a change that moves the package's training numerics
+is seen when it lands (and the records it would move are named in the change), not when a user reruns a cell.
 
-The record (``results/reproducibility/tiny_msvae.json``) holds the run's final weights: a sha256 of all their
-bytes, checked where the machine computes as the recording one did (the same torch, CPU instruction set and
-linear backend), and per tensor the sum of absolute values, checked everywhere to 1e-4 relative (another CPU
-rounds differently). Write it again, after a change that moves numerics on purpose, with
-``MSVAE_UPDATE_RECORD=1 python -m pytest tests/test_reproducibility.py``.
+Two runs, each with its record in ``results/reproducibility/``:
+
+- ``tiny_msvae``: the tests' tiny model (``tests/conftest.py``), 6 updates of batch 8;
+- ``bosslocal_msvae_short``: BossLocal's MS-VAE cell (``configs/bosslocal/msvae.yaml``: the paper's model sizes
+  and weights) for 4 updates of 32 paired + 32 unpaired, from scratch, on the tiny demonstrations. Its products
+  are large enough for the CPU's oneDNN linear layers (``msvae_hf.ops.linear``), which the tiny run never reaches.
+
+A record holds the run's final weights: a sha256 of all their bytes, checked where the machine computes as the
+recording one did (the same torch, CPU instruction set and linear backend), and per tensor the sum of absolute
+values, checked everywhere to 1e-4 relative (another CPU rounds differently). Write them again, after a change
+that moves numerics on purpose, with ``MSVAE_UPDATE_RECORD=1 python -m pytest tests/test_reproducibility.py``.
 """
 
 from __future__ import annotations
@@ -15,16 +21,21 @@ import json
 import os
 import platform
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
-from conftest import train_tiny
+from conftest import REPO, train_tiny
 from model_helpers import key_bias_rows
 from safetensors.torch import load_file
 
+import msvae_hf.ops.linear as linear_ops
 from msvae_hf.ops.linear import AVAILABLE as ONEDNN
+from msvae_hf.runtime import provenance
+from msvae_hf.train_config import load_config
+from msvae_hf.training import train
 
-RECORD = Path(__file__).resolve().parents[1] / "results" / "reproducibility" / "tiny_msvae.json"
+RECORDS = REPO / "results" / "reproducibility"
 
 
 def arithmetic() -> dict[str, str | bool]:
@@ -42,18 +53,54 @@ def weights_record(path: Path) -> dict:
     return {"sha256": digest.hexdigest(), "abs_sums": sums}
 
 
-def test_a_tiny_msvae_run_matches_its_record(tiny_demos, tmp_path):
-    train_tiny("msvae", tmp_path / "run", tiny_demos, max_updates=6, eval_every=6, checkpoint_every=6)
-    now = {"arithmetic": arithmetic(), **weights_record(tmp_path / "run" / "best" / "model.safetensors"),
-           "run": "tests/conftest.py train_tiny('msvae', ...) on tiny_demos, 6 updates"}
+def train_tiny_msvae(demos: Path, out: Path) -> None:
+    train_tiny("msvae", out, demos, max_updates=6, eval_every=6, checkpoint_every=6)
+
+
+SHORT_CELL = {"init_follower": None, "init_speaker": None, "num_paired": None, "batch_size": 32,
+              "unpaired_batch_size": 32, "max_updates": 4, "eval_every": 4, "checkpoint_every": 4,
+              "eval_episodes": 4, "eval_batch_size": 4, "bleu_examples": 8, "test_episodes": 4, "threads": 1}
+
+
+def train_bosslocal_short(demos: Path, out: Path) -> None:
+    config = load_config(str(REPO / "configs" / "bosslocal" / "msvae.yaml"),
+                         {**SHORT_CELL, "demos": str(demos), "output_dir": str(out)})
+    train(config)
+
+
+RUNS = {
+    "tiny_msvae": (train_tiny_msvae, "tests/conftest.py train_tiny('msvae', ...) on tiny_demos, 6 updates"),
+    "bosslocal_msvae_short": (train_bosslocal_short, "configs/bosslocal/msvae.yaml on tiny_demos, from scratch, "
+                              "4 updates of 32 + 32 (tests/test_reproducibility.py SHORT_CELL)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_short_msvae_run_matches_its_record(name, tiny_demos, tmp_path, monkeypatch):
+    onednn_rows: list[int] = []
+    apply = linear_ops._OneDNNLinear.apply
+
+    def counted(x: torch.Tensor, *args: Any) -> torch.Tensor:
+        onednn_rows.append(x.numel() // x.shape[-1])
+        return apply(x, *args)
+
+    monkeypatch.setattr(linear_ops._OneDNNLinear, "apply", counted)
+    run, description = RUNS[name]
+    run(tiny_demos, tmp_path / "run")
+    now = {"arithmetic": arithmetic(), "commit": provenance()["commit"], "run": description,
+           "onednn_products": len(onednn_rows),
+           **weights_record(tmp_path / "run" / "best" / "model.safetensors")}
+    record_path = RECORDS / f"{name}.json"
     if os.environ.get("MSVAE_UPDATE_RECORD"):
-        RECORD.parent.mkdir(parents=True, exist_ok=True)
-        RECORD.write_text(json.dumps(now, indent=1) + "\n")
-        pytest.skip(f"record written: {RECORD}")
-    record = json.loads(RECORD.read_text())
+        RECORDS.mkdir(parents=True, exist_ok=True)
+        record_path.write_text(json.dumps(now, indent=1) + "\n")
+        pytest.skip(f"record written: {record_path}")
+    record = json.loads(record_path.read_text())
+    if ONEDNN and name == "bosslocal_msvae_short":
+        assert onednn_rows, "the short cell's products no longer reach the oneDNN linear layers it is here to pin"
     assert now["abs_sums"].keys() == record["abs_sums"].keys()
-    moved = {name: (value, record["abs_sums"][name]) for name, value in now["abs_sums"].items()
-             if abs(value - record["abs_sums"][name]) > 1e-4 * max(abs(record["abs_sums"][name]), 1e-8)}
-    assert not moved, f"training numerics moved against {RECORD.name} (now, recorded): {moved}"
+    moved = {key: (value, record["abs_sums"][key]) for key, value in now["abs_sums"].items()
+             if abs(value - record["abs_sums"][key]) > 1e-4 * max(abs(record["abs_sums"][key]), 1e-8)}
+    assert not moved, f"training numerics moved against {record_path.name} (now, recorded): {moved}"
     if now["arithmetic"] == record["arithmetic"]:
         assert now["sha256"] == record["sha256"], "same arithmetic as the record, different bits"
