@@ -104,3 +104,15 @@ def test_a_short_msvae_run_matches_its_record(name, tiny_demos, tmp_path, monkey
     assert not moved, f"training numerics moved against {record_path.name} (now, recorded): {moved}"
     if now["arithmetic"] == record["arithmetic"]:
         assert now["sha256"] == record["sha256"], "same arithmetic as the record, different bits"
+
+
+@pytest.mark.skipif(not ONEDNN, reason="the linear layers have one backend here")
+def test_the_short_cell_sees_its_linear_layers_change_backend(tiny_demos, tmp_path, monkeypatch):
+    """The same cell with every product on ``F.linear`` (oneDNN's kernels round differently) misses the record's
+    bits: the check sees a change that moves the products' backend."""
+    record = json.loads((RECORDS / "bosslocal_msvae_short.json").read_text())
+    if record["arithmetic"] != arithmetic():
+        pytest.skip("this machine computes otherwise than the recording one; its bits are not comparable")
+    monkeypatch.setattr(linear_ops, "MIN_ROWS", 1 << 40)
+    train_bosslocal_short(tiny_demos, tmp_path / "run")
+    assert weights_record(tmp_path / "run" / "best" / "model.safetensors")["sha256"] != record["sha256"]
