@@ -5,9 +5,10 @@ pre-trains a speaker's encoders or compares finished runs. Names read ``<row>/se
 the config's name, ``configs/<level>/<row>.yaml``; a pre-training's row is its output folder's name),
 ``demos`` and ``labels/<labeller>`` for data, and ``<script>/<output>`` for comparisons and tables. Run
 folders follow one convention: ``runs/<level>/<row>`` for seed 0 and ``runs/<level>/<row>_seed<k>`` for seed
-k. Every MS-VAE seed starts from the seed-0 baselines (App. D initialisation) and every speaker-follower seed
-reads the seed-0 teacher's labels, so their seeds differ in data order and noise only, except in
-:data:`INDEPENDENT_ROWS`, whose seed k starts from the seed-k baselines or reads the seed-k teacher's labels.
+k. Every MS-VAE seed starts from the seed-0 baselines (App. D initialises MS-VAE from trained baselines) and
+every speaker-follower seed reads the seed-0 teacher's labels, so their seeds differ in data order and noise
+only, except in :data:`INDEPENDENT_ROWS`, whose seed k starts from the seed-k baselines or reads the seed-k
+teacher's labels.
 
 Both levels hold the rows of Tables 2 and 3 (:data:`TABLE_ROWS`) and the follower rows at twice the budget
 (:data:`BUDGET_ROWS`); BossLocal also holds the rest of its study

@@ -79,6 +79,10 @@ METRICS: dict[str, tuple[str, Callable[[dict], float | None]]] = {
     "steps": ("test mean steps", lambda r: (r.get("test") or {}).get("mean_steps")),
     "bleu": ("test BLEU-4", bleu),
     "bleu_of_best": ("test BLEU-4 of best/ (MS-VAE)", bleu_of_best),
+    # the paper's SR protocol (App. D: validation SR per evaluation, window-5 moving average, maximum), the
+    # number its tables report, of the runs whose record computed it
+    "app_d_sr": ("valid SR, App. D protocol (%)",
+                 lambda r: None if r.get("paper_protocol_valid_sr") is None else 100 * r["paper_protocol_valid_sr"]),
 }
 
 

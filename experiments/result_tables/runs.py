@@ -88,13 +88,17 @@ def table_speed(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
+#: The metrics of a seeds table (each where one of its rows has it), in this order.
+SEED_METRICS = ("sr", "steps", "bleu", "bleu_of_best")
+
+
 def table_seeds(level: str, rows: str, root: Path = RESULTS, again: bool = False) -> list[str]:
     """Mean +- sd over seeds of each row; p: one-sided t-test of 'greater than' the first row [two-sided], for
     every metric but the test episodes' mean steps.
     ``again``: each run trained again counts with its record in ``reruns/``."""
     by_row = records_by_row((records_trained_again if again else load_records)(level, root))
     names = rows.split(",")
-    metrics = [m for m in METRICS if any(values(by_row.get(r, []), m) for r in names)]
+    metrics = [m for m in SEED_METRICS if any(values(by_row.get(r, []), m) for r in names)]
     lines = ["| method | " + " | ".join(METRICS[m][0] for m in metrics) + " |", "| --- |" + " --- |" * len(metrics)]
     reference = by_row.get(names[0], [])
     for row in names:

@@ -132,6 +132,26 @@ def test_paper_and_tests_tables(root):
         "| 20.50 vs 30.00 (n = 2, 1) | - | 11.73 vs 10.43 |")  # one speaker seed: no test
 
 
+def test_tests_tables_test_each_success_rate_claim_on_the_papers_protocol_too(root):
+    runs = root / "gotoseqlocal" / "runs"
+    app_d = {"msvae": 0.70, "msvae_seed1": 0.72, "msvae_seed2": 0.71,
+             "msvae_paired": 0.55, "msvae_paired_seed1": 0.50, "msvae_paired_seed2": 0.56}
+    for run, value in app_d.items():
+        r = json.loads((runs / f"{run}.json").read_text())
+        (runs / f"{run}.json").write_text(json.dumps({**r, "paper_protocol_valid_sr": value}))
+    lines = table_tests("gotoseqlocal", root)[2:]
+    claims = [line.split(" | ")[:2] for line in lines]
+    at = claims.index(["| MS-VAE full > MS-VAE paired only", "test SR (%)"])
+    assert claims[at + 1] == ["| MS-VAE full > MS-VAE paired only", "valid SR, App. D protocol (%)"]
+    p = student_p_greater([70.0, 72.0, 71.0], [55.0, 50.0, 56.0])
+    assert lines[at + 1].endswith(f"| 71.00 vs 53.67 (n = 3, 3) | {p:.2g} [{2 * p:.2g}] | 71.7 vs 51 |")
+    # BLEU claims have no App. D line; every SR claim has one
+    assert sum(metric == "valid SR, App. D protocol (%)" for _, metric in claims) == \
+        sum(metric == "test SR (%)" for _, metric in claims) == 6
+    own = table_tests_own("gotoseqlocal", root)
+    assert len(own) == len(lines) + 2
+
+
 def test_independent_rows_read_the_baselines_each_seed_started_from(root):
     """Seed k of an independent row is compared with the baselines its MS-VAE runs started from, trained at
     their commit: the record in ``reruns/`` at that commit, not the shared-start record or one at another commit."""
