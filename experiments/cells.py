@@ -392,6 +392,8 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
             Path("data", "bosslocal_1m", "README.md"), question="budget",
         ))
         cells += bosslocal_comparisons(cells, threads)
+    else:
+        cells += gotoseqlocal_comparisons(cells)
     return needs_first(cells)
 
 
@@ -513,6 +515,25 @@ def bosslocal_comparisons(cells: list[Cell], threads: int) -> list[Cell]:
         if all(need in known for need in needs):
             out.append(Cell(name, command, Path(output), needs, question=question))
     return out
+
+
+def gotoseqlocal_comparisons(cells: list[Cell]) -> list[Cell]:
+    """GoToSeqLocal's teachers of Table 3 side by side on the test pairs (BLEU, action and object sequences
+    right): the supervised speaker, the front-cell pre-trained one before and after self-training (the teacher
+    of ``speaker_follower_front``) and MS-VAE full's speaker (the seed-0 teacher of ``msvae_speaker_follower_own``)."""
+    r = "runs/gotoseqlocal"
+    output = "results/gotoseqlocal/speakers_front_test.json"
+    command = ("python", "experiments/compare_speakers.py", "--demos", str(demos_dir("gotoseqlocal")),
+               "--speaker", f"speaker (baseline)={r}/speaker/best",
+               "--speaker", f"front-cell on D_u={r}/speaker_front_unpaired/best",
+               "--speaker", f"front-cell on D_u, self-trained={r}/speaker_front_selftrain/best",
+               "--speaker", f"MS-VAE full, own baselines={r}/msvae_own/best_speaker", "--out", output)
+    needs = runs_read("gotoseqlocal", command)
+    known = {c.name for c in cells}
+    if not all(need in known for need in needs):
+        return []
+    return [Cell("compare_speakers/gotoseqlocal_speakers_front", command, Path(output), needs,
+                 question="speaker_follower")]
 
 
 def needs_first(cells: list[Cell]) -> list[Cell]:

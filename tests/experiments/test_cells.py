@@ -91,6 +91,17 @@ def test_bosslocal_rows_keep_their_seeds_and_budgets() -> None:
     assert "--num-unpaired" in cells["labels/speaker_front"].command
 
 
+def test_gotoseqlocal_compares_the_teachers_of_table_3_after_they_are_trained() -> None:
+    """The comparison of GoToSeqLocal's teachers reads four runs and comes after each of their cells."""
+    cells = level_cells("gotoseqlocal")
+    names = [c.name for c in cells]
+    compare = cells[names.index("compare_speakers/gotoseqlocal_speakers_front")]
+    assert set(compare.needs) == {"speaker/seed0", "speaker_front_unpaired/seed0", "speaker_front_selftrain/seed0",
+                                  "msvae_own/seed0"}
+    assert all(names.index(need) < names.index(compare.name) for need in compare.needs)
+    assert compare.output == Path("results/gotoseqlocal/speakers_front_test.json")
+
+
 def test_seeds_asked_for_replace_the_studys() -> None:
     """With seeds, every run row uses exactly those (and seed 0); a comparison of other seeds is left out."""
     names = {c.name for c in level_cells("bosslocal", (0,))}
