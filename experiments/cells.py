@@ -507,14 +507,7 @@ def bosslocal_comparisons(cells: list[Cell], threads: int) -> list[Cell]:
          ("experiments/plot_curves.py", *[f"{r}/{run}" for run in curves],
           "--metric", "valid/success_rate", "--metric", "valid/bleu")),
     ]
-    known = {c.name for c in cells}
-    out = []
-    for name, question, output, command in made:
-        command = ("python", *command, "--out", output)
-        needs = runs_read("bosslocal", command)
-        if all(need in known for need in needs):
-            out.append(Cell(name, command, Path(output), needs, question=question))
-    return out
+    return comparison_cells("bosslocal", made, cells)
 
 
 def gotoseqlocal_comparisons(cells: list[Cell]) -> list[Cell]:
@@ -522,18 +515,27 @@ def gotoseqlocal_comparisons(cells: list[Cell]) -> list[Cell]:
     right): the supervised speaker, the front-cell pre-trained one before and after self-training (the teacher
     of ``speaker_follower_front``) and MS-VAE full's speaker (the seed-0 teacher of ``msvae_speaker_follower_own``)."""
     r = "runs/gotoseqlocal"
-    output = "results/gotoseqlocal/speakers_front_test.json"
-    command = ("python", "experiments/compare_speakers.py", "--demos", str(demos_dir("gotoseqlocal")),
-               "--speaker", f"speaker (baseline)={r}/speaker/best",
-               "--speaker", f"front-cell on D_u={r}/speaker_front_unpaired/best",
-               "--speaker", f"front-cell on D_u, self-trained={r}/speaker_front_selftrain/best",
-               "--speaker", f"MS-VAE full, own baselines={r}/msvae_own/best_speaker", "--out", output)
-    needs = runs_read("gotoseqlocal", command)
+    made = [("compare_speakers/gotoseqlocal_speakers_front", "speaker_follower",
+             "results/gotoseqlocal/speakers_front_test.json",
+             ("experiments/compare_speakers.py", "--demos", str(demos_dir("gotoseqlocal")),
+              "--speaker", f"speaker (baseline)={r}/speaker/best",
+              "--speaker", f"front-cell on D_u={r}/speaker_front_unpaired/best",
+              "--speaker", f"front-cell on D_u, self-trained={r}/speaker_front_selftrain/best",
+              "--speaker", f"MS-VAE full, own baselines={r}/msvae_own/best_speaker"))]
+    return comparison_cells("gotoseqlocal", made, cells)
+
+
+def comparison_cells(level: str, made: list[tuple[str, str, str, tuple[str, ...]]], cells: list[Cell]) -> list[Cell]:
+    """A cell for each ``(name, question, output, script and arguments)`` in ``made``, writing ``--out output``;
+    one that reads a run whose cell is not in ``cells`` is left out."""
     known = {c.name for c in cells}
-    if not all(need in known for need in needs):
-        return []
-    return [Cell("compare_speakers/gotoseqlocal_speakers_front", command, Path(output), needs,
-                 question="speaker_follower")]
+    out = []
+    for name, question, output, command in made:
+        command = ("python", *command, "--out", output)
+        needs = runs_read(level, command)
+        if all(need in known for need in needs):
+            out.append(Cell(name, command, Path(output), needs, question=question))
+    return out
 
 
 def needs_first(cells: list[Cell]) -> list[Cell]:
