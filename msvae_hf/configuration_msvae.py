@@ -16,6 +16,8 @@ from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
 ATTENTION_KINDS = ("none", "attention", "bottleneck")
+#: Where the follower's memory (h_y, or z) enters the action decoder (``msvae_hf/modules.py``, ActionDecoder).
+CONDITIONING_KINDS = ("head", "film")
 PRIOR_KINDS = ("autoregressive", "normal")
 #: How each term of the objective is reduced (``msvae_hf/losses.py``; docs/design.md, "Loss scale").
 LOSS_REDUCTIONS = ("sum", "mean")
@@ -56,6 +58,11 @@ class ModulesConfig(PreTrainedConfig):
     num_latent_tokens: int = 4
     latent_dim: int = 128
     follower_attention: str = "bottleneck"
+    # Where the memory conditions the follower (docs/design.md, "The follower"): "head", through the action head's
+    # attention only; "film", also by FiLM on each frame's convolution map before the memory LSTM (BabyAI 1.1).
+    follower_conditioning: str = "head"
+    # Whether the action decoder's LSTM reads the previous action a_{t-1} (BabyAI 1.1's model does not).
+    previous_action_input: bool = True
     # How each term is reduced (the paper does not say; docs/design.md, "Loss scale"): "sum" over the sequence's
     # real positions and over the latent's K tokens x D dimensions, or "mean" over them (cross-entropy's default).
     loss_reduction: str = "sum"
@@ -89,6 +96,10 @@ class ModulesConfig(PreTrainedConfig):
             raise self._fail("dropout", "in [0, 1)")
         if self.follower_attention not in ATTENTION_KINDS:
             raise self._fail("follower_attention", f"one of {ATTENTION_KINDS}")
+        if self.follower_conditioning not in CONDITIONING_KINDS:
+            raise self._fail("follower_conditioning", f"one of {CONDITIONING_KINDS}")
+        if not isinstance(self.previous_action_input, bool):
+            raise self._fail("previous_action_input", "true or false")
         if self.loss_reduction not in LOSS_REDUCTIONS:
             raise self._fail("loss_reduction", f"one of {LOSS_REDUCTIONS}")
         if len(self.obs_shape) != 3 or self.obs_shape[-1] != 3:
@@ -163,6 +174,9 @@ class MSVAEConfig(ModulesConfig):
                 raise self._fail(name, "true or false")
         if self.prior not in PRIOR_KINDS:
             raise self._fail("prior", f"one of {PRIOR_KINDS}")
+        if not self.unpaired_trains_action_decoder and self.follower_conditioning != "head":
+            raise ValueError("MSVAEConfig.unpaired_trains_action_decoder=False holds the action decoder fixed behind "
+                             "z, which follower_conditioning='film' also feeds into the frames: use 'head'")
 
 
 @strict(accept_kwargs=True)
@@ -189,4 +203,5 @@ FollowerConfig.ignored_keys = SpeakerConfig.ignored_keys = MSVAE_ONLY_FIELDS
 MODEL_TYPE_CONFIGS = {"follower": FollowerConfig, "speaker": SpeakerConfig, "msvae": MSVAEConfig}
 
 __all__ = ["ModulesConfig", "MSVAEConfig", "FollowerConfig", "SpeakerConfig", "ATTENTION_KINDS", "PRIOR_KINDS",
+           "CONDITIONING_KINDS",
            "LOSS_REDUCTIONS", "MODEL_TYPE_CONFIGS"]

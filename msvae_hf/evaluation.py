@@ -8,15 +8,17 @@ so no episode is ever trained on.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from .data.collator import DemoCollator, for_loader, read_rows, without_instructions
+from .envs.levels import resolve_level
 from .envs.seeds import TEST_SEED_START
-from .metrics import bleu, summarize_episodes
-from .rollout import EpisodeResult, evaluate_policy
+from .metrics import bleu, follower_summary
+from .rollout import BotPolicy, EpisodeResult, evaluate_policy
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -50,16 +52,30 @@ def evaluate_follower(
     progress: bool = False,
     num_workers: int = 0,
 ) -> tuple[dict[str, float], list[EpisodeResult]]:
-    """Success rate, mean steps and reward of ``model.policy()`` (greedy) on fixed seeds; the model is
-    called once per step for all live envs of a batch (stepped in ``num_workers`` processes if > 0)."""
+    """:func:`~msvae_hf.metrics.follower_summary` of ``model.policy()`` (greedy) on fixed seeds, and the episodes
+    told their own missions. Each seed is rolled out twice, told its own mission and told the mission of the next
+    seed (success judged by its own), and compared with the bot on the same seed. The model is called once per
+    step for all live envs of a batch (stepped in ``num_workers`` processes if > 0)."""
+    if episodes < 1:
+        raise ValueError(f"episodes must be at least 1, got {episodes}")
     was_training = model.training
     model.eval()
+    bot = bot_episodes(resolve_level(level), episodes, seed_start)
     try:
-        results = evaluate_policy(model.policy(tokenizer), level, episodes, seed_start, batch_size, progress,
-                                  num_workers)
+        policy = model.policy(tokenizer)
+        own = evaluate_policy(policy, level, episodes, seed_start, batch_size, progress, num_workers)
+        told = [b.instruction for b in bot[1:]]
+        other = evaluate_policy(policy, level, episodes, seed_start, batch_size, progress, num_workers, told)
     finally:
         model.train(was_training)
-    return summarize_episodes(results), results
+    return follower_summary(own, other, bot[:-1]), own
+
+
+@functools.lru_cache(maxsize=8)
+def bot_episodes(level: str, episodes: int, seed_start: int) -> tuple[EpisodeResult, ...]:
+    """The bot (the demonstrator) on ``episodes + 1`` evaluation seeds from ``seed_start``: its steps on each seed
+    (SPL's reference) and the missions (seed s is told seed s + 1's). Deterministic; kept for the next call."""
+    return tuple(evaluate_policy(BotPolicy(), level, episodes + 1, seed_start, batch_size=64))
 
 
 def iterate_batches(dataset: Any, collator: DemoCollator, batch_size: int) -> Iterator[dict]:

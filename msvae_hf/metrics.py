@@ -1,7 +1,8 @@
 """Evaluation numbers: BLEU-4 of speakers, success-rate summaries of followers, App. D's smoothed maximum.
 
 - `bleu`: corpus BLEU-4 (0-100) with sacrebleu's defaults (13a tokenisation, exponential smoothing).
-- `summarize_episodes`: success rate, mean steps and mean BabyAI reward of rollout results.
+- `summarize_episodes`: success rate, mean steps and mean BabyAI reward of rollout results; `follower_summary`
+  adds the success rate told another episode's mission, SPL against the bot and the bot's mean steps.
 - `smoothed_max`: App. D's protocol: success rate per epoch, a moving average over 5 epochs, its maximum.
 - `load_bleu_metric`: the same BLEU as an `evaluate` metric, loaded from this package (no network).
 - `compare_bleu`: several speakers on the same references, with sacrebleu's paired bootstrap resampling
@@ -129,6 +130,34 @@ def summarize_episodes(results: Iterable[Episode]) -> dict[str, float]:
     }
 
 
+def spl(success: bool, steps: int, reference_steps: int) -> float:
+    """Success weighted by path length (Anderson et al. 2018, the standard of vision-and-language navigation):
+    success x reference / max(reference, steps), with the bot's steps on the same seed as the reference."""
+    return float(success) * reference_steps / max(reference_steps, steps, 1)
+
+
+def follower_summary(own: Sequence[Episode], other: Sequence[Episode], bot: Sequence[Episode]) -> dict[str, float]:
+    """The follower's numbers on one list of seeds, each list in seed order:
+
+    - ``success_rate``, ``mean_steps``, ``mean_reward`` and ``episodes`` of ``own`` (told each env's mission);
+    - ``success_rate_other_mission``: the success rate of ``other``, the same seeds told another episode's mission
+      (success still judged by each env's own): what the follower achieves without reading its instruction;
+    - ``spl``: mean success weighted by path length against the bot's steps on the same seed (:func:`spl`);
+    - ``bot_mean_steps``: the bot's mean steps on those seeds, beside ``mean_steps``.
+    """
+    if not (len(own) == len(other) == len(bot)):
+        raise ValueError(f"need one episode per seed in each list, got {len(own)}, {len(other)} and {len(bot)}")
+    summary = summarize_episodes(own)
+    summary["success_rate_other_mission"] = float(np.mean([bool(r.success) for r in other]))
+    summary["spl"] = float(np.mean([spl(r.success, r.steps, b.steps) for r, b in zip(own, bot, strict=True)]))
+    summary["bot_mean_steps"] = float(np.mean([b.steps for b in bot]))
+    return summary
+
+
+#: The follower metrics every evaluation reports (``results.json``'s ``test``, validation, ``evaluate.py``).
+FOLLOWER_METRICS = ("success_rate", "success_rate_other_mission", "spl", "mean_steps", "bot_mean_steps")
+
+
 def smoothed_max(values: Sequence[float], window: int = 5) -> float:
     """Maximum of the moving average over `window` consecutive values (App. D: per-epoch SR, window 5).
 
@@ -151,4 +180,5 @@ def load_bleu_metric(**kwargs: Any) -> Any:
     return evaluate.load(str(BLEU_METRIC_SCRIPT), **kwargs)
 
 
-__all__ = ["bleu", "reference_streams", "summarize_episodes", "smoothed_max", "load_bleu_metric"]
+__all__ = ["bleu", "reference_streams", "summarize_episodes", "follower_summary", "spl", "FOLLOWER_METRICS",
+           "smoothed_max", "load_bleu_metric"]

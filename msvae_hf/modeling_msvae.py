@@ -232,16 +232,22 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
                 (unpaired_observations, unpaired_directions, unpaired_actions, unpaired_trajectory_mask),
             )
         actions = actions.long()
-        # One observation-encoder pass (per encoder) over every real frame, paired and unpaired together.
-        features = self.frame_features(observations, directions, trajectory_mask)
+        # One observation-encoder trunk pass (per encoder) over every real frame, paired and unpaired together.
+        frames = self.encode_frames(observations, directions, trajectory_mask)
+        features = frames.features()
         speaker_features = self.trajectory_frame_features(observations, directions, trajectory_mask, shared=features)
         mean_tau, logvar_tau = self.trajectory_posterior_params(speaker_features, actions, trajectory_mask)
         mean_y, logvar_y = self.instruction_posterior_params(input_ids, attention_mask)
         z_tau, z_y = reparameterize(mean_tau, logvar_tau), reparameterize(mean_y, logvar_y)
-        # h'_t does not depend on z: one LSTM pass serves A_1, C_2 and the unpaired A_1.
-        states = self.action_decoder.states(features, actions, trajectory_mask)
-
         p = slice(0, num_paired)
+        decoder = self.action_decoder
+        if decoder.film is None:  # h'_t does not depend on z: one LSTM pass serves A_1, C_2 and the unpaired A_1
+            states = states_y = decoder.states(features, actions, trajectory_mask)
+        else:  # FiLM: the frames read z, one LSTM pass per z (z_y's on the paired rows only)
+            states = decoder.states(frames.features(decoder.film_parameters(z_tau, None)), actions, trajectory_mask)
+            film_y = decoder.film_parameters(z_y, None)
+            film_y = torch.cat([film_y, film_y.new_zeros(actions.shape[0] - num_paired, film_y.shape[1])])
+            states_y = decoder.states(frames.features(film_y)[p], actions[p], trajectory_mask[p])
         if unpaired_actions is not None and not self.config.unpaired_trains_action_decoder:
             u = slice(num_paired, None)
             a_1_all = torch.cat([
@@ -253,7 +259,7 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
             a_1_all = self._action_log_likelihood(states, z_tau, actions, trajectory_mask)
         b_1_all = -kl_to_prior(mean_tau, logvar_tau, self.prior, z_tau, self.config.loss_reduction)
         a_1, b_1 = a_1_all[p], b_1_all[p]
-        c_2 = self._action_log_likelihood(states[p], z_y, actions[p], trajectory_mask[p])
+        c_2 = self._action_log_likelihood(states_y[p], z_y, actions[p], trajectory_mask[p])
         a_2, c_1 = self._instruction_log_likelihood([z_y, z_tau[p]], input_ids, attention_mask)
         b_2 = -kl_to_prior(mean_y, logvar_y, self.prior, z_y, self.config.loss_reduction)
         betas = self.config.betas

@@ -23,10 +23,10 @@ from transformers.utils import cached_file
 
 from .configuration_msvae import ModulesConfig, MSVAEConfig
 from .losses import sequence_log_likelihood
-from .modules import BottleneckAttention, ObservationEncoder
+from .modules import BottleneckAttention, FiLMGenerator, ObservationEncoder
 from .ops.layout import frame_slots, is_static, real_positions
 from .ops.positions import masked_scatter_frames
-from .policy import FollowerPolicy, _GivenInstructions
+from .policy import FollowerPolicy
 
 
 class MSVAEPreTrainedModel(PreTrainedModel):
@@ -67,7 +67,7 @@ class MSVAEPreTrainedModel(PreTrainedModel):
             init.xavier_uniform_(module.in_proj_weight)
             init.zeros_(module.in_proj_bias)
             init.zeros_(module.out_proj.bias)
-        elif isinstance(module, BottleneckAttention):
+        elif isinstance(module, (BottleneckAttention, FiLMGenerator)):
             init.normal_(module.queries, std=module.queries.shape[-1] ** -0.5)
         elif isinstance(module, ObservationEncoder):
             # non-persistent buffer: from_pretrained builds the model on meta and never loads it
@@ -103,19 +103,35 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         directions: torch.Tensor,
         trajectory_mask: torch.Tensor,
         encoder: torch.nn.Module | None = None,
+        film: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Encode real frames only, once: [B, T, 7, 7, 3] -> [B, T, H] (zeros on padding), with ``encoder``
-        (default: the model's ``obs_encoder``)."""
+        (default: the model's ``obs_encoder``), each row's frames FiLMed by ``film`` [B, 2C] where given."""
+        return self.encode_frames(observations, directions, trajectory_mask, encoder).features(film)
+
+    def encode_frames(
+        self,
+        observations: torch.Tensor,
+        directions: torch.Tensor,
+        trajectory_mask: torch.Tensor,
+        encoder: torch.nn.Module | None = None,
+    ) -> EncodedFrames:
+        """The observation encoder's instruction-independent trunk on the real frames (:class:`EncodedFrames`),
+        from which each memory's features are finished without running it again."""
         mask = trajectory_mask.bool()
         encoder = self.obs_encoder if encoder is None else encoder
+        steps = mask.shape[1]
         if is_static():
             slots = frame_slots(mask)
             if slots is not None:  # the real frames in a fixed number of slots
-                return slots.scatter(encoder(slots.gather(observations), slots.gather(directions)))
+                return EncodedFrames(encoder, observations, directions, slots.gather, slots.scatter, steps)
             # every frame, padding too (zeros: valid values), then padding zeroed
-            features = encoder(observations.flatten(0, 1), directions.flatten(0, 1))
-            return features.view(*mask.shape, -1) * mask.unsqueeze(-1).to(features.dtype)
-        return masked_scatter_frames(encoder(observations[mask], directions[mask]), mask)
+            def place(features: torch.Tensor) -> torch.Tensor:
+                return features.view(*mask.shape, -1) * mask.unsqueeze(-1).to(features.dtype)
+
+            return EncodedFrames(encoder, observations, directions, lambda x: x.flatten(0, 1), place, steps)
+        return EncodedFrames(encoder, observations, directions, lambda x: x[mask],
+                             lambda features: masked_scatter_frames(features, mask), steps)
 
     # ----------------------------------------------------------------- tokenizer travels with the model
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
@@ -207,6 +223,21 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         return tokenizer
 
 
+class EncodedFrames:
+    """A batch's frames through the observation encoder's trunk (:meth:`ObservationEncoder.trunk`), once; each
+    call of :meth:`features` finishes them with its own FiLM parameters (or none) into [B, T, H]."""
+
+    def __init__(self, encoder, observations, directions, select, place, steps: int) -> None:
+        self.encoder, self.select, self.place, self.steps = encoder, select, place, steps
+        self.maps, self.directions = encoder.trunk(select(observations)), select(directions)
+
+    def features(self, film: torch.Tensor | None = None) -> torch.Tensor:
+        """[B, T, H] frame features, zeros on padding; ``film`` [B, 2C]: each row's FiLM parameters."""
+        if film is not None:
+            film = self.select(film.unsqueeze(1).expand(-1, self.steps, -1))
+        return self.place(self.encoder.head(self.maps, self.directions, film))
+
+
 #: The keyword arguments of ``from_pretrained`` that say where and how to fetch files (transformers' AutoModel list).
 HUB_KWARGS = ("cache_dir", "force_download", "local_files_only", "proxies", "revision", "subfolder", "token")
 
@@ -249,7 +280,8 @@ class FollowerMixin:
         memory): (log-likelihood [B], logits [B, T, A], zeros at padded steps). The decoder runs on the real
         steps only."""
         memory, memory_mask = self.instruction_memory(input_ids, attention_mask)
-        features = self.frame_features(observations, directions, trajectory_mask)
+        film = self.action_decoder.film_parameters(memory, memory_mask)
+        features = self.frame_features(observations, directions, trajectory_mask, film=film)
         states = self.action_decoder.states(features, actions, trajectory_mask)
         steps = real_positions(trajectory_mask)
         logits = self.action_decoder.logits(states, memory, memory_mask, steps)
@@ -274,14 +306,14 @@ class FollowerMixin:
         By default the agent follows each env's own mission; ``instructions`` (one per seed) replaces the text
         the model reads (success is still judged by the env against its mission).
         """
-        from .rollout import rollout
+        from .rollout import GivenInstructions, rollout
 
         seeds = list(seeds)
         policy = self.policy(tokenizer)
         if instructions is not None:
             if len(instructions) != len(seeds):
                 raise ValueError(f"{len(instructions)} instructions for {len(seeds)} seeds")
-            policy = _GivenInstructions(policy, list(instructions))
+            policy = GivenInstructions(policy, list(instructions))
         return rollout(policy, envs, seeds, max_steps=max_steps, **kwargs)
 
 

@@ -70,8 +70,15 @@ class ObservationEncoder(nn.Module):
         self.proj = Linear(pooled, config.hidden_size)
         self.direction_embedding = nn.Embedding(config.num_directions, config.hidden_size)
 
-    def forward(self, observations: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
-        """observations: integer [N, 7, 7, 3]; directions: [N] -> features [N, H]."""
+    def forward(
+        self, observations: torch.Tensor, directions: torch.Tensor, film: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """observations: integer [N, 7, 7, 3]; directions: [N]; film: [N, 2C] or None -> features [N, H]."""
+        return self.head(self.trunk(observations), directions, film)
+
+    def trunk(self, observations: torch.Tensor) -> torch.Tensor:
+        """The part that reads no instruction: the cell embeddings and both convolutions, [N, 7, 7, 3] -> the
+        map [N, C, h, w] (before the pooling), computed once per frame whatever memory modulates it."""
         if tuple(observations.shape[1:]) != self.obs_shape:
             raise ValueError(
                 f"observations must have shape [N, {', '.join(map(str, self.obs_shape))}] per frame, "
@@ -83,8 +90,16 @@ class ObservationEncoder(nn.Module):
                 f"observation values must be in [0, obs_num_values={self.num_values}), "
                 f"got range [{int(obs.min())}, {int(obs.max())}]"
             )
-        cells = self.embed_cells(obs)  # [N, H, W, E]
-        x = self.conv(cells.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)  # [N, h, w, C], as it lies in memory
+        return self.conv[:3](self.embed_cells(obs).permute(0, 3, 1, 2))
+
+    def head(self, maps: torch.Tensor, directions: torch.Tensor, film: torch.Tensor | None = None) -> torch.Tensor:
+        """The map [N, C, h, w] -> features [N, H]: FiLM (Perez et al. 2018, as BabyAI 1.1 conditions perception on
+        its instruction) where ``film`` [N, 2C] holds each frame's (gamma, beta), x * (1 + gamma) + beta; then the
+        max-pool, the ReLU, the linear layer and the agent's direction."""
+        if film is not None:
+            gamma, beta = film.unsqueeze(-1).unsqueeze(-1).chunk(2, dim=1)
+            maps = maps * (1 + gamma) + beta
+        x = self.conv[3:](maps).permute(0, 2, 3, 1)  # [N, h, w, C], as it lies in memory
         # proj reads the pooled map in (C, h, w) order; its columns are reordered rather than the map, which
         # would cost a copy of the map and one of its gradient.
         weight = self.proj.weight.unflatten(1, (x.shape[3], x.shape[1], x.shape[2])).permute(0, 2, 3, 1)
@@ -252,32 +267,69 @@ def _luong(query: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None)
     return torch.softmax(scores, dim=-1) @ values
 
 
+class FiLMGenerator(nn.Module):
+    """The FiLM parameters of the frames from a memory (h_y, or z): ``decoder_heads`` learned queries read the
+    memory by :class:`LuongAttention`, their contexts -> (gamma, beta) for each of the map's C channels.
+
+    BabyAI 1.1 keys its attention over the instruction by the memory LSTM's previous state, which makes training
+    step by step; the queries here are learned constants, so the memory is read once per episode and the LSTM
+    still runs over whole sequences (the action head's attention, keyed by h'_t, stays step by step)."""
+
+    def __init__(self, config, memory_size: int) -> None:
+        super().__init__()
+        self.queries = nn.Parameter(torch.empty(config.decoder_heads, config.hidden_size))
+        self.attention = LuongAttention(config.hidden_size, memory_size)
+        self.out = Linear(config.decoder_heads * config.hidden_size, 2 * config.obs_channels)
+
+    def forward(self, memory: torch.Tensor, memory_mask: torch.Tensor | None) -> torch.Tensor:
+        """memory [B, M, Dm], memory_mask [B, M] (None: every slot real) -> (gamma, beta) as [B, 2C]."""
+        queries = self.queries.unsqueeze(0).expand(memory.shape[0], -1, -1)
+        return self.out(self.attention(queries, memory, memory_mask).flatten(1))
+
+
 class ActionDecoder(nn.Module):
     """Follower decoder p(a_t | memory, o_1:t, a_1:t-1) (Sec. 2.2, Eq. 5).
 
     h'_t = LSTM([f(o_t), emb(a_{t-1})]);  c_t = f_att(h'_t, memory);  logits = f_act([c_t, h'_t]).
+
+    ``follower_conditioning="film"``: the memory also modulates the frames' convolution map,
+    f(o_t) = ObservationEncoder.head(map(o_t), FiLM(memory)) (:class:`FiLMGenerator`), so that h'_t reads the
+    instruction, as BabyAI 1.1's model (App. D) does; ``"head"``: the memory enters only through c_t.
+    ``previous_action_input=False`` drops emb(a_{t-1}) from the LSTM's input (BabyAI's model has none).
     """
 
     def __init__(self, config, memory_size: int) -> None:
         super().__init__()
         self.start_action = config.num_actions  # a_0: an extra embedding row
-        self.action_embedding = nn.Embedding(config.num_actions + 1, config.action_embed_dim)
-        self.lstm = nn.LSTM(config.hidden_size + config.action_embed_dim, config.hidden_size, batch_first=True)
+        self.reads_previous_action = config.previous_action_input
+        extra = config.action_embed_dim if self.reads_previous_action else 0
+        if self.reads_previous_action:
+            self.action_embedding = nn.Embedding(config.num_actions + 1, config.action_embed_dim)
+        self.film = FiLMGenerator(config, memory_size) if config.follower_conditioning == "film" else None
+        self.lstm = nn.LSTM(config.hidden_size + extra, config.hidden_size, batch_first=True)
         self.attention = LuongAttention(config.hidden_size, memory_size)
         self.head = nn.Sequential(
             Linear(2 * config.hidden_size, config.hidden_size), nn.Tanh(),
             Linear(config.hidden_size, config.num_actions),
         )
 
+    def film_parameters(self, memory: torch.Tensor, memory_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """The frames' FiLM parameters [B, 2C] from a memory, or None where the memory enters at the head only."""
+        return None if self.film is None else self.film(memory, memory_mask)
+
     def previous_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """[B, T] actions -> [B, T] a_{t-1} with the start token at t=0."""
         start = torch.full_like(actions[:, :1], self.start_action)
         return torch.cat([start, actions[:, :-1]], dim=1)
 
+    def _inputs(self, frame_features: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        if not self.reads_previous_action:
+            return frame_features
+        return torch.cat([frame_features, self.action_embedding(previous)], dim=-1)
+
     def states(self, frame_features: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """h'_t for all t in parallel: [B, T, H], zeros on padding (the LSTM runs over the real steps only)."""
-        x = torch.cat([frame_features, self.action_embedding(self.previous_actions(actions))], dim=-1)
-        return run_recurrence(self.lstm, x, mask)
+        return run_recurrence(self.lstm, self._inputs(frame_features, self.previous_actions(actions)), mask)
 
     def logits(
         self,
@@ -304,8 +356,7 @@ class ActionDecoder(nn.Module):
         memory_mask: torch.Tensor,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """One step for online control: frame_features [n, H], previous_action [n] -> (logits [n, A], state)."""
-        x = torch.cat([frame_features, self.action_embedding(previous_action)], dim=-1).unsqueeze(1)
-        out, state = self.lstm(x, state)
+        out, state = self.lstm(self._inputs(frame_features, previous_action).unsqueeze(1), state)
         return self.logits(out, memory, memory_mask)[:, 0], state
 
 

@@ -13,21 +13,6 @@ import torch
 from .rollout import ACT_BEFORE_RESET
 
 
-class _GivenInstructions:
-    """Wraps a policy so that wave after wave it reads the caller's instructions, not the envs' missions."""
-
-    def __init__(self, policy, instructions: list[str]) -> None:
-        self.policy, self.instructions, self.used = policy, instructions, 0
-
-    def reset(self, missions: Sequence[str]) -> None:
-        batch = self.instructions[self.used : self.used + len(missions)]
-        self.used += len(missions)
-        self.policy.reset(batch)
-
-    def act(self, observations, directions, env_ids):
-        return self.policy.act(observations, directions, env_ids)
-
-
 def _check_instructions(instructions: Sequence[str]) -> None:
     """A policy's ``reset`` argument must be a non-empty list of non-blank strings (not one string)."""
     if isinstance(instructions, str):
@@ -63,6 +48,7 @@ class FollowerPolicy:
         self.memory, self.memory_mask = model.instruction_memory(
             enc["input_ids"].to(device), enc["attention_mask"].to(device)
         )
+        self.film = model.action_decoder.film_parameters(self.memory, self.memory_mask)
         n, hidden = len(instructions), model.config.hidden_size
         self.h = torch.zeros(1, n, hidden, device=device)
         self.c = torch.zeros(1, n, hidden, device=device)
@@ -96,7 +82,7 @@ class FollowerPolicy:
         idx = torch.as_tensor(np.asarray(env_ids), dtype=torch.long, device=device)
         obs = torch.as_tensor(np.asarray(observations), device=device)
         dirs = torch.as_tensor(np.asarray(directions), dtype=torch.long, device=device)
-        features = model.obs_encoder(obs, dirs)
+        features = model.obs_encoder(obs, dirs, None if self.film is None else self.film[idx])
         logits, (h, c) = model.action_decoder.step(
             features, self.previous[idx], (self.h[:, idx], self.c[:, idx]), self.memory[idx], self.memory_mask[idx]
         )

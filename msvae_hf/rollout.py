@@ -132,6 +132,24 @@ class BotPolicy:
         return np.array([int(self._bots[i].replan()) for i in env_ids], dtype=np.int64)
 
 
+class GivenInstructions:
+    """Wraps a policy so that, wave after wave, it reads the caller's instructions (one per seed, in seed order)
+    instead of the envs' missions; the envs still judge success by their own missions."""
+
+    def __init__(self, policy: RolloutPolicy, instructions: Sequence[str]) -> None:
+        self.policy, self.instructions, self.used = policy, list(instructions), 0
+
+    def reset(self, missions: Sequence[str]) -> None:
+        batch = self.instructions[self.used : self.used + len(missions)]
+        if len(batch) != len(missions):
+            raise ValueError(f"{len(self.instructions)} instructions given for more episodes than that")
+        self.used += len(missions)
+        self.policy.reset(batch)
+
+    def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        return self.policy.act(observations, directions, env_ids)
+
+
 class _EnvBatch:
     """A wave of envs behind one interface: a list of envs, or a VectorEnv stepped as a whole."""
 
@@ -422,12 +440,18 @@ def evaluate_policy(
     batch_size: int = 256,
     progress: bool = False,
     num_workers: int = 0,
+    instructions: Sequence[str] | None = None,
 ) -> list[EpisodeResult]:
     """Roll `policy` out on `episodes` evaluation seeds of `level`, `batch_size` envs at a time; with
-    `num_workers` > 0 the envs step in that many processes (`EnvPool`), with the same results."""
+    `num_workers` > 0 the envs step in that many processes (`EnvPool`), with the same results. `instructions`
+    (one per seed) replaces the missions the policy reads (success is still judged by each env's own)."""
     if num_workers < 0:
         raise ValueError(f"num_workers must be >= 0 (0: step the envs in this process), got {num_workers}")
     seeds = evaluation_seeds(episodes, seed_start)
+    if instructions is not None:
+        if len(instructions) != len(seeds):
+            raise ValueError(f"{len(instructions)} instructions for {len(seeds)} seeds")
+        policy = GivenInstructions(policy, instructions)
     if num_workers > 0 and seeds:
         with EnvPool(level, min(batch_size, len(seeds)), num_workers) as pool:
             return rollout(policy, pool, seeds, progress=progress)

@@ -3,8 +3,10 @@
     python scripts/evaluate.py --model DIR --level BossLocal --episodes 1000 [--seed-start 1000000000]
         [--batch-size 256] [--render N --out DIR] [--json PATH]
 
-Prints the success rate, mean steps and mean BabyAI reward; `--json` writes the summary and one record per
-episode (seed, instruction, actions, steps, reward, success). `--render N` writes GIFs of the first N
+Prints the success rate, the success rate told another episode's mission (each seed told the next seed's;
+success judged by its own), SPL against the bot on the same seeds, mean steps beside the bot's and the mean
+BabyAI reward; `--json` writes the summary and one record per episode told its own mission (seed, instruction,
+actions, steps, reward, success). `--render N` writes GIFs of the first N
 episodes, captioned with the model's own description of each trajectory when it has a speaker (`describe`).
 `--model` is a saved model folder (e.g. RUN/best) or a Hub id `user/name`; a bad one stops with one line.
 Installed by pip as `msvae-evaluate` (the same flags).
@@ -23,10 +25,9 @@ from typing import Any
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from ..envs.seeds import TEST_SEED_START
-from ..evaluation import resolve_device
-from ..metrics import summarize_episodes as summarize
+from ..evaluation import evaluate_follower, resolve_device
 from ..render import render_rollouts
-from ..rollout import evaluate_policy, evaluation_seeds, resolve_level
+from ..rollout import evaluation_seeds, resolve_level
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 SPEAKER_BLEU = "msvae_hf.evaluation.evaluate_speaker(model, load_demos(DEMOS)['test'])"
@@ -98,14 +99,13 @@ def main(argv: list[str] | None = None) -> None:
         message = " ".join(str(err).split())  # one line, whatever the error's own layout
         print(f"{parser.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(2) from None
-    results = evaluate_policy(
-        model.policy(tokenizer), level, args.episodes, args.seed_start, args.batch_size, progress=True,
-        num_workers=args.num_workers,
-    )
-    summary = summarize(results)
+    summary, results = evaluate_follower(model, level, args.episodes, args.seed_start, args.batch_size, tokenizer,
+                                         progress=True, num_workers=args.num_workers)
     print(
-        f"{level}: success rate {summary['success_rate']:.3f}, mean steps {summary['mean_steps']:.2f}, "
-        f"mean reward {summary['mean_reward']:.3f} over {summary['episodes']} episodes"
+        f"{level}: success rate {summary['success_rate']:.3f} (told another episode's mission "
+        f"{summary['success_rate_other_mission']:.3f}), SPL {summary['spl']:.3f}, mean steps "
+        f"{summary['mean_steps']:.2f} (the bot's {summary['bot_mean_steps']:.2f}), mean reward "
+        f"{summary['mean_reward']:.3f} over {summary['episodes']} episodes"
     )
     if args.json:
         record = {"model": args.model, "level": level, "seed_start": args.seed_start, "summary": summary}

@@ -1,0 +1,138 @@
+#!/usr/bin/env python
+"""The follower's ablation: where the instruction conditions the follower x whether it reads its previous action.
+
+    python experiments/follower_ablation.py gotoseqlocal --jobs 2          # train every missing cell
+    python experiments/follower_ablation.py gotoseqlocal --table           # the table, from results/ only
+
+Each cell trains the level's supervised follower (``configs/<level>/follower.yaml``: M = 1000 pairs, 1200 updates
+of 128) with one variant of the action decoder (msvae_hf/modules.py, ActionDecoder), on ``data/<level>_pairs_1k``
+(``python scripts/make_demos.py --level LEVEL --paired 1000 --unpaired 0 --valid 500 --test 500 --seed 0 --out
+data/<level>_pairs_1k``: the study's 1000 pairs, valid and test episodes, the same seeds), three seeds a variant.
+A finished cell's record lands in ``results/<level>/follower_ablation/<variant>_seed<k>.json`` (the config, the
+commit and machine, the test metrics and seconds per update) and is never trained again.
+
+Variants (``follower_conditioning`` / ``previous_action_input``):
+
+- ``head_prev``: the instruction enters at the action head only and the LSTM reads a_{t-1};
+- ``head``: the same without a_{t-1};
+- ``film_prev``: FiLM from the instruction on each frame's convolution map as well, with a_{t-1};
+- ``film``: FiLM, without a_{t-1} (BabyAI 1.1's arrangement, App. D).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = {
+    "head_prev": ("head", True),
+    "head": ("head", False),
+    "film_prev": ("film", True),
+    "film": ("film", False),
+}
+SEEDS = (0, 1, 2)
+COLUMNS = (  # (key in the record's test, header, scale, format)
+    ("success_rate", "SR %", 100, ".1f"),
+    ("success_rate_other_mission", "SR told another mission %", 100, ".1f"),
+    ("spl", "SPL", 1, ".3f"),
+    ("mean_steps", "mean steps", 1, ".1f"),
+    ("bot_mean_steps", "bot's steps", 1, ".1f"),
+)
+
+
+def record_path(level: str, variant: str, seed: int) -> Path:
+    return ROOT / "results" / level / "follower_ablation" / f"{variant}_seed{seed}.json"
+
+
+def command(level: str, variant: str, seed: int, threads: int) -> list[str]:
+    conditioning, previous = VARIANTS[variant]
+    return [
+        sys.executable, str(ROOT / "scripts" / "train.py"), "--config", f"configs/{level}/follower.yaml",
+        "--demos", f"data/{level}_pairs_1k", "--seed", str(seed),
+        "--output-dir", f"runs/{level}/follower_ablation/{variant}_seed{seed}", "--threads", str(threads),
+        "--model.follower_conditioning", conditioning, "--model.previous_action_input", str(previous).lower(),
+    ]
+
+
+def run_cell(level: str, variant: str, seed: int, threads: int) -> None:
+    """Train one cell (resuming where its folder holds a checkpoint) and write its record."""
+    out = ROOT / "runs" / level / "follower_ablation" / f"{variant}_seed{seed}"
+    cmd = command(level, variant, seed, threads)
+    if (out / "checkpoints").is_dir() and any((out / "checkpoints").iterdir()) and not (out / "results.json").exists():
+        cmd.append("--resume")
+    log = ROOT / "runs" / level / "logs" / f"follower_ablation_{variant}_seed{seed}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if not (out / "results.json").exists():
+        with open(log, "w", encoding="utf-8") as f:
+            subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, check=True)
+    results = json.loads((out / "results.json").read_text())
+    train_s = results["wall_time_s"] - results.get("validation_time_s", 0.0)
+    record = {
+        "level": level, "variant": variant, "seed": seed,
+        "model": {k: v for k, v in json.loads((out / "best" / "config.json").read_text()).items()
+                  if k in ("follower_attention", "follower_conditioning", "previous_action_input")},
+        "command": " ".join(cmd[1:]), "commit": results.get("commit"), "machine": results.get("machine"),
+        "updates": results["updates"], "seconds_per_update": round(train_s / results["updates"], 4),
+        "best": results["best"], "paper_protocol_valid_sr": results.get("paper_protocol_valid_sr"),
+        "test": results["test"],
+    }
+    path = record_path(level, variant, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    tmp.replace(path)
+    print(f"{level} {variant} seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in record["test"].items()
+                                                          if isinstance(v, float)), flush=True)
+
+
+def table(level: str) -> str:
+    """The markdown table of every variant with records: mean +- sd over its seeds, and the seeds counted."""
+    lines = ["| variant | conditioning | reads a_{t-1} | " + " | ".join(c[1] for c in COLUMNS)
+             + " | s / update (2-core CPU) | seeds |",
+             "| --- " * (len(COLUMNS) + 5) + "|"]
+    for variant, (conditioning, previous) in VARIANTS.items():
+        records = [json.loads(p.read_text()) for seed in SEEDS if (p := record_path(level, variant, seed)).exists()]
+        if not records:
+            continue
+        cells = []
+        for key, _, scale, fmt in COLUMNS:
+            values = [r["test"][key] * scale for r in records]
+            sd = statistics.stdev(values) if len(values) > 1 else 0.0
+            cells.append(f"{statistics.mean(values):{fmt}} ± {sd:{fmt}}")
+        speed = statistics.mean(r["seconds_per_update"] for r in records)
+        lines.append(f"| {variant} | {conditioning} | {'yes' if previous else 'no'} | " + " | ".join(cells)
+                     + f" | {speed:.3f} | {len(records)} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("level", choices=("gotoseqlocal", "bosslocal"))
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    parser.add_argument("--jobs", type=int, default=2, help="cells trained at once (each on --threads threads)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--table", action="store_true", help="print the table from the records and stop")
+    args = parser.parse_args()
+    if args.table:
+        print(table(args.level))
+        return
+    if not (ROOT / "data" / f"{args.level}_pairs_1k").is_dir():
+        name = {"gotoseqlocal": "GoToSeqLocal", "bosslocal": "BossLocal"}[args.level]
+        raise SystemExit(f"no data/{args.level}_pairs_1k: python scripts/make_demos.py --level {name} --paired 1000 "
+                         f"--unpaired 0 --valid 500 --test 500 --seed 0 --out data/{args.level}_pairs_1k")
+    todo = [(v, s) for s in args.seeds for v in args.variants if not record_path(args.level, v, s).exists()]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for future in [pool.submit(run_cell, args.level, v, s, args.threads) for v, s in todo]:
+            future.result()
+    print(table(args.level))
+
+
+if __name__ == "__main__":
+    main()
