@@ -25,70 +25,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the model types)
-from msvae_hf.data.collator import DemoCollator, for_loader, read_rows
 from msvae_hf.data.demos import load_demos
+from msvae_hf.evaluation import instruction_use, rolled_texts, same_words_as_the_one_before
 from msvae_hf.metrics import summarize_episodes
 from msvae_hf.rollout import evaluation_seeds
 from msvae_hf.runtime import add_threads_flag, set_threads
-
-
-def rolled_instructions(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The batch with pair i given pair i-1's instruction (and its mask); trajectories unchanged."""
-    return {**batch, "input_ids": batch["input_ids"].roll(1, 0), "attention_mask": batch["attention_mask"].roll(1, 0)}
-
-
-def rolled_texts(texts: list[str]) -> list[str]:
-    """``texts`` with item i given item i-1's text (the first the last one's), as :func:`rolled_instructions`."""
-    return texts[-1:] + texts[:-1]
-
-
-def same_words_as_the_one_before(texts: list[str]) -> int:
-    """How many of ``texts`` are the same words as the one :func:`rolled_texts` gives them instead."""
-    return sum(a == b for a, b in zip(texts, rolled_texts(texts), strict=True))
-
-
-@torch.no_grad()
-def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str, float | int]:
-    """Per real step: mean -log p(a_t | ...) and the share of argmax actions equal to the bot's, with each pair's
-    own instruction (``*_own``) and with another pair's (``*_other``); ``same_text``: the share of pairs whose other
-    instruction is the same words as their own."""
-    if len(dataset) < 2:
-        raise ValueError(f"need at least two pairs to give each another pair's instruction, got {len(dataset)}")
-    if batch_size < 2:
-        raise ValueError(f"batch_size must be at least 2 (instructions are exchanged within a batch), got {batch_size}")
-    collate = DemoCollator(model.tokenizer)
-    was_training = model.training
-    model.eval()
-    totals = {"nll_own": 0.0, "nll_other": 0.0, "accuracy_own": 0.0, "accuracy_other": 0.0}
-    steps = same = 0
-    # batch bounds; a last batch of one would be given its own instruction: fold it into the batch before
-    bounds = list(range(0, len(dataset), batch_size)) + [len(dataset)]
-    if bounds[-1] - bounds[-2] == 1:
-        del bounds[-2]
-    data = for_loader(dataset)
-    try:
-        for start, end in zip(bounds, bounds[1:]):
-            rows = read_rows(data, range(start, end))
-            batch = collate(rows)
-            mask = batch["trajectory_mask"].bool()
-            steps += int(mask.sum())
-            same += same_words_as_the_one_before([row["instruction"] for row in rows])
-            for name, inputs in (("own", batch), ("other", rolled_instructions(batch))):
-                _, logits = model.action_log_likelihood(
-                    inputs["input_ids"], inputs["attention_mask"], inputs["observations"], inputs["directions"],
-                    inputs["actions"], inputs["trajectory_mask"])
-                # from the logits, so that a model trained with loss_reduction "mean" is scored per step too
-                log_p = logits.log_softmax(-1).gather(-1, batch["actions"].long().unsqueeze(-1)).squeeze(-1)
-                totals[f"nll_{name}"] -= float(log_p[mask].sum())
-                totals[f"accuracy_{name}"] += float(((logits.argmax(-1) == batch["actions"]) & mask).sum())
-    finally:
-        model.train(was_training)
-    return {**{k: v / steps for k, v in totals.items()}, "pairs": len(dataset), "steps": steps,
-            "same_text": same / len(dataset)}
 
 
 def rollouts_told_another_mission(model: Any, level: str, episodes: int, batch_size: int = 256) -> dict[str, Any]:

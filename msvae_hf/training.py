@@ -34,7 +34,7 @@ from .data.prefetch import UpdateBatches, prefetched
 from .data.sampler import StepSampler
 from .envs.levels import resolve_level
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
-from .evaluation import evaluate_follower, evaluate_speaker
+from .evaluation import evaluate_follower, evaluate_speaker, instruction_use
 from .graphed import LENGTH_MULTIPLE, TIME_MULTIPLE, CapturedUpdate, captured_adam
 from .metrics import smoothed_max
 from .modeling_baselines import FollowerModel, SpeakerModel
@@ -223,7 +223,9 @@ def continue_run(checkpoint: Path, output_dir: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- evaluation
 def validate(model: Any, cfg: TrainConfig, level: str, valid: Any) -> dict[str, float]:
-    """Validation SR on fixed seeds (followers, MS-VAE) and BLEU on the valid split (speakers, MS-VAE).
+    """Validation on fixed seeds (followers, MS-VAE: :func:`evaluate_follower`'s metrics), the teacher-forced
+    action accuracy on the valid pairs with their own and with another pair's instruction (followers, MS-VAE) and
+    BLEU on the valid split (speakers, MS-VAE).
 
     Runs under ``torch.random.fork_rng`` so evaluating never changes the training RNG stream.
     """
@@ -233,6 +235,10 @@ def validate(model: Any, cfg: TrainConfig, level: str, valid: Any) -> dict[str, 
             summary, _ = evaluate_follower(model, level, cfg.eval_episodes, VALID_SEED_START, cfg.eval_batch_size,
                                            num_workers=cfg.eval_workers)
             metrics.update({f"valid/{k}": v for k, v in summary.items() if k != "episodes"})
+            if valid is not None and len(valid) >= 2:  # teacher forced: how much the actions depend on the words
+                use = instruction_use(model, valid.select(range(min(len(valid), cfg.bleu_examples))))
+                metrics["valid/action_accuracy"] = use["accuracy_own"]
+                metrics["valid/action_accuracy_other_instruction"] = use["accuracy_other"]
         if cfg.model_type in ("speaker", "msvae") and valid is not None and len(valid):
             metrics["valid/bleu"], _ = evaluate_speaker(model, valid, max_examples=cfg.bleu_examples)
     return metrics

@@ -11,6 +11,7 @@ import pytest
 import torch
 from conftest import tiny_model
 
+from msvae_hf import evaluation
 from msvae_hf.rollout import EpisodeResult
 
 
@@ -28,7 +29,7 @@ def test_rolled_instructions_give_each_pair_the_one_before():
     batch = {"input_ids": torch.tensor([[1, 5], [1, 6], [1, 7]]), "attention_mask": torch.tensor([[1, 1], [1, 0],
                                                                                                   [1, 1]]),
              "actions": torch.tensor([[0], [1], [2]])}
-    rolled = probe_follower.rolled_instructions(batch)
+    rolled = evaluation.rolled_instructions(batch)
     assert rolled["input_ids"][:, 1].tolist() == [7, 5, 6]
     assert rolled["attention_mask"].tolist() == [[1, 1], [1, 1], [1, 0]]
     assert rolled["actions"] is batch["actions"]  # trajectories unchanged
@@ -40,7 +41,7 @@ def test_instruction_use_is_the_models_own_loss_per_step(follower, tiny_demos):
     from msvae_hf.evaluation import iterate_batches
 
     valid = load_demos(tiny_demos)["valid"]  # 16 pairs: batches of 5 leave one over, folded into the last
-    result = probe_follower.instruction_use(follower, valid, batch_size=5)
+    result = evaluation.instruction_use(follower, valid, batch_size=5)
     batch = next(iterate_batches(valid, DemoCollator(follower.tokenizer), len(valid)))
     with torch.no_grad():
         out = follower(**batch, reduction="none")  # summed over steps (loss_reduction "sum")
@@ -81,7 +82,7 @@ def test_other_instruction_scores_against_a_pair_by_pair_computation(follower, t
     rows = [valid[i] for i in range(len(valid))]
     others = [start + (j - 1) % (end - start) for start, end in ((0, 5), (5, 10), (10, 16)) for j in range(end - start)]
     assert others[:6] == [4, 0, 1, 2, 3, 9] and others[10:] == [15, 10, 11, 12, 13, 14]
-    result = probe_follower.instruction_use(follower, valid, batch_size=5)
+    result = evaluation.instruction_use(follower, valid, batch_size=5)
     nll, accuracy, same = _scores_pair_by_pair(follower, rows, others)
     assert result["nll_other"] == pytest.approx(nll, rel=1e-5)
     assert result["accuracy_other"] == pytest.approx(accuracy, abs=1e-9)
@@ -102,8 +103,8 @@ def test_a_mean_reduction_follower_is_scored_per_step_as_the_sum_one(follower, t
     mean.load_state_dict(follower.state_dict())
     mean.tokenizer = follower.tokenizer
     valid = load_demos(tiny_demos)["valid"]
-    assert probe_follower.instruction_use(mean, valid, batch_size=8) == pytest.approx(
-        probe_follower.instruction_use(follower, valid, batch_size=8), rel=1e-6)
+    assert evaluation.instruction_use(mean, valid, batch_size=8) == pytest.approx(
+        evaluation.instruction_use(follower, valid, batch_size=8), rel=1e-6)
 
 
 def test_a_follower_blind_to_its_instruction_scores_both_the_same(follower, tiny_demos, monkeypatch):
@@ -116,7 +117,7 @@ def test_a_follower_blind_to_its_instruction_scores_both_the_same(follower, tiny
         return torch.zeros_like(m), torch.ones_like(mask)
 
     monkeypatch.setattr(follower, "instruction_memory", blind)
-    result = probe_follower.instruction_use(follower, load_demos(tiny_demos)["valid"], batch_size=8)
+    result = evaluation.instruction_use(follower, load_demos(tiny_demos)["valid"], batch_size=8)
     assert result["nll_other"] == pytest.approx(result["nll_own"], rel=1e-6)
     assert result["accuracy_other"] == result["accuracy_own"]
 
@@ -126,9 +127,9 @@ def test_too_few_pairs_or_episodes_are_refused(follower, tiny_demos):
 
     valid = load_demos(tiny_demos)["valid"]
     with pytest.raises(ValueError, match="at least two pairs"):
-        probe_follower.instruction_use(follower, valid.select([0]))
+        evaluation.instruction_use(follower, valid.select([0]))
     with pytest.raises(ValueError, match="batch_size must be at least 2"):
-        probe_follower.instruction_use(follower, valid, batch_size=1)
+        evaluation.instruction_use(follower, valid, batch_size=1)
     with pytest.raises(ValueError, match="at least two episodes"):
         probe_follower.rollouts_told_another_mission(follower, "BossLocal", 1)
 
