@@ -21,6 +21,7 @@ from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and the Local levels)
 from msvae_hf.envs.levels import BOSS_LOCAL_ID, GOTOSEQ_LOCAL_ID, resolve_level
+from msvae_hf.metrics import spl
 from msvae_hf.render import save_episode_gif
 from msvae_hf.rollout import BotPolicy, EpisodeResult, rollout
 
@@ -48,12 +49,15 @@ def _speaker_says(model, episode: EpisodeResult) -> str:
     return model.describe([episode.observations], [episode.directions], [episode.actions])[0]
 
 
-def _show(episode: EpisodeResult, said: str, instruction: str, out_dir: str | None, name: str) -> tuple[str, str]:
+def _show(episode: EpisodeResult, said: str, instruction: str, out_dir: str | None, name: str,
+          bot_steps: int | None = None) -> tuple[str, str]:
     gif = save_episode_gif(episode.frames, Path(out_dir or tempfile.mkdtemp()) / f"{name}.gif", instruction,
                            caption=said)
-    outcome = "success" if episode.success else "failure"
+    outcome = f"{'success' if episode.success else 'failure'} in {episode.steps} steps (judged by the mission)"
+    if bot_steps is not None:  # SPL against the bot on this episode (msvae_hf.metrics.spl)
+        outcome += f"; the bot takes {bot_steps} (SPL {spl(episode.success, episode.steps, bot_steps):.2f})"
     return str(gif), (f"mission: {episode.instruction}\ninstruction followed: {instruction}\n"
-                      f"{outcome} in {episode.steps} steps\nthe speaker says: {said}")
+                      f"{outcome}\nthe speaker says: {said}")
 
 
 def follow(source: str, level: str, seed: float, instruction: str, out_dir: str | None = None) -> tuple[str, str]:
@@ -65,8 +69,9 @@ def follow(source: str, level: str, seed: float, instruction: str, out_dir: str 
     given = {"instructions": [instruction.strip()]} if instruction.strip() else {}
     episode = model.follow(resolve_level(level), [int(seed)], record_frames=True, record_observations=True,
                            **given)[0]
+    bot_steps = rollout(BotPolicy(), resolve_level(level), [int(seed)])[0].steps
     return _show(episode, _speaker_says(model, episode), instruction.strip() or episode.instruction, out_dir,
-                 f"follow_{level}_{int(seed)}")
+                 f"follow_{level}_{int(seed)}", bot_steps)
 
 
 def bot(source: str, level: str, seed: float, out_dir: str | None = None) -> tuple[str, str]:

@@ -104,11 +104,15 @@ class FollowerModel(FollowerMixin, MSVAEPreTrainedModel):
             return mean, torch.ones(mean.shape[:2], dtype=torch.bool, device=mean.device)
         return states, mask
 
-    def generate(self, *args, **kwargs):
-        """A follower does not speak: ``generate`` (transformers' name for producing token ids) says where its
-        rollouts are, ``follow()`` and ``policy()``."""
-        raise ValueError("FollowerModel does not speak: roll out with model.follow(envs, seeds) or step with "
-                         "model.policy()")
+    def generate(self, envs=None, seeds=None, **kwargs):
+        """Follow: ``generate(envs, seeds, instructions=None, ...)`` returns ``follow(envs, seeds, ...)``'s episodes
+        (a level name, a list of envs or a VectorEnv). A follower does not speak: trajectory tensors are refused."""
+        if isinstance(envs, torch.Tensor) or "observations" in kwargs:
+            raise ValueError("FollowerModel does not speak: generate(envs, seeds) rolls out (as model.follow); "
+                             "generate(observations, ...) is a speaker's or MS-VAE's")
+        if envs is None:
+            raise ValueError("generate(envs, seeds) rolls out: pass envs (a level name or a list of envs) and seeds")
+        return self.roll_out(envs, seeds, **kwargs)
 
     def forward(
         self, input_ids, attention_mask, observations, directions, actions, trajectory_mask, reduction: str = "mean",

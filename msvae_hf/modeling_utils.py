@@ -288,6 +288,18 @@ class FollowerMixin:
         ll = sequence_log_likelihood(logits, actions, steps, self.config.loss_reduction)
         return ll, steps.scatter(logits)
 
+    def roll_out(self, envs, seeds, **kwargs):
+        """``generate()``'s following form: the episodes of ``follow(envs, seeds, **kwargs)``, its arguments checked
+        against the speaking form's so that a mixed call says which call is which."""
+        speaking = sorted(set(kwargs) - set(FOLLOW_ARGUMENTS))
+        if speaking:
+            raise ValueError(f"generate(envs, seeds, ...) rolls out, as follow() does, and takes {FOLLOW_ARGUMENTS}; "
+                             f"got {speaking}: decoding arguments belong to generate(observations, directions, "
+                             "actions, trajectory_mask, ...), which speaks")
+        if seeds is None:
+            raise ValueError("generate(envs, seeds) rolls out one episode per seed: pass seeds=[...]")
+        return self.follow(envs, seeds, **kwargs)
+
     def policy(self, tokenizer=None, greedy: bool = True, seed: int | None = None) -> FollowerPolicy:
         """A :class:`~msvae_hf.rollout.RolloutPolicy` for online control (reset / act with recurrent state)."""
         return FollowerPolicy(self, self._resolve_tokenizer(tokenizer), greedy=greedy, seed=seed)
@@ -315,6 +327,17 @@ class FollowerMixin:
                 raise ValueError(f"{len(instructions)} instructions for {len(seeds)} seeds")
             policy = GivenInstructions(policy, list(instructions))
         return rollout(policy, envs, seeds, max_steps=max_steps, **kwargs)
+
+
+#: The arguments of a following call of ``generate()`` besides envs and seeds (``FollowerMixin.follow``'s and
+#: ``rollout``'s).
+FOLLOW_ARGUMENTS = ("tokenizer", "max_steps", "instructions", "record_frames", "record_observations", "progress",
+                    "batch_size")
+
+
+def _is_rollout_call(observations, envs) -> bool:
+    """Whether ``generate()``'s first argument (or ``envs``) names environments rather than trajectory tensors."""
+    return envs is not None or isinstance(observations, (str, list, tuple)) or hasattr(observations, "step")
 
 
 class SpeakerMixin:
@@ -359,19 +382,26 @@ class SpeakerMixin:
         seeds: Sequence[int] | None = None,
         **kwargs,
     ):
-        """Speak: trajectory tensors -> token ids, any GenerationMixin decoding (rollouts: ``follow()``).
+        """Speak (trajectory tensors -> token ids) or, given ``envs`` and ``seeds``, follow (episodes).
 
-        Speaker: z = posterior mean of q(z|a,o) for MS-VAE, h_tau for the baseline; greedy, beam search
-        (``num_beams``), sampling (``do_sample``), ``max_new_tokens``, ``num_return_sequences`` all work.
+        Speaking: z = posterior mean of q(z|a,o) for MS-VAE, h_tau for the baseline; any GenerationMixin decoding:
+        greedy, beam search (``num_beams``), sampling (``do_sample``), ``max_new_tokens``,
+        ``num_return_sequences``. Following (models that follow): ``generate(envs, seeds, instructions=None, ...)``
+        with a level name, a list of envs or a VectorEnv returns ``follow(envs, seeds, ...)``'s EpisodeResults.
         """
-        if envs is not None:
+        if _is_rollout_call(observations, envs):
             if not hasattr(self, "follow"):
-                raise ValueError(f"{type(self).__name__} is a speaker: it cannot roll out in envs")
-            raise ValueError("generate() speaks, as transformers' generate does (trajectory tensors -> token ids); "
-                             "roll out with model.follow(envs, seeds) or step with model.policy()")
+                raise ValueError(f"{type(self).__name__} is a speaker: it cannot roll out in envs; "
+                                 "generate(observations, directions, actions, trajectory_mask) speaks")
+            if envs is None:  # generate(envs, seeds, ...) by position
+                envs, seeds = observations, seeds if seeds is not None else directions
+            return self.roll_out(envs, seeds, **kwargs)
+        if seeds is not None:
+            raise ValueError("seeds go with envs: generate(envs, seeds) rolls out; generate(observations, directions, "
+                             "actions, trajectory_mask) speaks")
         if observations is None or actions is None:
-            raise ValueError("generate() needs trajectory tensors (observations, directions, actions); to follow "
-                             "instructions in envs use model.follow(envs, seeds)")
+            raise ValueError("generate() needs trajectory tensors (observations, directions, actions) to speak, or "
+                             "envs (a level name or a list of envs) and seeds to roll out as model.follow(envs, seeds)")
         if trajectory_mask is None:
             trajectory_mask = torch.ones(actions.shape, dtype=torch.bool, device=actions.device)
         memory, memory_mask = self.trajectory_memory(observations, directions, actions, trajectory_mask)

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from model_helpers import played_batch
+from model_helpers import played_batch, real_batch
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
@@ -151,10 +151,18 @@ def test_generate_needs_inputs(tok: MSVAETokenizer) -> None:
         model.generate(envs=LEVEL, seeds=[0], tokenizer=tok)
     follower = FollowerModel(FollowerConfig(vocab_size=len(tok), **TINY))
     for call in (follower.generate, MSVAEModel(MSVAEConfig(vocab_size=len(tok), **TINY)).generate):
-        with pytest.raises(ValueError, match=r"model\.follow\(envs, seeds\)"):
+        with pytest.raises(ValueError, match=r"generate\(envs, seeds\) rolls|roll out as model.follow\(envs, seeds\)"):
             call()
-        with pytest.raises(ValueError, match=r"model\.follow\(envs, seeds\) or step with model\.policy\(\)"):
-            call(envs=LEVEL, seeds=[0])
+        with pytest.raises(ValueError, match="pass seeds"):
+            call(envs=LEVEL)
+        with pytest.raises(ValueError, match=r"got \['num_beams'\]: decoding arguments belong"):
+            call(envs=LEVEL, seeds=[0], tokenizer=tok, num_beams=3)
+    traj = real_batch(tok, lengths=(2, 3))
+    with pytest.raises(ValueError, match="does not speak"):
+        follower.generate(traj["observations"])
+    msvae = MSVAEModel(MSVAEConfig(vocab_size=len(tok), **TINY))
+    with pytest.raises(ValueError, match="seeds go with envs"):
+        msvae.generate(traj["observations"], traj["directions"], traj["actions"], seeds=[0])
     with pytest.raises(ValueError, match="tokenizer"):
         follower.follow(LEVEL, [0])
 
@@ -191,6 +199,12 @@ def test_follower_generate_on_local_envs(index: int, tok: MSVAETokenizer) -> Non
     envs = [gym.make(LEVEL) for _ in range(3)]
     by_list = model.follow(envs, seeds, tokenizer=tok, max_steps=max_steps)
     assert [r.to_dict() for r in by_list] == [r.to_dict() for r in by_id]
+    # generate() with envs rolls out: the same episodes, by keyword or with the level as its first argument
+    assert [r.to_dict() for r in model.generate(envs=LEVEL, seeds=seeds, tokenizer=tok, max_steps=max_steps,
+                                                batch_size=3)] == [r.to_dict() for r in by_id]
+    told = model.generate(LEVEL, seeds[:2], tokenizer=tok, max_steps=max_steps, instructions=["go to a box"] * 2)
+    assert [r.to_dict() for r in told] == [r.to_dict() for r in model.follow(
+        LEVEL, seeds[:2], tokenizer=tok, max_steps=max_steps, instructions=["go to a box"] * 2)]
     model.tokenizer = tok  # the attached tokenizer is used when none is passed
     assert [r.actions for r in model.follow(LEVEL, seeds[:2], max_steps=max_steps)] == [
         r.actions for r in by_id[:2]

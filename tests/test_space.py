@@ -17,6 +17,7 @@ gr = pytest.importorskip("gradio")
 from model_helpers import build  # noqa: E402
 
 import app  # noqa: E402  (the repository root is on pytest's pythonpath, pyproject.toml)
+from msvae_hf.rollout import BotPolicy, rollout  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,8 @@ def test_follow_rolls_out_and_the_speaker_describes_the_trajectory(saved, tmp_pa
     assert lines[0].startswith("mission: ") and lines[1] == "instruction followed: go to the red ball"
     steps = int(lines[2].split(" in ")[1].split()[0])
     assert _frames(gif) == steps + 1 and lines[3].startswith("the speaker says: ")
+    bot = rollout(BotPolicy(), "GoToLocal", [1_000_000_007])[0]
+    assert f"the bot takes {bot.steps} (SPL " in lines[2]  # beside the bot on the same episode
     _, default = app.follow(saved["msvae"], "GoToLocal", 1_000_000_007, "  ", out_dir=str(tmp_path))
     mission = default.splitlines()[0].removeprefix("mission: ")
     assert default.splitlines()[1] == f"instruction followed: {mission}"  # empty: the episode's own mission

@@ -76,7 +76,11 @@ def bleu_of_best(record: dict) -> float | None:
 
 METRICS: dict[str, tuple[str, Callable[[dict], float | None]]] = {
     "sr": ("test SR (%)", lambda r: None if sr(r) is None else 100 * sr(r)),
+    "sr_other": ("test SR told another mission (%)", lambda r: None if (v := (r.get("test") or {}).get(
+        "success_rate_other_mission")) is None else 100 * v),
+    "spl": ("test SPL", lambda r: (r.get("test") or {}).get("spl")),
     "steps": ("test mean steps", lambda r: (r.get("test") or {}).get("mean_steps")),
+    "bot_steps": ("bot's mean steps", lambda r: (r.get("test") or {}).get("bot_mean_steps")),
     "bleu": ("test BLEU-4", bleu),
     "bleu_of_best": ("test BLEU-4 of best/ (MS-VAE)", bleu_of_best),
     # the paper's SR protocol (App. D: validation SR per evaluation, window-5 moving average, maximum), the

@@ -48,22 +48,25 @@ def machine(record: dict) -> str:
 def table_runs(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     """Every run of ``rows`` (comma-separated), then the random floor."""
     by_row = records_by_row(load_records(level, root))
-    lines = ["| run | seed | test SR | mean steps | mean reward | valid SR, App. D protocol | test BLEU-4 | "
-             "BLEU checkpoint | updates | wall (min) | machine |", "| --- |" + " --- |" * 10]
+    lines = ["| run | seed | test SR | SR told another mission | SPL | mean steps | bot's steps | mean reward | "
+             "valid SR, App. D protocol | test BLEU-4 | BLEU checkpoint | updates | wall (min) | machine |",
+             "| --- |" + " --- |" * 13]
     for row in rows.split(","):
         for record in by_row.get(row, []):
             test = record.get("test") or {}
             lines.append(
                 f"| {row_label(level, row)} | {run_row(record['run'])[1]} | {fmt(test.get('success_rate'), '.3f')} | "
-                f"{fmt(test.get('mean_steps'), '.1f')} | {fmt(test.get('mean_reward'), '.3f')} | "
+                f"{fmt(test.get('success_rate_other_mission'), '.3f')} | {fmt(test.get('spl'), '.3f')} | "
+                f"{fmt(test.get('mean_steps'), '.1f')} | {fmt(test.get('bot_mean_steps'), '.1f')} | "
+                f"{fmt(test.get('mean_reward'), '.3f')} | "
                 f"{fmt(record.get('paper_protocol_valid_sr'), '.3f')} | {fmt(record.get('test_bleu'), '.2f')} | "
                 f"{bleu_checkpoint(record)} | {record.get('updates')} | "
                 f"{fmt(record.get('wall_time_s') and record['wall_time_s'] / 60, '.0f')} | {machine(record)} |")
     floor = root / level / "floor.json"
     if floor.exists():
         for name, s in json.loads(floor.read_text()).items():
-            lines.append(f"| floor: {name.replace('_', ' ')} | - | {s['success_rate']:.3f} | {s['mean_steps']:.1f} | "
-                         f"{s['mean_reward']:.3f} | - | - | - | - | - | - |")
+            lines.append(f"| floor: {name.replace('_', ' ')} | - | {s['success_rate']:.3f} | - | - | "
+                         f"{s['mean_steps']:.1f} | - | {s['mean_reward']:.3f} | - | - | - | - | - | - |")
     return lines
 
 
@@ -89,7 +92,9 @@ def table_speed(level: str, rows: str, root: Path = RESULTS) -> list[str]:
 
 
 #: The metrics of a seeds table (each where one of its rows has it), in this order.
-SEED_METRICS = ("sr", "steps", "bleu", "bleu_of_best")
+SEED_METRICS = ("sr", "sr_other", "spl", "steps", "bot_steps", "bleu", "bleu_of_best")
+#: Digits after the point of each metric's mean and sd (2 where not named).
+DIGITS = {"sr": 1, "sr_other": 1, "steps": 1, "bot_steps": 1, "spl": 3}
 
 
 def table_seeds(level: str, rows: str, root: Path = RESULTS, again: bool = False) -> list[str]:
@@ -105,8 +110,8 @@ def table_seeds(level: str, rows: str, root: Path = RESULTS, again: bool = False
         cells = []
         for metric in metrics:
             xs = values(by_row.get(row, []), metric)
-            cell = mean_sd(xs, 1 if metric in ("sr", "steps") else 2)
-            compared = row != names[0] and metric != "steps"  # steps: beside SR, not a claim of its own
+            cell = mean_sd(xs, DIGITS.get(metric, 2))
+            compared = row != names[0] and metric not in ("steps", "bot_steps")  # beside SR, not claims of their own
             one, two = p_greater(xs, values(reference, metric)) if compared else (None, None)
             cells.append(cell + ("" if one is None else f", p = {p_text(one)} [{p_text(two)}]"))
         lines.append(f"| {row_label(level, row)} | " + " | ".join(cells) + " |")

@@ -1,0 +1,244 @@
+"""The follower's variants (``follower_conditioning`` head | film, ``previous_action_input``) and the metrics that
+say whether a follower follows: SR told another episode's mission, SPL against the bot, the bot's mean steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from model_helpers import build, key_bias_rows, pad_more, real_batch, select, unpaired
+
+from msvae_hf import evaluation
+from msvae_hf.evaluation import bot_episodes, evaluate_follower
+from msvae_hf.graphed import CapturedUpdate, captured_adam
+from msvae_hf.metrics import follower_summary, spl
+from msvae_hf.ops.layout import static_shapes
+from msvae_hf.rollout import BotPolicy, EpisodeResult, evaluate_policy
+
+VARIANTS = [
+    pytest.param({"follower_conditioning": "film", "previous_action_input": False}, id="film"),
+    pytest.param({"follower_conditioning": "film", "previous_action_input": True}, id="film-prev"),
+    pytest.param({"follower_conditioning": "head", "previous_action_input": False}, id="head"),
+]
+FILM = {"follower_conditioning": "film", "previous_action_input": False}
+
+
+# ------------------------------------------------------------------------------------------------ the model
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_follower_loss_invariant_to_padding_and_batch(tok, variant):
+    model = build("follower-attention", tok, **variant)
+    batch = real_batch(tok)
+    with torch.no_grad():
+        padded = model(**pad_more(batch), reduction="none").loss
+        for i in range(len(batch["actions"])):
+            torch.testing.assert_close(padded[i], model(**select(batch, [i]), reduction="none").loss[0],
+                                       atol=1e-5, rtol=0)
+
+
+def test_film_puts_the_instruction_into_the_memory_lstm_and_head_does_not(tok):
+    """With FiLM the LSTM's states h'_t change with the instruction; with the head alone they cannot."""
+    batch = real_batch(tok)
+    other = {**batch, "input_ids": batch["input_ids"].roll(1, 0), "attention_mask": batch["attention_mask"].roll(1, 0)}
+    for conditioning, moves in (("film", True), ("head", False)):
+        model = build("follower-attention", tok, follower_conditioning=conditioning)
+        states = []
+        for inputs in (batch, other):
+            memory, mask = model.instruction_memory(inputs["input_ids"], inputs["attention_mask"])
+            film = model.action_decoder.film_parameters(memory, mask)
+            features = model.frame_features(inputs["observations"], inputs["directions"], inputs["trajectory_mask"],
+                                            film=film)
+            states.append(model.action_decoder.states(features, inputs["actions"], inputs["trajectory_mask"]))
+        assert (not torch.allclose(*states)) == moves, conditioning
+
+
+def test_without_the_previous_action_the_logits_do_not_read_it(tok):
+    """previous_action_input=False: the teacher-forced logits are the same whatever actions were taken before."""
+    batch = real_batch(tok)
+    shuffled = {**batch, "actions": torch.randint_like(batch["actions"], 0, 3)}
+    for reads, differ in ((False, False), (True, True)):
+        model = build("follower-attention", tok, follower_conditioning="film", previous_action_input=reads)
+        with torch.no_grad():
+            a, b = model(**batch).logits, model(**shuffled).logits
+        assert (not torch.allclose(a, b)) == differ
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_policy_steps_give_the_teacher_forced_logits(tok, variant):
+    """Step by step, as the policy acts, the decoder gives the logits of the teacher-forced pass."""
+    model = build("follower-attention", tok, **variant)
+    batch = real_batch(tok)
+    with torch.no_grad():
+        forced = model(**batch).logits
+        memory, mask = model.instruction_memory(batch["input_ids"], batch["attention_mask"])
+        film = model.action_decoder.film_parameters(memory, mask)
+        state, previous = None, torch.full((len(batch["actions"]),), model.config.num_actions)
+        for t in range(batch["actions"].shape[1]):
+            features = model.obs_encoder(batch["observations"][:, t], batch["directions"][:, t], film)
+            logits, state = model.action_decoder.step(features, previous, state, memory, mask)
+            real = batch["trajectory_mask"][:, t]
+            torch.testing.assert_close(logits[real], forced[real, t], atol=1e-5, rtol=1e-5)
+            previous = batch["actions"][:, t]
+
+
+@pytest.mark.parametrize("kind", ["msvae", "follower-attention", "follower-bottleneck"])
+def test_film_static_layout_gives_the_default_layouts_terms_and_gradients(tok, kind):
+    model = build(kind, tok, **FILM)
+    batch = real_batch(tok)
+    padded = pad_more(batch, extra_t=4, extra_l=3)
+    if kind == "msvae":
+        batch = {**batch, **unpaired(real_batch(tok, lengths=(2, 6, 3, 1), seed=1))}
+        padded = {**padded, **unpaired(pad_more(real_batch(tok, (2, 6, 3, 1), 1), 2))}
+    results = []
+    for inputs, static in ((batch, False), (padded, True)):
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(0)
+        with static_shapes(static, frames=40 if static else None):
+            loss = model(**inputs).loss
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (loss, grads), (static_loss, static_grads) = results
+    torch.testing.assert_close(static_loss, loss, rtol=1e-5, atol=1e-5)
+    assert grads.keys() == static_grads.keys()
+    for name, grad in grads.items():
+        torch.testing.assert_close(static_grads[name], grad, rtol=1e-5, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("kind", ["msvae", "follower-attention"])
+def test_film_captured_update_makes_the_eager_update(tok, kind):
+    """The CUDA-graph update, run eagerly on the CPU's static layout, makes the default step's update."""
+    batch = real_batch(tok)
+    if kind == "msvae":
+        batch = {**batch, **unpaired(real_batch(tok, lengths=(2, 6, 3, 1), seed=10))}
+    reference, model = build(kind, tok, **FILM).train(), build(kind, tok, **FILM).train()
+    optimizer = torch.optim.Adam(reference.parameters(), lr=1e-3, fused=True)
+    torch.manual_seed(0)
+    reference(**batch).loss.backward()
+    optimizer.step()
+    torch.manual_seed(0)
+    CapturedUpdate(model, captured_adam(model.parameters(), 1e-3))(batch)
+    for (name, want), got in zip(reference.named_parameters(), model.parameters(), strict=True):
+        keep = ~key_bias_rows(name, want)
+        torch.testing.assert_close(got[keep], want[keep], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_film_msvae_every_parameter_gets_a_gradient(tok):
+    model = build("msvae", tok, **FILM).train()
+    out = model(**real_batch(tok), **unpaired(real_batch(tok, lengths=(6, 2, 3), seed=2)))
+    out.loss.backward()
+    for name, param in model.named_parameters():
+        assert param.grad is not None and torch.isfinite(param.grad).all() and param.grad.abs().sum() > 0, name
+
+
+def test_film_msvae_paired_terms_do_not_depend_on_the_unpaired_batch(tok, mean_z):
+    """Each z FiLMs its own rows' frames: the paired terms are the same with or without unpaired rows."""
+    model = build("msvae", tok, **FILM)
+    batch = real_batch(tok)
+    with torch.no_grad():
+        alone = model(**batch, reduction="none")
+        both = model(**batch, **unpaired(real_batch(tok, lengths=(6, 2, 3), seed=2)), reduction="none")
+    for name in ("a_1", "a_2", "b_1", "b_2", "c_1", "c_2"):
+        torch.testing.assert_close(getattr(both, name), getattr(alone, name), atol=1e-4, rtol=1e-5, msg=name)
+
+
+def test_msvae_with_film_refuses_a_fixed_action_decoder(tok):
+    with pytest.raises(ValueError, match="unpaired_trains_action_decoder=False .* use 'head'"):
+        build("msvae", tok, follower_conditioning="film", unpaired_trains_action_decoder=False)
+    with pytest.raises(ValueError, match="follower_conditioning must be one of"):
+        build("follower-attention", tok, follower_conditioning="late")
+
+
+def test_a_follower_that_ignores_its_instruction_is_found_out(tok, tiny_demos):
+    """instruction_use (logged at every validation) scores a follower whose instruction path is cut the same with
+    any instruction; the default follower's actions depend on the words it reads."""
+    from msvae_hf.data.demos import load_demos
+
+    valid = load_demos(tiny_demos)["valid"]
+    model = build("follower-attention", tok, **FILM)
+    model.tokenizer = tok
+    use = evaluation.instruction_use(model, valid, batch_size=8)
+    assert use["nll_own"] != pytest.approx(use["nll_other"], abs=1e-4)
+    with torch.no_grad():  # cut every path from the instruction: FiLM and the head's attention see nothing
+        model.action_decoder.film.out.weight.zero_()
+        model.action_decoder.attention.memory_proj.weight.zero_()
+        model.action_decoder.attention.memory_proj.bias.zero_()
+    deaf = evaluation.instruction_use(model, valid, batch_size=8)
+    assert deaf["nll_own"] == pytest.approx(deaf["nll_other"], abs=1e-6)
+    assert deaf["accuracy_own"] == deaf["accuracy_other"]
+
+
+# ------------------------------------------------------------------------------------------------ the metrics
+def _episode(seed: int, steps: int, success: bool) -> EpisodeResult:
+    return EpisodeResult(seed=seed, instruction="", actions=[0] * steps, steps=steps, reward=float(success),
+                         success=success)
+
+
+def test_spl_against_a_closed_form():
+    own = [_episode(0, 10, True), _episode(1, 20, True), _episode(2, 5, False), _episode(3, 4, True)]
+    bot = [_episode(0, 10, True), _episode(1, 8, True), _episode(2, 5, True), _episode(3, 6, True)]
+    other = [_episode(0, 9, False), _episode(1, 7, True), _episode(2, 5, False), _episode(3, 128, False)]
+    summary = follower_summary(own, other, bot)
+    assert summary["spl"] == pytest.approx((1 + 8 / 20 + 0 + 1) / 4)  # a shorter path than the bot's counts 1
+    assert summary["success_rate"] == 0.75 and summary["success_rate_other_mission"] == 0.25
+    assert summary["mean_steps"] == pytest.approx(39 / 4) and summary["bot_mean_steps"] == pytest.approx(29 / 4)
+    assert spl(False, 3, 3) == 0 and spl(True, 0, 0) == 0  # no division by zero
+    with pytest.raises(ValueError, match="one episode per seed"):
+        follower_summary(own, other, bot[:3])
+
+
+def test_the_bots_own_path_has_spl_one():
+    bot = list(bot_episodes("BabyAI-GoToSeqLocal-v0", 12, 10**9))
+    again = evaluate_policy(BotPolicy(), "GoToSeqLocal", 12, 10**9, batch_size=5)
+    summary = follower_summary(again, again, bot[:-1])
+    assert summary["spl"] == 1.0 and summary["success_rate"] == 1.0
+    assert summary["bot_mean_steps"] == summary["mean_steps"] == pytest.approx(np.mean([b.steps for b in again]))
+
+
+class _Recorder:
+    """A model stand-in whose policy records the instructions it is told and walks forward."""
+
+    training = False
+
+    def __init__(self) -> None:
+        self.told: list[str] = []
+
+    def eval(self):
+        return self
+
+    def train(self, mode: bool = True):
+        return self
+
+    def policy(self, tokenizer=None):
+        recorder = self
+
+        class Policy:
+            def reset(self, instructions):
+                recorder.told.extend(instructions)
+
+            def act(self, observations, directions, env_ids):
+                return np.full(len(env_ids), 2)
+
+        return Policy()
+
+
+def test_evaluate_follower_tells_each_seed_the_next_seeds_mission():
+    model = _Recorder()
+    summary, own = evaluate_follower(model, "GoToSeqLocal", 7, 10**9, batch_size=3)
+    missions = [b.instruction for b in bot_episodes("BabyAI-GoToSeqLocal-v0", 7, 10**9)]
+    assert model.told == missions[:7] + missions[1:8]  # own missions, then seed s told seed s + 1's
+    assert [r.instruction for r in own] == missions[:7]
+    assert set(summary) >= {"success_rate", "success_rate_other_mission", "spl", "mean_steps", "bot_mean_steps"}
+    # batch-independent: another wave size gives the same numbers
+    assert evaluate_follower(_Recorder(), "GoToSeqLocal", 7, 10**9, batch_size=7)[0] == summary
+    with pytest.raises(ValueError, match="episodes must be at least 1"):
+        evaluate_follower(model, "GoToSeqLocal", 0)
+
+
+def test_msvae_from_a_film_follower_keeps_its_film(tok):
+    from msvae_hf import MSVAEModel
+
+    follower = build("follower-bottleneck", tok, **FILM)
+    follower.tokenizer = tok
+    model = MSVAEModel.from_baselines(follower)
+    assert model.config.follower_conditioning == "film" and not model.config.previous_action_input
+    for name, tensor in follower.action_decoder.state_dict().items():
+        torch.testing.assert_close(model.action_decoder.state_dict()[name], tensor, rtol=0, atol=0, msg=name)
