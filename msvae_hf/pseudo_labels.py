@@ -16,6 +16,7 @@ from typing import Any
 from .data.collator import with_pseudo_labels
 from .data.demos import load_demos
 from .evaluation import describe_dataset
+from .runtime import check_output_folder
 
 
 def label_unpaired(
@@ -31,6 +32,7 @@ def label_unpaired(
 ) -> Any:
     """Write one speaker instruction per unpaired trajectory (greedy, or sampled with ``do_sample``)."""
     out = Path(out)
+    check_output_folder(out, demos=demos, speaker=speaker_path)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"{out} is not empty: pass overwrite=True (--overwrite) to replace it")
     unpaired = load_demos(demos).get("unpaired")

@@ -13,6 +13,20 @@ from typing import Any
 import torch
 
 
+def check_output_folder(out: str | os.PathLike, **inputs: str | os.PathLike | None) -> None:
+    """Refuse an output folder that is, holds or lies inside one of a command's ``inputs`` (named by keyword, e.g.
+    ``demos=...``): replacing it would delete what the command reads. Hub ids and unset inputs are skipped."""
+    target = Path(out).resolve()
+    for name, path in inputs.items():
+        if path is None or not Path(path).exists():
+            continue
+        source = Path(path).resolve()
+        if target == source or target in source.parents or source in target.parents:
+            relation = "is" if target == source else ("holds" if target in source.parents else "lies inside")
+            raise ValueError(f"the output folder {out} {relation} the {name} input {path}: writing it would delete "
+                             f"what it reads; choose another output folder")
+
+
 def add_threads_flag(parser: argparse.ArgumentParser, default: int | None = None) -> None:
     """``--threads N`` (N >= 1) for the scripts beside training: torch threads of the process, read by
     :func:`set_threads`; None leaves torch's default. One thread beside other jobs on the same cores: torch's

@@ -54,6 +54,22 @@ def test_refuses_non_empty_out(pseudo, baseline_runs, tiny_demos):
     assert tree_digest(pseudo)["pseudo_labels.json"] == before["pseudo_labels.json"]
 
 
+def test_refuses_an_output_folder_that_is_or_holds_an_input(baseline_runs, tiny_demos, tmp_path):
+    """--out equal to --demos, or a folder holding it or the speaker, is refused even with --overwrite: nothing of
+    the inputs is deleted."""
+    before = tree_digest(tiny_demos)
+    speaker = baseline_runs["speaker"] / "best"
+    for out, relation in ((tiny_demos, "is"), (tiny_demos.parent, "holds"), (speaker.parent, "holds")):
+        argv = ["--speaker", str(speaker), "--demos", str(tiny_demos), "--out", str(out), "--overwrite"]
+        with pytest.raises(SystemExit, match=f"output folder .* {relation} the (demos|speaker) input"):
+            load_script("label_unpaired").main(argv)
+    assert tree_digest(tiny_demos) == before and (speaker / "config.json").is_file()
+    with pytest.raises(SystemExit, match="lies inside the converted input"):
+        load_script("make_demos").main(["--convert", str(tiny_demos), "--out", str(tiny_demos / "new"),
+                                        "--overwrite"])
+    assert tree_digest(tiny_demos) == before
+
+
 def test_follower_checkpoint_is_not_a_speaker(baseline_runs, tiny_demos, tmp_path):
     out = tmp_path / "labels"
     with pytest.raises(SystemExit, match="msvae_follower model, which cannot speak"):

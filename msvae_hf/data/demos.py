@@ -71,6 +71,7 @@ from ..card_templates import template_path
 from ..envs.levels import resolve_level
 from ..envs.seeds import TEST_SEED_START
 from ..repo_ids import is_hub_repo_id
+from ..runtime import check_output_folder
 from .collator import CONVERT_COMMAND, FRAME_SHAPE, encode_frames
 
 logger = logging.getLogger(__name__)
@@ -644,8 +645,7 @@ def convert_demos(old: str | Path, out: str | Path, overwrite: bool = False) -> 
     Nothing is written to `old`. Refuses a non-empty `out` unless `overwrite`.
     """
     old, out = Path(old), Path(out)
-    if old.resolve() == out.resolve():
-        raise ValueError("convert to a new folder: --out must differ from the dataset converted")
+    check_output_folder(out, converted=old)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise FileExistsError(f"{out} exists and is not empty; pass overwrite=True (--overwrite) to replace")
     data = load_from_disk(str(old))
