@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import math
 import os
 import shutil
 import socket
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -220,8 +222,58 @@ def checkpoint_dirs(output_dir: str | Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.name.startswith("step-") and (p / "train_state.json").exists())
 
 
+#: The file of a checkpoint that lists every other file of it with its sha256, written last.
+CHECKSUMS = "checksums.json"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def checkpoint_damage(folder: str | Path) -> str | None:
+    """Why the checkpoint ``folder`` cannot be resumed exactly (a file missing, or not the bytes its digest in
+    :data:`CHECKSUMS` says), or None where every file is intact. A checkpoint written without digests is taken
+    as it is (nothing to check it against)."""
+    folder = Path(folder)
+    listed = folder / CHECKSUMS
+    if not listed.is_file():
+        return None
+    try:
+        digests = json.loads(listed.read_text())
+    except (OSError, ValueError) as err:
+        return f"{listed} is unreadable ({err})"
+    for name, digest in digests.items():
+        path = folder / name
+        if not path.is_file():
+            return f"{path} is missing"
+        if _sha256(path) != digest:
+            return f"{path} is damaged (its sha256 differs from the one written with it)"
+    return None
+
+
+def intact_checkpoint(output_dir: str | Path) -> Path:
+    """The newest checkpoint of ``output_dir`` whose files are all intact (:func:`checkpoint_damage`); each newer,
+    damaged one is named in a warning. None intact: a ValueError naming the damaged files."""
+    damaged = []
+    for folder in reversed(checkpoint_dirs(output_dir)):
+        why = checkpoint_damage(folder)
+        if why is None:
+            if damaged:
+                warnings.warn(f"resuming from {folder}, the newest intact checkpoint: " + "; ".join(damaged),
+                              stacklevel=2)
+            return folder
+        damaged.append(why)
+    raise ValueError("no intact checkpoint to resume: " + "; ".join(damaged) + " (start the run again in a new "
+                     "output_dir)")
+
+
 def save_checkpoint(accelerator: Accelerator, output_dir: str, state: dict, keep: int) -> Path:
-    """accelerate ``save_state`` into a temporary folder, then an atomic rename; prune old ones."""
+    """accelerate ``save_state`` into a temporary folder with its files' digests (:data:`CHECKSUMS`), then an
+    atomic rename; prune old ones."""
     root = Path(output_dir) / "checkpoints"
     final = root / f"step-{state['step']:07d}"
     tmp = root / f".tmp-step-{state['step']:07d}"
@@ -230,8 +282,11 @@ def save_checkpoint(accelerator: Accelerator, output_dir: str, state: dict, keep
     accelerator.wait_for_everyone()
     with writing(tmp):
         accelerator.save_state(str(tmp))
+        accelerator.wait_for_everyone()  # every process's random states are written
         if accelerator.is_main_process:
             (tmp / "train_state.json").write_text(json.dumps(state, indent=2))
+            digests = {str(p.relative_to(tmp)): _sha256(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
+            (tmp / CHECKSUMS).write_text(json.dumps(digests, indent=1))
     if accelerator.is_main_process:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)

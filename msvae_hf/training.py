@@ -46,6 +46,7 @@ from .run_folder import (
     check_finite_update,
     checkpoint_dirs,
     config_differences,
+    intact_checkpoint,
     is_empty_run_folder,
     nonfinite_terms,
     read_json,
@@ -302,7 +303,6 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     # Everything is checked: the first write is the lock, and the folder is checked again under it.
     lock = claim_run_folder(cfg, accelerator, command)
     try:
-        existing = checkpoint_dirs(out)
         commit = provenance()["commit"]  # the code that trains; final_evaluation may run under a later one
         state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,
                  "wall_time": 0.0, "commits": [commit]}
@@ -310,9 +310,8 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
             if accelerator.is_main_process:
                 continue_run(source, out)
             accelerator.wait_for_everyone()
-            existing = checkpoint_dirs(out)
         if cfg.resume or source is not None:
-            last = existing[-1]
+            last = intact_checkpoint(out)
             saved = read_json(last / "train_state.json")
             if saved.get("model_type") != cfg.model_type:
                 raise ValueError(f"checkpoint {last} is a {saved.get('model_type')!r} run, not {cfg.model_type!r}")

@@ -426,6 +426,7 @@ def test_a_continued_run_names_the_commits_of_the_run_it_continued(tiny_demos, t
     state = json.loads(state_file.read_text())
     del state["commits"]
     state_file.write_text(json.dumps(state))
+    (state_file.parent / "checksums.json").unlink()  # a checkpoint of that format has no digests either
     results = json.loads((short / "results.json").read_text())
     (short / "results.json").write_text(json.dumps({**results, "commit": "0123abc", "training_commits": None}))
     subprocess.run(train_command(tiny_demos, longer, "--continue-from", str(short)), check=True, env=env,
@@ -645,3 +646,39 @@ def test_adam_steps_as_the_per_parameter_loop() -> None:
             optimizer.step()
     for a, b, before in zip(ours.parameters(), reference.parameters(), start, strict=True):
         assert torch.equal(a, b) and not torch.equal(a, before)
+
+
+def test_resume_skips_a_damaged_checkpoint_and_refuses_when_none_is_intact(tiny_demos, tmp_path):
+    """Every checkpoint lists its files' digests: a resume whose newest checkpoint lost its random states, or had a
+    bit of its optimizer state flipped, resumes from the newest intact one (warned, and the run is the uninterrupted
+    one); with none intact it is refused, naming the file, and nothing is written."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    subprocess.run(train_command(tiny_demos, full), check=True, env=env, capture_output=True, timeout=300)
+    shutil.copytree(full, cut)  # as if killed after the checkpoint of update 6
+    (cut / "results.json").unlink()
+    shutil.rmtree(cut / "checkpoints" / "step-0000008")
+    steps = {p.name: p for p in checkpoint_dirs(cut)}
+    (steps["step-0000006"] / "random_states_0.pkl").unlink()
+    optimizer = steps["step-0000004"] / "optimizer.bin"
+    data = bytearray(optimizer.read_bytes())
+    data[len(data) // 2] ^= 1
+    optimizer.write_bytes(bytes(data))
+    resumed = subprocess.run(train_command(tiny_demos, cut, "--resume"), env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "random_states_0.pkl is missing" in resumed.stderr and "optimizer.bin is damaged" in resumed.stderr
+    assert "resuming from" in resumed.stderr and "step-0000002" in resumed.stderr
+    a = load_file(full / "checkpoints" / "step-0000008" / "model.safetensors")
+    b = load_file(cut / "checkpoints" / "step-0000008" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+    for folder in checkpoint_dirs(cut):
+        (folder / "model.safetensors").write_bytes(b"\0" * 16)
+    (cut / "results.json").unlink()
+    before = {k: v for k, v in tree_digest(cut).items() if k != ".lock"}  # the lock is taken and let go
+    refused = subprocess.run(train_command(tiny_demos, cut, "--resume"), env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert refused.returncode != 0 and "no intact checkpoint to resume" in refused.stderr
+    assert "model.safetensors is damaged" in refused.stderr and "Traceback" not in refused.stderr
+    assert {k: v for k, v in tree_digest(cut).items() if k != ".lock"} == before
