@@ -66,6 +66,9 @@ class ModulesConfig(PreTrainedConfig):
     # How each term is reduced (the paper does not say; docs/design.md, "Loss scale"): "sum" over the sequence's
     # real positions and over the latent's K tokens x D dimensions, or "mean" over them (cross-entropy's default).
     loss_reduction: str = "sum"
+    # The sha256 of the vocabulary (word -> id) the model was saved with, written by save_pretrained where a
+    # tokenizer travels with the model; from_pretrained refuses a tokenizer whose words map to other ids.
+    vocab_sha256: str | None = None
 
     def __post_init__(self, **kwargs):
         self.obs_shape = list(self.obs_shape)

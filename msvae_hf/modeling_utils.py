@@ -136,6 +136,8 @@ class MSVAEPreTrainedModel(PreTrainedModel):
     # ----------------------------------------------------------------- tokenizer travels with the model
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
         """Save weights (safetensors) and config, and the attached tokenizer if any."""
+        if self.tokenizer is not None:
+            self.config.vocab_sha256 = vocab_digest(self.tokenizer)
         super().save_pretrained(save_directory, *args, **kwargs)
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(save_directory)
@@ -175,6 +177,11 @@ class MSVAEPreTrainedModel(PreTrainedModel):
             from .tokenization_msvae import MSVAETokenizer
 
             model.tokenizer = MSVAETokenizer.from_pretrained(path, **hub)
+            saved = model.config.vocab_sha256
+            if saved is not None and vocab_digest(model.tokenizer) != saved:
+                raise ValueError(f"the tokenizer of {path} maps its words to other ids than the model was saved with "
+                                 f"(vocabulary sha256 {vocab_digest(model.tokenizer)[:12]}, the model's "
+                                 f"{saved[:12]}): restore its tokenizer.json")
         return (model, info) if want_info else model
 
     def push_to_hub(
@@ -236,6 +243,14 @@ class EncodedFrames:
         if film is not None:
             film = self.select(film.unsqueeze(1).expand(-1, self.steps, -1))
         return self.place(self.encoder.head(self.maps, self.directions, film))
+
+
+def vocab_digest(tokenizer) -> str:
+    """The sha256 of a tokenizer's vocabulary (each word and its id, in id order)."""
+    import hashlib
+
+    pairs = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    return hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
 
 
 #: The keyword arguments of ``from_pretrained`` that say where and how to fetch files (transformers' AutoModel list).

@@ -79,8 +79,15 @@ class FollowerPolicy:
             raise ValueError(ACT_BEFORE_RESET)
         model = self.model
         device = model.device
-        idx = torch.as_tensor(np.asarray(env_ids), dtype=torch.long, device=device)
-        obs = torch.as_tensor(np.asarray(observations), device=device)
+        observations, env_ids = np.asarray(observations), np.asarray(env_ids)
+        if not np.issubdtype(observations.dtype, np.integer):
+            raise ValueError(f"observations must be BabyAI's integer codes (uint8), got {observations.dtype}: pass "
+                             "the env's obs['image'] as it comes, not normalised")
+        n = self.memory.shape[0]
+        if env_ids.size and (not np.issubdtype(env_ids.dtype, np.integer) or env_ids.min() < 0 or env_ids.max() >= n):
+            raise ValueError(f"env_ids must be positions in the batch given to reset(), in [0, {n}), got {env_ids}")
+        idx = torch.as_tensor(env_ids, dtype=torch.long, device=device)
+        obs = torch.as_tensor(observations, device=device)
         dirs = torch.as_tensor(np.asarray(directions), dtype=torch.long, device=device)
         features = model.obs_encoder(obs, dirs, None if self.film is None else self.film[idx])
         logits, (h, c) = model.action_decoder.step(

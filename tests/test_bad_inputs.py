@@ -3,6 +3,7 @@ reset/act protocol. Tiny models (tests/test_model.py's ``build``), saved to tmp_
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -169,3 +170,33 @@ def test_act_before_reset_is_a_clear_error(saved: dict[str, Path], which: str) -
     observations, directions = np.zeros((2, 7, 7, 3), dtype=np.uint8), np.zeros(2, dtype=np.int64)
     with pytest.raises(ValueError, match=r"^act\(\) before reset\(\): call reset\(instructions\) first$"):
         policy.act(observations, directions, np.arange(2))
+
+
+@pytest.mark.parametrize(("observations", "env_ids", "reason"), [
+    (np.zeros((2, 7, 7, 3), dtype=np.float32), np.arange(2), "integer codes .* got float32"),
+    (np.zeros((2, 7, 7, 3), dtype=np.uint8), np.array([-1, 0]), r"env_ids must be positions .* \[0, 2\)"),
+    (np.zeros((1, 7, 7, 3), dtype=np.uint8), np.array([2]), r"\[0, 2\), got \[2\]"),
+])
+def test_follower_policy_refuses_normalised_frames_and_unknown_env_ids(saved: dict[str, Path], observations,
+                                                                      env_ids, reason: str) -> None:
+    policy = AutoModel.from_pretrained(saved["follower"]).policy()
+    policy.reset(["go to the red ball", "go to a box"])
+    with pytest.raises(ValueError, match=reason):
+        policy.act(observations, np.zeros(len(env_ids), dtype=np.int64), env_ids)
+
+
+def test_a_tokenizer_with_swapped_word_ids_is_refused(tmp_path: Path) -> None:
+    """tokenizer.json edited after saving (red <-> blue): the model would follow the wrong colour; the vocabulary's
+    digest saved with the weights refuses it, naming the fix."""
+    tok = MSVAETokenizer.from_grammar()
+    model = build("follower-attention", tok)
+    model.tokenizer = tok
+    model.save_pretrained(tmp_path)
+    assert AutoModel.from_pretrained(tmp_path).tokenizer.get_vocab() == tok.get_vocab()
+    spec = json.loads((tmp_path / "tokenizer.json").read_text())
+    vocab = spec["model"]["vocab"]
+    vocab["red"], vocab["blue"] = vocab["blue"], vocab["red"]
+    spec["model"]["vocab"] = dict(sorted(vocab.items(), key=lambda item: item[1]))  # as the library writes it
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match="maps its words to other ids than the model was saved with.*tokenizer.json"):
+        AutoModel.from_pretrained(tmp_path)
