@@ -23,27 +23,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from result_tables.follower import VARIANTS, table_follower_ablation
+
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = {
-    "head_prev": ("head", True),
-    "head": ("head", False),
-    "film_prev": ("film", True),
-    "film": ("film", False),
-}
 SEEDS = (0, 1, 2)
-COLUMNS = (  # (key in the record's test, header, scale, format)
-    ("success_rate", "SR %", 100, ".1f"),
-    ("success_rate_other_mission", "SR told another mission %", 100, ".1f"),
-    ("spl", "SPL", 1, ".3f"),
-    ("mean_steps", "mean steps", 1, ".1f"),
-    ("bot_mean_steps", "bot's steps", 1, ".1f"),
-)
 
 
 def record_path(level: str, variant: str, seed: int) -> Path:
@@ -91,26 +79,6 @@ def run_cell(level: str, variant: str, seed: int, threads: int) -> None:
                                                           if isinstance(v, float)), flush=True)
 
 
-def table(level: str) -> str:
-    """The markdown table of every variant with records: mean +- sd over its seeds, and the seeds counted."""
-    lines = ["| variant | conditioning | reads a_{t-1} | " + " | ".join(c[1] for c in COLUMNS)
-             + " | s / update (2-core CPU) | seeds |",
-             "| --- " * (len(COLUMNS) + 5) + "|"]
-    for variant, (conditioning, previous) in VARIANTS.items():
-        records = [json.loads(p.read_text()) for seed in SEEDS if (p := record_path(level, variant, seed)).exists()]
-        if not records:
-            continue
-        cells = []
-        for key, _, scale, fmt in COLUMNS:
-            values = [r["test"][key] * scale for r in records]
-            sd = statistics.stdev(values) if len(values) > 1 else 0.0
-            cells.append(f"{statistics.mean(values):{fmt}} ± {sd:{fmt}}")
-        speed = statistics.mean(r["seconds_per_update"] for r in records)
-        lines.append(f"| {variant} | {conditioning} | {'yes' if previous else 'no'} | " + " | ".join(cells)
-                     + f" | {speed:.3f} | {len(records)} |")
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("level", choices=("gotoseqlocal", "bosslocal"))
@@ -121,7 +89,7 @@ def main() -> None:
     parser.add_argument("--table", action="store_true", help="print the table from the records and stop")
     args = parser.parse_args()
     if args.table:
-        print(table(args.level))
+        print("\n".join(table_follower_ablation(args.level)))
         return
     if not (ROOT / "data" / f"{args.level}_pairs_1k").is_dir():
         name = {"gotoseqlocal": "GoToSeqLocal", "bosslocal": "BossLocal"}[args.level]
@@ -131,7 +99,7 @@ def main() -> None:
     with ThreadPoolExecutor(args.jobs) as pool:
         for future in [pool.submit(run_cell, args.level, v, s, args.threads) for v, s in todo]:
             future.result()
-    print(table(args.level))
+    print("\n".join(table_follower_ablation(args.level)))
 
 
 if __name__ == "__main__":

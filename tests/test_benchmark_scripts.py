@@ -315,3 +315,17 @@ def test_train_processes_runs_seeds_side_by_side_and_adds_their_rates(tiny_demos
     failed = json.loads(out.read_text())
     assert failed["finished"] == 0 and failed["updates_per_s"] is None
     assert "unknown level 'BossLokal'" in " ".join(failed["runs"][0]["log_tail"])  # the trainer's own refusal
+
+
+def test_follower_variants_times_every_variant_against_head_prev(tmp_path: Path) -> None:
+    out = tmp_path / "follower_variants.json"
+    subprocess.run(["python", "benchmarks/follower_variants.py", "--tiny", "--batch-size", "4", "--rounds", "1",
+                    "--steps", "1", "--out", str(out)], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                   check=True, capture_output=True, timeout=600)
+    data = json.loads(out.read_text())
+    for name in ("follower", "msvae"):
+        variants = data["models"][name]
+        assert set(variants) == {"head_prev", "head", "film_prev", "film"}
+        assert variants["head_prev"]["ratio_to_head_prev"] == 1.0
+        # FiLM adds parameters, dropping a_{t-1} removes its embedding
+        assert variants["film"]["parameters"] > variants["head"]["parameters"] < variants["head_prev"]["parameters"]

@@ -1,0 +1,58 @@
+"""The follower's ablation (experiments/follower_ablation.py): where the instruction conditions the follower x
+whether it reads a_{t-1}, three seeds a variant at M = 1000, with the benchmark's seconds per update beside."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from .records import RESULTS
+
+#: Each variant's (follower_conditioning, previous_action_input), in the table's order.
+VARIANTS = {"head_prev": ("head", True), "head": ("head", False), "film_prev": ("film", True), "film": ("film", False)}
+#: (key in a record's test, header, scale, digits)
+COLUMNS = (
+    ("success_rate", "SR %", 100, 1),
+    ("success_rate_other_mission", "SR told another mission %", 100, 1),
+    ("spl", "SPL", 1, 3),
+    ("mean_steps", "mean steps", 1, 1),
+    ("bot_mean_steps", "bot's steps", 1, 1),
+)
+
+
+def ablation_records(level: str, root: Path = RESULTS) -> dict[str, list[dict]]:
+    """Each variant's records, by seed."""
+    folder = root / level / "follower_ablation"
+    return {variant: [json.loads(p.read_text()) for p in sorted(folder.glob(f"{variant}_seed*.json"))]
+            for variant in VARIANTS}
+
+
+def table_follower_ablation(level: str, root: Path = RESULTS) -> list[str]:
+    """Mean +- sd over seeds of each variant's test metrics; SR minus SR told another mission (what reading the
+    instruction adds); seconds per update of the baseline follower from results/benchmarks/follower_variants.json
+    (ratios measured in one run)."""
+    bench_file = root / "benchmarks" / "follower_variants.json"
+    bench = json.loads(bench_file.read_text())["models"]["follower"] if bench_file.exists() else {}
+    lines = ["| variant | conditioning | reads a_{t-1} | " + " | ".join(c[1] for c in COLUMNS)
+             + " | SR - SR told another (points) | s / update (x head_prev) | seeds |",
+             "| --- " * (len(COLUMNS) + 6) + "|"]
+    for variant, records in ablation_records(level, root).items():
+        if not records:
+            continue
+        conditioning, previous = VARIANTS[variant]
+        cells = []
+        for key, _, scale, digits in COLUMNS:
+            cells.append(_mean_sd([r["test"][key] * scale for r in records], digits))
+        gap = _mean_sd([100 * (r["test"]["success_rate"] - r["test"]["success_rate_other_mission"])
+                        for r in records], 1)
+        speed = bench.get(variant)
+        speed_cell = f"{speed['seconds_per_update']:.3f} ({speed['ratio_to_head_prev']:.2f})" if speed else "-"
+        lines.append(f"| {variant} | {conditioning} | {'yes' if previous else 'no'} | " + " | ".join(cells)
+                     + f" | {gap} | {speed_cell} | {len(records)} |")
+    return lines
+
+
+def _mean_sd(values: list[float], digits: int) -> str:
+    text = f"{statistics.fmean(values):.{digits}f}"
+    return text + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
