@@ -170,6 +170,10 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         except SafetensorError as err:
             broken = _broken_weights(path)
             raise OSError(f"{broken} is incomplete or corrupt ({err}): save or download it again") from err
+        except RuntimeError as err:
+            if "ignore_mismatched_sizes" not in str(err):
+                raise
+            raise ValueError(_size_mismatch(cls, path, hub)) from err
         problems = {k: sorted(v) for k, v in info.items() if k in ("missing_keys", "unexpected_keys") and v}
         if problems:
             raise ValueError(f"checkpoint {path} does not match {cls.__name__}'s config: {problems}")
@@ -265,6 +269,53 @@ def _hub_file(path_or_repo_id: str, filename: str, hub: dict) -> str | None:
                            _raise_exceptions_for_connection_errors=False, **hub)
     except (OSError, ValueError):
         return None
+
+
+#: The config fields a weight's shape is made of, to name in a mismatch between config.json and the weights.
+SIZE_FIELDS = ("vocab_size", "hidden_size", "latent_dim", "num_latent_tokens", "word_embed_dim", "obs_channels",
+               "obs_embed_dim", "action_embed_dim", "decoder_ffn_dim", "prior_hidden_size", "num_actions",
+               "max_instruction_length", "obs_num_values", "num_directions")
+
+
+def _size_mismatch(cls, path: str, hub: dict) -> str:
+    """Which config field of ``path`` builds other weight shapes than its weights have (found by building the model
+    with each candidate field at the weights' size), or the first weight whose shape differs."""
+    from safetensors import safe_open as open_weights
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path, **hub)
+    model_class = cls if cls is not MSVAEPreTrainedModel else _class_of(config)
+
+    def shapes(config) -> dict[str, tuple[int, ...]]:
+        with torch.device("meta"):
+            return {k: tuple(v.shape) for k, v in model_class(config).state_dict().items()}
+
+    with open_weights(_hub_file(path, "model.safetensors", hub), framework="pt") as f:
+        saved = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
+    expected = shapes(config)
+    wrong = [name for name in saved if name in expected and expected[name] != saved[name]]
+    if not wrong:
+        return f"config.json of {path} does not match its weights' shapes: restore the config.json saved with them"
+    first = wrong[0]
+    for field in SIZE_FIELDS:
+        for size in {b for a, b in zip(expected[first], saved[first]) if a == getattr(config, field) != b}:
+            try:
+                fits = all(shape == saved.get(name, shape) for name, shape in
+                           shapes(type(config)(**{**config.to_dict(), field: size})).items())
+            except (ValueError, TypeError):
+                continue
+            if fits:
+                return (f"config.json of {path} does not match its weights: its {field} is {getattr(config, field)}, "
+                        f"the weights were saved with {field} = {size} ({first} is {list(saved[first])}): restore "
+                        f"the config.json saved with them")
+    return (f"config.json of {path} does not match its weights: {first} is {list(saved[first])} in the weights but "
+            f"{list(expected[first])} by the config: restore the config.json saved with them")
+
+
+def _class_of(config) -> type:
+    from transformers import AutoModel
+
+    return AutoModel._model_mapping[type(config)]
 
 
 def _broken_weights(path: str) -> str:

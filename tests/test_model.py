@@ -142,14 +142,21 @@ def test_load_other_model_type_is_a_clear_error(tok: MSVAETokenizer, tmp_path: P
         SpeakerModel.from_pretrained(tmp_path / "follower")
 
 
-def test_load_with_edited_config_is_an_error(tok: MSVAETokenizer, tmp_path: Path) -> None:
-    """A config.json whose hidden_size does not match the weights must not load silently."""
-    build("msvae", tok).save_pretrained(tmp_path)
+@pytest.mark.parametrize(("kind", "field", "value", "saved"), [
+    ("msvae", "hidden_size", 64, 32), ("msvae", "vocab_size", 40, None), ("msvae", "num_latent_tokens", 8, 4),
+    ("follower-attention", "obs_channels", 8, 16)])
+def test_load_with_edited_config_names_the_field(tok: MSVAETokenizer, tmp_path: Path, kind, field, value, saved):
+    """A config.json whose sizes no longer match the weights is refused in one ValueError naming the field, its
+    value and the weights' (AutoModel and the class alike)."""
+    model = build(kind, tok)
+    model.save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
-    config["hidden_size"] = 64
+    config[field] = value
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises((ValueError, RuntimeError), match=r"(?i)size|shape|mismatch"):
-        AutoModel.from_pretrained(tmp_path)
+    saved = len(tok) if saved is None else saved
+    for loader in (AutoModel, type(model)):
+        with pytest.raises(ValueError, match=f"its {field} is {value}, the weights were saved with {field} = {saved}"):
+            loader.from_pretrained(tmp_path)
 
 
 # ------------------------------------------------------------------------------------------------ invariance
