@@ -69,6 +69,12 @@ class MSVAEPreTrainedModel(PreTrainedModel):
             init.zeros_(module.out_proj.bias)
         elif isinstance(module, (BottleneckAttention, FiLMGenerator)):
             init.normal_(module.queries, std=module.queries.shape[-1] ** -0.5)
+            if isinstance(module, FiLMGenerator):  # FiLM starts as the identity, gamma = beta = 0
+                init.zeros_(module.out.weight)
+                init.zeros_(module.out.bias)
+        elif isinstance(module, nn.GroupNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
         elif isinstance(module, ObservationEncoder):
             # non-persistent buffer: from_pretrained builds the model on meta and never loads it
             offsets = torch.arange(module.channel_offsets.shape[0]) * module.num_values

@@ -67,6 +67,9 @@ class ObservationEncoder(nn.Module):
             nn.ReLU(),
         )
         pooled = (height // 2) * (width // 2) * config.obs_channels
+        # FiLM's map is normalised after the modulation, per frame (BabyAI 1.1 puts a batch norm there): without it
+        # the FiLMed features grow until the memory LSTM saturates and the gradients vanish.
+        self.film_norm = nn.GroupNorm(1, config.obs_channels) if config.follower_conditioning == "film" else None
         self.proj = Linear(pooled, config.hidden_size)
         self.direction_embedding = nn.Embedding(config.num_directions, config.hidden_size)
 
@@ -94,11 +97,11 @@ class ObservationEncoder(nn.Module):
 
     def head(self, maps: torch.Tensor, directions: torch.Tensor, film: torch.Tensor | None = None) -> torch.Tensor:
         """The map [N, C, h, w] -> features [N, H]: FiLM (Perez et al. 2018, as BabyAI 1.1 conditions perception on
-        its instruction) where ``film`` [N, 2C] holds each frame's (gamma, beta), x * (1 + gamma) + beta; then the
-        max-pool, the ReLU, the linear layer and the agent's direction."""
+        its instruction) where ``film`` [N, 2C] holds each frame's (gamma, beta), norm(x * (1 + gamma) + beta) with
+        the norm over each frame's map; then the max-pool, the ReLU, the linear layer and the agent's direction."""
         if film is not None:
             gamma, beta = film.unsqueeze(-1).unsqueeze(-1).chunk(2, dim=1)
-            maps = maps * (1 + gamma) + beta
+            maps = self.film_norm(maps * (1 + gamma) + beta)
         x = self.conv[3:](maps).permute(0, 2, 3, 1)  # [N, h, w, C], as it lies in memory
         # proj reads the pooled map in (C, h, w) order; its columns are reordered rather than the map, which
         # would cost a copy of the map and one of its gradient.

@@ -23,10 +23,22 @@ VARIANTS = [
 FILM = {"follower_conditioning": "film", "previous_action_input": False}
 
 
+def built(kind: str, tok, **overrides):
+    """A tiny model whose FiLM (zero at initialisation: the identity) is moved off zero, as training moves it."""
+    model = build(kind, tok, **overrides)
+    film = model.action_decoder.film
+    if film is not None:
+        with torch.no_grad():
+            generator = torch.Generator().manual_seed(1)
+            film.out.weight.copy_(0.1 * torch.randn(film.out.weight.shape, generator=generator))
+            film.out.bias.copy_(0.1 * torch.randn(film.out.bias.shape, generator=generator))
+    return model
+
+
 # ------------------------------------------------------------------------------------------------ the model
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_follower_loss_invariant_to_padding_and_batch(tok, variant):
-    model = build("follower-attention", tok, **variant)
+    model = built("follower-attention", tok, **variant)
     batch = real_batch(tok)
     with torch.no_grad():
         padded = model(**pad_more(batch), reduction="none").loss
@@ -40,7 +52,7 @@ def test_film_puts_the_instruction_into_the_memory_lstm_and_head_does_not(tok):
     batch = real_batch(tok)
     other = {**batch, "input_ids": batch["input_ids"].roll(1, 0), "attention_mask": batch["attention_mask"].roll(1, 0)}
     for conditioning, moves in (("film", True), ("head", False)):
-        model = build("follower-attention", tok, follower_conditioning=conditioning)
+        model = built("follower-attention", tok, follower_conditioning=conditioning)
         states = []
         for inputs in (batch, other):
             memory, mask = model.instruction_memory(inputs["input_ids"], inputs["attention_mask"])
@@ -56,7 +68,7 @@ def test_without_the_previous_action_the_logits_do_not_read_it(tok):
     batch = real_batch(tok)
     shuffled = {**batch, "actions": torch.randint_like(batch["actions"], 0, 3)}
     for reads, differ in ((False, False), (True, True)):
-        model = build("follower-attention", tok, follower_conditioning="film", previous_action_input=reads)
+        model = built("follower-attention", tok, follower_conditioning="film", previous_action_input=reads)
         with torch.no_grad():
             a, b = model(**batch).logits, model(**shuffled).logits
         assert (not torch.allclose(a, b)) == differ
@@ -65,7 +77,7 @@ def test_without_the_previous_action_the_logits_do_not_read_it(tok):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_policy_steps_give_the_teacher_forced_logits(tok, variant):
     """Step by step, as the policy acts, the decoder gives the logits of the teacher-forced pass."""
-    model = build("follower-attention", tok, **variant)
+    model = built("follower-attention", tok, **variant)
     batch = real_batch(tok)
     with torch.no_grad():
         forced = model(**batch).logits
@@ -82,7 +94,7 @@ def test_policy_steps_give_the_teacher_forced_logits(tok, variant):
 
 @pytest.mark.parametrize("kind", ["msvae", "follower-attention", "follower-bottleneck"])
 def test_film_static_layout_gives_the_default_layouts_terms_and_gradients(tok, kind):
-    model = build(kind, tok, **FILM)
+    model = built(kind, tok, **FILM)
     batch = real_batch(tok)
     padded = pad_more(batch, extra_t=4, extra_l=3)
     if kind == "msvae":
@@ -109,7 +121,7 @@ def test_film_captured_update_makes_the_eager_update(tok, kind):
     batch = real_batch(tok)
     if kind == "msvae":
         batch = {**batch, **unpaired(real_batch(tok, lengths=(2, 6, 3, 1), seed=10))}
-    reference, model = build(kind, tok, **FILM).train(), build(kind, tok, **FILM).train()
+    reference, model = built(kind, tok, **FILM).train(), built(kind, tok, **FILM).train()
     optimizer = torch.optim.Adam(reference.parameters(), lr=1e-3, fused=True)
     torch.manual_seed(0)
     reference(**batch).loss.backward()
@@ -122,7 +134,7 @@ def test_film_captured_update_makes_the_eager_update(tok, kind):
 
 
 def test_film_msvae_every_parameter_gets_a_gradient(tok):
-    model = build("msvae", tok, **FILM).train()
+    model = built("msvae", tok, **FILM).train()
     out = model(**real_batch(tok), **unpaired(real_batch(tok, lengths=(6, 2, 3), seed=2)))
     out.loss.backward()
     for name, param in model.named_parameters():
@@ -131,7 +143,7 @@ def test_film_msvae_every_parameter_gets_a_gradient(tok):
 
 def test_film_msvae_paired_terms_do_not_depend_on_the_unpaired_batch(tok, mean_z):
     """Each z FiLMs its own rows' frames: the paired terms are the same with or without unpaired rows."""
-    model = build("msvae", tok, **FILM)
+    model = built("msvae", tok, **FILM)
     batch = real_batch(tok)
     with torch.no_grad():
         alone = model(**batch, reduction="none")
@@ -153,7 +165,7 @@ def test_a_follower_that_ignores_its_instruction_is_found_out(tok, tiny_demos):
     from msvae_hf.data.demos import load_demos
 
     valid = load_demos(tiny_demos)["valid"]
-    model = build("follower-attention", tok, **FILM)
+    model = built("follower-attention", tok, **FILM)
     model.tokenizer = tok
     use = evaluation.instruction_use(model, valid, batch_size=8)
     assert use["nll_own"] != pytest.approx(use["nll_other"], abs=1e-4)
@@ -236,9 +248,26 @@ def test_evaluate_follower_tells_each_seed_the_next_seeds_mission():
 def test_msvae_from_a_film_follower_keeps_its_film(tok):
     from msvae_hf import MSVAEModel
 
-    follower = build("follower-bottleneck", tok, **FILM)
+    follower = built("follower-bottleneck", tok, **FILM)
     follower.tokenizer = tok
     model = MSVAEModel.from_baselines(follower)
     assert model.config.follower_conditioning == "film" and not model.config.previous_action_input
     for name, tensor in follower.action_decoder.state_dict().items():
         torch.testing.assert_close(model.action_decoder.state_dict()[name], tensor, rtol=0, atol=0, msg=name)
+
+
+def test_film_starts_as_the_identity_and_keeps_the_frames_scale(tok):
+    """At initialisation FiLM leaves the map as it is (gamma = beta = 0); whatever (gamma, beta) become, the FiLMed
+    map is normalised per frame, so the features the memory LSTM reads keep their scale."""
+    model = build("follower-attention", tok, **FILM)
+    batch = real_batch(tok)
+    mask = batch["trajectory_mask"].bool()
+    encoder = model.obs_encoder
+    maps, directions = encoder.trunk(batch["observations"][mask]), batch["directions"][mask]
+    assert not model.action_decoder.film.out.weight.any()
+    zero = torch.zeros(len(maps), 2 * maps.shape[1])
+    torch.testing.assert_close(encoder.head(maps, directions, zero),
+                               encoder.head(encoder.film_norm(maps), directions))
+    huge = torch.cat([torch.full_like(zero[:, : maps.shape[1]], 1e4), torch.full_like(zero[:, maps.shape[1]:], 1e4)], 1)
+    torch.testing.assert_close(encoder.head(maps, directions, huge), encoder.head(maps, directions, huge / 1e2),
+                               rtol=1e-3, atol=1e-3)
