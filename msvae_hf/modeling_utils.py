@@ -90,7 +90,9 @@ class MSVAEPreTrainedModel(PreTrainedModel):
             )
 
     def check_trajectory(self, observations: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor) -> None:
-        """Padded trajectory tensors must agree: observations [B, T, *obs_shape], actions and mask [B, T]."""
+        """Padded trajectory tensors must agree: observations [B, T, *obs_shape], actions and mask [B, T]; every
+        trajectory has a real step and its actions index the action embedding (the observation encoder checks
+        the frames' values and directions)."""
         expected = [*actions.shape, *self.config.obs_shape]
         if list(observations.shape) != expected or list(mask.shape) != list(actions.shape):
             raise ValueError(
@@ -100,8 +102,13 @@ class MSVAEPreTrainedModel(PreTrainedModel):
             )
         if is_static() or not actions.numel():  # static_shapes: the caller checks values on the host
             return
+        empty = (~mask.bool().any(1)).nonzero()
+        if len(empty):
+            raise ValueError(f"trajectory {int(empty[0])} has no real step (its trajectory_mask is all False): "
+                             "every trajectory needs at least one frame")
         if actions[mask].min() < 0 or actions[mask].max() >= self.config.num_actions:
             raise ValueError(f"actions must be in [0, num_actions={self.config.num_actions})")
+
 
     def frame_features(
         self,
@@ -474,6 +481,10 @@ class SpeakerMixin:
         if observations is None or actions is None:
             raise ValueError("generate() needs trajectory tensors (observations, directions, actions) to speak, or "
                              "envs (a level name or a list of envs) and seeds to roll out as model.follow(envs, seeds)")
+        for name in ("num_beams", "num_return_sequences", "max_new_tokens"):
+            value = kwargs.get(name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"generate(): {name} must be a positive integer, got {value!r}")
         if trajectory_mask is None:
             trajectory_mask = torch.ones(actions.shape, dtype=torch.bool, device=actions.device)
         memory, memory_mask = self.trajectory_memory(observations, directions, actions, trajectory_mask)

@@ -71,6 +71,7 @@ class ObservationEncoder(nn.Module):
         # the FiLMed features grow until the memory LSTM saturates and the gradients vanish.
         self.film_norm = nn.GroupNorm(1, config.obs_channels) if config.follower_conditioning == "film" else None
         self.proj = Linear(pooled, config.hidden_size)
+        self.num_directions = config.num_directions
         self.direction_embedding = nn.Embedding(config.num_directions, config.hidden_size)
 
     def forward(
@@ -99,6 +100,9 @@ class ObservationEncoder(nn.Module):
         """The map [N, C, h, w] -> features [N, H]: FiLM (Perez et al. 2018, as BabyAI 1.1 conditions perception on
         its instruction) where ``film`` [N, 2C] holds each frame's (gamma, beta), norm(x * (1 + gamma) + beta) with
         the norm over each frame's map; then the max-pool, the ReLU, the linear layer and the agent's direction."""
+        if not is_static() and directions.numel() and (directions.min() < 0 or directions.max() >= self.num_directions):
+            raise ValueError(f"directions must be in [0, num_directions={self.num_directions}), got range "
+                             f"[{int(directions.min())}, {int(directions.max())}]")
         if film is not None:
             gamma, beta = film.unsqueeze(-1).unsqueeze(-1).chunk(2, dim=1)
             maps = self.film_norm(maps * (1 + gamma) + beta)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from conftest import REPO, load_script
 from model_helpers import build
 from safetensors import SafetensorError
@@ -200,3 +201,38 @@ def test_a_tokenizer_with_swapped_word_ids_is_refused(tmp_path: Path) -> None:
     (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
     with pytest.raises(ValueError, match="maps its words to other ids than the model was saved with.*tokenizer.json"):
         AutoModel.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize(("extra", "reason"), [
+    (["--episodes", "0"], "--episodes must be at least 1, got 0"),
+    (["--seed-start", "-5"], "--seed-start must be >= 0, got -5"),
+    (["--json", "."], "--json . is a folder: give the path of the JSON file to write"),
+])
+def test_evaluate_checks_its_arguments_before_any_work(saved: dict[str, Path], extra: list[str], reason: str,
+                                                       capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        load_script("evaluate").main(["--model", str(saved["follower"]), "--level", "GoToLocal", *extra])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"evaluate.py: error: {reason}"]
+
+
+def test_generate_and_forward_name_bad_decoding_arguments_directions_and_empty_trajectories(tok) -> None:
+    from model_helpers import real_batch
+
+    model = build("msvae", tok)
+    batch = real_batch(tok)
+    traj = {k: batch[k] for k in ("observations", "directions", "actions", "trajectory_mask")}
+    with pytest.raises(ValueError, match="num_beams must be a positive integer, got 0"):
+        model.generate(**traj, num_beams=0)
+    directions = traj["directions"].clone()
+    directions[0, 0] = 9
+    with pytest.raises(ValueError, match=r"directions must be in \[0, num_directions=4\), got range \[0, 9\]"):
+        model.generate(**{**traj, "directions": directions}, max_new_tokens=2)
+    with pytest.raises(ValueError, match=r"directions must be in \[0, num_directions=4\)"):
+        model(**{**batch, "directions": directions})
+    with pytest.raises(ValueError, match="trajectory 0 has no real step"):
+        model.generate(**{**traj, "trajectory_mask": torch.zeros_like(traj["trajectory_mask"])})
+    policy = model.policy(tok)
+    policy.reset(["go to the red ball"])
+    with pytest.raises(ValueError, match="directions must be in"):
+        policy.act(np.zeros((1, 7, 7, 3), dtype=np.uint8), np.array([9]), np.array([0]))

@@ -72,6 +72,18 @@ def load_follower(path: str, device: Any) -> tuple[Any, Any]:
     return model.eval().to(device), tokenizer
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse, before any work, counts and seeds out of range and a ``--json`` that cannot be written as a file."""
+    for name in ("episodes", "batch_size"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    for name in ("seed_start", "render", "num_workers"):
+        if getattr(args, name) < 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if args.json and Path(args.json).is_dir():
+        raise ValueError(f"--json {args.json} is a folder: give the path of the JSON file to write")
+
+
 def main(argv: list[str] | None = None) -> None:
     """``scripts/evaluate.py`` and ``msvae-evaluate``: ``argv`` None reads ``sys.argv`` (and the program name
     its messages give from it)."""
@@ -93,6 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     try:
+        check_arguments(args)
         level = resolve_level(args.level)
         model, tokenizer = load_follower(args.model, resolve_device(args.device))
     except (OSError, ValueError) as err:
