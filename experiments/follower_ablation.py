@@ -11,6 +11,9 @@ data/<level>_pairs_1k``: the study's 1000 pairs, valid and test episodes, the sa
 A finished cell's record lands in ``results/<level>/follower_ablation/<variant>_seed<k>.json`` (the config, the
 commit and machine, the test metrics and seconds per update) and is never trained again.
 
+``--record-table1`` records the finished run of ``configs/<level>/follower_m100k_attention_film.yaml`` (Table 1's
+"w/ attention" follower with FiLM on 100,000 pairs) as ``m100k_attention_film_seed0.json`` beside them.
+
 Variants (``follower_conditioning`` / ``previous_action_input``):
 
 - ``head_prev``: the instruction enters at the action head only and the LSTM reads a_{t-1};
@@ -48,6 +51,27 @@ def command(level: str, variant: str, seed: int, threads: int) -> list[str]:
     ]
 
 
+def write_record(out: Path, path: Path, level: str, name: str, seed: int, command: str) -> dict:
+    """The record of a finished run folder ``out`` (config, commit, machine, seconds per update, validation
+    curve, test metrics) at ``path``, written atomically."""
+    results = json.loads((out / "results.json").read_text())
+    train_s = results["wall_time_s"] - results.get("validation_time_s", 0.0)
+    record = {
+        "level": level, "variant": name, "seed": seed,
+        "model": {k: v for k, v in json.loads((out / "best" / "config.json").read_text()).items()
+                  if k in ("follower_attention", "follower_conditioning", "previous_action_input")},
+        "command": command, "commit": results.get("commit"), "machine": results.get("machine"),
+        "updates": results["updates"], "seconds_per_update": round(train_s / results["updates"], 4),
+        "best": results["best"], "paper_protocol_valid_sr": results.get("paper_protocol_valid_sr"),
+        "history": results["history"], "test": results["test"],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    tmp.replace(path)
+    return record
+
+
 def run_cell(level: str, variant: str, seed: int, threads: int) -> None:
     """Train one cell (resuming where its folder holds a checkpoint) and write its record."""
     out = ROOT / "runs" / level / "follower_ablation" / f"{variant}_seed{seed}"
@@ -59,22 +83,7 @@ def run_cell(level: str, variant: str, seed: int, threads: int) -> None:
     if not (out / "results.json").exists():
         with open(log, "w", encoding="utf-8") as f:
             subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, check=True)
-    results = json.loads((out / "results.json").read_text())
-    train_s = results["wall_time_s"] - results.get("validation_time_s", 0.0)
-    record = {
-        "level": level, "variant": variant, "seed": seed,
-        "model": {k: v for k, v in json.loads((out / "best" / "config.json").read_text()).items()
-                  if k in ("follower_attention", "follower_conditioning", "previous_action_input")},
-        "command": " ".join(cmd[1:]), "commit": results.get("commit"), "machine": results.get("machine"),
-        "updates": results["updates"], "seconds_per_update": round(train_s / results["updates"], 4),
-        "best": results["best"], "paper_protocol_valid_sr": results.get("paper_protocol_valid_sr"),
-        "test": results["test"],
-    }
-    path = record_path(level, variant, seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    tmp.replace(path)
+    record = write_record(out, record_path(level, variant, seed), level, variant, seed, " ".join(cmd[1:]))
     print(f"{level} {variant} seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in record["test"].items()
                                                           if isinstance(v, float)), flush=True)
 
@@ -87,7 +96,14 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="cells trained at once (each on --threads threads)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--table", action="store_true", help="print the table from the records and stop")
+    parser.add_argument("--record-table1", action="store_true",
+                        help="record the finished run of configs/LEVEL/follower_m100k_attention_film.yaml and stop")
     args = parser.parse_args()
+    if args.record_table1:
+        out = ROOT / "runs" / args.level / "follower_m100k_attention_film"
+        write_record(out, ROOT / "results" / args.level / "follower_ablation" / "m100k_attention_film_seed0.json",
+                     args.level, "m100k_attention_film", 0, (out / "command.txt").read_text().splitlines()[0])
+        return
     if args.table:
         print("\n".join(table_follower_ablation(args.level)))
         return

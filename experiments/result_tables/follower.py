@@ -56,3 +56,32 @@ def table_follower_ablation(level: str, root: Path = RESULTS) -> list[str]:
 def _mean_sd(values: list[float], digits: int) -> str:
     text = f"{statistics.fmean(values):.{digits}f}"
     return text + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
+
+
+#: Validation points (updates) at which Table 1's followers are compared at equal budgets.
+MATCHED_UPDATES = (1000, 2000, 4000)
+
+
+def table_follower_scale(level: str, root: Path = RESULTS) -> list[str]:
+    """Table 1's "w/ attention" follower on 100,000 pairs, head + a_{t-1} (the study's record) against FiLM without
+    a_{t-1}: the test metrics where the record has them, the validation SR at equal updates, and the teacher-forced
+    action accuracy on the valid pairs with their own and another pair's instruction at the last validation."""
+    candidates = [("head", "yes", root / level / "runs" / "follower_m100k_attention.json"),
+                  ("film", "no", root / level / "follower_ablation" / "m100k_attention_film_seed0.json")]
+    lines = ["| conditioning | reads a_{t-1} | updates | " + " | ".join(c[1] for c in COLUMNS) + " | "
+             + " | ".join(f"valid SR % at {u}" for u in MATCHED_UPDATES)
+             + " | valid action accuracy, own / another's instruction |", "| --- " * (len(COLUMNS) + 7) + "|"]
+    for conditioning, previous, path in candidates:
+        if not path.exists():
+            continue
+        record = json.loads(path.read_text())
+        test = record.get("test") or {}
+        cells = [f"{test[key] * scale:.{digits}f}" if key in test else "-" for key, _, scale, digits in COLUMNS]
+        valid = {h["step"]: h for h in record.get("history", [])}
+        at = [f"{100 * valid[u]['valid/success_rate']:.1f}" if u in valid else "-" for u in MATCHED_UPDATES]
+        last = record["history"][-1] if record.get("history") else {}
+        accuracy = (f"{last['valid/action_accuracy']:.3f} / {last['valid/action_accuracy_other_instruction']:.3f}"
+                    if "valid/action_accuracy" in last else "-")
+        lines.append(f"| {conditioning} | {previous} | {record['updates']} | " + " | ".join(cells) + " | "
+                     + " | ".join(at) + f" | {accuracy} |")
+    return lines
