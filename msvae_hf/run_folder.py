@@ -115,6 +115,27 @@ def is_empty_run_folder(folder: str | Path) -> bool:
     return folder.is_dir() and all(p.name == LOCK_NAME for p in folder.iterdir())
 
 
+#: What a start leaves in its run folder before its first checkpoint.
+START_FILES = frozenset({LOCK_NAME, "train_config.json", "command.txt", "tb", "checkpoints"})
+
+
+def is_unstarted_run_folder(folder: str | Path) -> bool:
+    """True when ``folder`` holds only what a start that failed before its first checkpoint leaves (its config,
+    command line, TensorBoard logs and no complete checkpoint): nothing to resume and nothing to keep, so a new
+    run may start there afresh."""
+    folder = Path(folder)
+    if not folder.is_dir() or any(p.name not in START_FILES for p in folder.iterdir()):
+        return False
+    return not checkpoint_dirs(folder)
+
+
+def clear_unstarted_run_folder(folder: str | Path) -> None:
+    """Remove what :func:`is_unstarted_run_folder` allows, but the lock."""
+    for path in Path(folder).iterdir():
+        if path.name != LOCK_NAME:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
 def _is_disk_full(err: BaseException, path: Path) -> bool:
     """ENOSPC, or a failed write where the disk is (nearly) full: torch's zip writer and C++ streams drop the
     errno ("unexpected pos", "iostream error")."""

@@ -45,9 +45,11 @@ from .run_folder import (
     RunLock,
     check_finite_update,
     checkpoint_dirs,
+    clear_unstarted_run_folder,
     config_differences,
     intact_checkpoint,
     is_empty_run_folder,
+    is_unstarted_run_folder,
     nonfinite_terms,
     read_json,
     register_checkpoint_hooks,
@@ -128,11 +130,12 @@ RESUME_MAY_CHANGE = ("output_dir", "resume", "continue_from", "threads", "eval_w
 
 
 def check_run_folder(cfg: TrainConfig) -> None:
-    """Whether ``cfg`` may train in its ``output_dir``, writing nothing: a new run needs it empty or absent, a
-    resume needs a checkpoint and the config the folder trained with (but :data:`RESUME_MAY_CHANGE`)."""
+    """Whether ``cfg`` may train in its ``output_dir``, writing nothing: a new run needs it empty, absent or left
+    by a start that failed before its first checkpoint (:func:`is_unstarted_run_folder`), a resume needs a
+    checkpoint and the config the folder trained with (but :data:`RESUME_MAY_CHANGE`)."""
     out = Path(cfg.output_dir)
     if not cfg.resume:
-        if not is_empty_run_folder(out):
+        if not is_empty_run_folder(out) and not is_unstarted_run_folder(out):
             raise FileExistsError(f"{out} is not empty: pass --resume to continue its run or choose another "
                                   "output_dir")
         return
@@ -303,6 +306,9 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     # Everything is checked: the first write is the lock, and the folder is checked again under it.
     lock = claim_run_folder(cfg, accelerator, command)
     try:
+        if not cfg.resume and accelerator.is_main_process and is_unstarted_run_folder(out):
+            clear_unstarted_run_folder(out)  # a start that failed before its first checkpoint: begin afresh
+        accelerator.wait_for_everyone()
         commit = provenance()["commit"]  # the code that trains; final_evaluation may run under a later one
         state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,
                  "wall_time": 0.0, "commits": [commit]}

@@ -235,3 +235,16 @@ def shutil_usage(free: int):
     import shutil
 
     return shutil._ntuple_diskusage(2**40, 2**40 - free, free)
+
+
+def test_a_start_that_failed_before_its_first_checkpoint_can_start_again(tiny_demos: Path, tmp_path: Path) -> None:
+    """Data the model cannot take fails in the first batch; the folder it leaves (config, command, logs, no
+    checkpoint) is neither refused as "not empty" nor resumable: the next start begins there afresh."""
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=r"actions must be in \[0, num_actions=2\)"):
+        train_tiny("follower", out, tiny_demos, model={"num_actions": 2})
+    assert (out / "train_config.json").is_file() and not checkpoint_dirs(out)
+    results = train_tiny("follower", out, tiny_demos)
+    assert results["updates"] == TINY_TRAIN["max_updates"] and (out / "results.json").is_file()
+    with pytest.raises(FileExistsError, match="is not empty: pass --resume"):  # a finished run is kept
+        train_tiny("follower", out, tiny_demos)
