@@ -11,9 +11,6 @@ data/<level>_pairs_1k``: the study's 1000 pairs, valid and test episodes, the sa
 A finished cell's record lands in ``results/<level>/follower_ablation/<variant>_seed<k>.json`` (the config, the
 commit and machine, the test metrics and seconds per update) and is never trained again.
 
-``--record-table1`` records the finished run of ``configs/<level>/follower_m100k_attention_film.yaml`` (Table 1's
-"w/ attention" follower with FiLM on 100,000 pairs) as ``m100k_attention_film_seed0.json`` beside them.
-
 Variants (``follower_conditioning`` / ``previous_action_input``):
 
 - ``head_prev``: the instruction enters at the action head only and the LSTM reads a_{t-1};
@@ -96,14 +93,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="cells trained at once (each on --threads threads)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--table", action="store_true", help="print the table from the records and stop")
-    parser.add_argument("--record-table1", action="store_true",
-                        help="record the finished run of configs/LEVEL/follower_m100k_attention_film.yaml and stop")
     args = parser.parse_args()
-    if args.record_table1:
-        out = ROOT / "runs" / args.level / "follower_m100k_attention_film"
-        write_record(out, ROOT / "results" / args.level / "follower_ablation" / "m100k_attention_film_seed0.json",
-                     args.level, "m100k_attention_film", 0, (out / "command.txt").read_text().splitlines()[0])
-        return
     if args.table:
         print("\n".join(table_follower_ablation(args.level)))
         return

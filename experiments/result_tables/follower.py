@@ -67,7 +67,7 @@ def table_follower_scale(level: str, root: Path = RESULTS) -> list[str]:
     a_{t-1}: the test metrics where the record has them, the validation SR at equal updates, and the teacher-forced
     action accuracy on the valid pairs with their own and another pair's instruction at the last validation."""
     candidates = [("head", "yes", root / level / "runs" / "follower_m100k_attention.json"),
-                  ("film", "no", root / level / "follower_ablation" / "m100k_attention_film_seed0.json")]
+                  ("film", "no", root / level / "runs" / "follower_m100k_attention_film.json")]
     lines = ["| conditioning | reads a_{t-1} | updates | " + " | ".join(c[1] for c in COLUMNS) + " | "
              + " | ".join(f"valid SR % at {u}" for u in MATCHED_UPDATES)
              + " | valid action accuracy, own / another's instruction |", "| --- " * (len(COLUMNS) + 7) + "|"]

@@ -37,8 +37,7 @@ def test_ablation_table_reads_every_seed_and_the_benchmark(tmp_path: Path) -> No
 def test_scale_table_compares_at_equal_updates(tmp_path: Path) -> None:
     history = [{"step": s, "valid/success_rate": s / 10000, "valid/action_accuracy": 0.9,
                 "valid/action_accuracy_other_instruction": 0.6} for s in (1000, 2000, 3000, 4000)]
-    _record(tmp_path / "gotoseqlocal" / "follower_ablation" / "m100k_attention_film_seed0.json", 0.9, 0.3, history,
-            4000)
+    _record(tmp_path / "gotoseqlocal" / "runs" / "follower_m100k_attention_film.json", 0.9, 0.3, history, 4000)
     _record(tmp_path / "gotoseqlocal" / "runs" / "follower_m100k_attention.json", 0.57, 0.5,
             [{"step": 1000, "valid/success_rate": 0.54}], 10000)
     lines = table_follower_scale("gotoseqlocal", tmp_path)
