@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job end to end on the defaults: install, generate a small BossLocal demo set, train MS-VAE
 # briefly, evaluate success rate (batched rollouts) and BLEU, save the model, render one GIF.
-# About 10 minutes on 2 CPU cores. Everything lands under outputs/quickstart/.
+# 12.7 minutes measured on a 2-core CPU with one other training run beside it. Everything lands under
+# outputs/quickstart/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
