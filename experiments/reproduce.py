@@ -44,7 +44,7 @@ from pathlib import Path
 
 from cells import Cell, level_cells
 
-from msvae_hf.run_folder import checkpoint_dirs
+from msvae_hf.run_folder import checkpoint_dirs, write_json
 
 
 def run_record(run: Path) -> dict:
@@ -80,7 +80,7 @@ def save_record(level: str, run: Path, results_root: Path = Path("results")) -> 
         if out.exists():
             return None
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n")
+    write_json(out, record)
     return out
 
 

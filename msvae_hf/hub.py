@@ -9,12 +9,13 @@ validated here (`ModelCard.validate` calls the Hub).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -28,7 +29,7 @@ from safetensors import safe_open
 from .card_templates import template_path
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
 from .repo_ids import is_hub_repo_id
-from .run_folder import primary_metric, selections
+from .run_folder import primary_metric, read_json, selections
 
 #: model_kind -> (card title, what the checkpoint is).
 MODEL_KINDS: dict[str, tuple[str, str]] = {
@@ -104,6 +105,48 @@ def render_model_card(
     )
 
 
+class HubRequestError(RuntimeError):
+    """The Hub refused a request or could not be reached: one line saying what to do (nothing local changed)."""
+
+
+def _network_error(err: BaseException) -> bool:
+    """Whether ``err`` is a failure to reach the Hub (refused or reset connection, timeout), whichever HTTP client
+    huggingface_hub uses (httpx, requests)."""
+    if isinstance(err, (ConnectionError, TimeoutError)):
+        return True
+    return any(c.__module__.split(".")[0] in ("httpx", "httpx2", "requests", "urllib3")
+               and c.__name__ in ("TransportError", "RequestError", "ConnectionError", "Timeout")
+               for c in type(err).__mro__)
+
+
+@contextlib.contextmanager
+def hub_request(what: str, repo_id: str) -> Iterator[None]:
+    """Run Hub calls that ``what`` (e.g. "upload to") ``repo_id``: an HTTP error or a failed connection becomes one
+    :class:`HubRequestError` line that says what to do (log in, retry later, check the connection)."""
+    try:
+        yield
+    except HfHubHTTPError as err:
+        status = getattr(getattr(err, "response", None), "status_code", None)
+        if status == 401:
+            advice = ("not logged in, or the token is invalid: log in with `hf auth login` (or set HF_TOKEN to a "
+                      "token with write access) and push again")
+        elif status == 403:
+            advice = (f"the token may not write to {repo_id.split('/')[0]}: use a token with write access to it, "
+                      "or push to a repo of your own")
+        elif status is not None and status >= 500:
+            advice = "a failure on the Hub's side: push again later"
+        else:
+            advice = " ".join(str(err).split())[:300]
+        raise HubRequestError(f"the Hub refused to {what} {repo_id} ({status or 'no status'}): {advice}; nothing "
+                              "here was changed") from None
+    except Exception as err:
+        if not _network_error(err):
+            raise
+        detail = " ".join(str(err).split())[:200] or type(err).__name__
+        raise HubRequestError(f"cannot reach the Hub to {what} {repo_id} ({type(err).__name__}: {detail}): check the "
+                              "connection (and HF_ENDPOINT) and push again; nothing here was changed") from None
+
+
 def push_folder_to_hub(
     folder: str | Path,
     repo_id: str,
@@ -131,18 +174,21 @@ def push_folder_to_hub(
         readme.write_text(str(card), encoding="utf-8")
     api = api if api is not None else HfApi()
     auth: dict[str, Any] = {} if token is None else {"token": token}
-    url = api.create_repo(repo_id=repo_id, repo_type=repo_type, private=private, exist_ok=True, **auth)
+    with hub_request("create", repo_id):
+        url = api.create_repo(repo_id=repo_id, repo_type=repo_type, private=private, exist_ok=True, **auth)
     repo_id = getattr(url, "repo_id", repo_id)  # "name" -> "user/name", as transformers does
     if revision is not None and not revision.startswith("refs/pr"):
-        try:
-            api.create_branch(repo_id=repo_id, branch=revision, repo_type=repo_type, exist_ok=True, **auth)
-        except HfHubHTTPError as err:  # a PR to a repo we cannot write to: the branch must exist already
-            if not (create_pr and err.response.status_code == 403):
-                raise
-    return api.upload_folder(
-        repo_id=repo_id, folder_path=str(folder), repo_type=repo_type, commit_message=commit_message,
-        commit_description=commit_description, revision=revision, create_pr=create_pr, **auth,
-    )
+        with hub_request(f"create the branch {revision} of", repo_id):
+            try:
+                api.create_branch(repo_id=repo_id, branch=revision, repo_type=repo_type, exist_ok=True, **auth)
+            except HfHubHTTPError as err:  # a PR to a repo we cannot write to: the branch must exist already
+                if not (create_pr and err.response.status_code == 403):
+                    raise
+    with hub_request("upload to", repo_id):
+        return api.upload_folder(
+            repo_id=repo_id, folder_path=str(folder), repo_type=repo_type, commit_message=commit_message,
+            commit_description=commit_description, revision=revision, create_pr=create_pr, **auth,
+        )
 
 
 # ---------------------------------------------------------------------------------------------- runs
@@ -376,8 +422,8 @@ def render_run_card(run_dir: str | Path, repo_id: str = "<repo_id>", dataset: st
     to the folder the run was trained from (e.g. ``data/bosslocal_100k``). ``base_models``: the Hub ids of the
     pushed checkpoints the run was initialised from (its baselines), the card's ``base_model``."""
     run_dir = Path(run_dir)
-    results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-    config = json.loads((run_dir / "train_config.json").read_text(encoding="utf-8"))
+    results = read_json(run_dir / "results.json", fix="train the run to its end again, or restore the file")
+    config = read_json(run_dir / "train_config.json", fix="restore the file")
     kind = run_kind(config)
     model_config = json.loads((run_dir / "best" / "config.json").read_text(encoding="utf-8"))
     shown = _shown_config(run_dir, config, dataset)
@@ -472,4 +518,5 @@ def push_run(
 __all__ = [
     "MODEL_KINDS", "render_model_card", "push_folder_to_hub", "check_finite_weights",
     "render_run_card", "run_kind", "run_metrics", "run_eval_results", "run_training_command", "push_run",
+    "HubRequestError", "hub_request",
 ]

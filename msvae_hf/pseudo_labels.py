@@ -1,22 +1,40 @@
 """Speaker-follower data augmentation (Sec. 2.3; Table 3): a speaker labels the unpaired trajectories.
 
 The result is the ``unpaired`` split plus an ``instruction`` column written by the speaker, saved with
-``save_to_disk`` beside a ``pseudo_labels.json`` that records which speaker made it and how. A follower
-trains on paired + pseudo-paired data with ``scripts/train.py --pseudo-labels DIR``.
+``save_to_disk`` beside a ``pseudo_labels.json`` that records which speaker made it, how, and the command, and a
+``checksums.json`` (the demos' format: the sha256 of each arrow file). A follower trains on paired + pseudo-paired
+data with ``scripts/train.py --pseudo-labels DIR``, which reads it with :func:`load_pseudo_labels`.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+from datasets import Dataset, DatasetDict, load_from_disk
+
 from .data.collator import with_pseudo_labels
-from .data.demos import load_demos
+from .data.demos import (
+    CHECKSUMS_FILE,
+    SKIP_CHECKSUMS_ENV,
+    check_demo_columns,
+    load_demos,
+    require_cell_codes,
+    unreadable_message,
+    verify_checksums,
+    write_checksums,
+)
 from .evaluation import describe_dataset
+from .run_folder import read_json, write_json, writing
 from .runtime import check_output_folder
+
+#: What label_unpaired writes beside the labelled rows: the speaker, the decoding, the command.
+RECORD_FILE = "pseudo_labels.json"
+logger = logging.getLogger(__name__)
 
 
 def label_unpaired(
@@ -29,8 +47,10 @@ def label_unpaired(
     overwrite: bool = False,
     speaker_path: str | None = None,
     progress: bool = True,
+    command: str | None = None,
 ) -> Any:
-    """Write one speaker instruction per unpaired trajectory (greedy, or sampled with ``do_sample``)."""
+    """Write one speaker instruction per unpaired trajectory (greedy, or sampled with ``do_sample``); ``command``,
+    the command line, is recorded so that a damaged set can be written again."""
     out = Path(out)
     check_output_folder(out, demos=demos, speaker=speaker_path)
     if out.exists() and any(out.iterdir()) and not overwrite:
@@ -44,13 +64,57 @@ def label_unpaired(
     labelled = with_pseudo_labels(unpaired, texts)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    labelled.save_to_disk(str(tmp))
-    info = {
-        "speaker": speaker_path, "speaker_type": speaker.config.model_type, "demos": str(demos),
-        "decoding": "sampled" if do_sample else "greedy", "num_labelled": len(labelled),
-    }
-    (tmp / "pseudo_labels.json").write_text(json.dumps(info, indent=2))
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+    with writing(tmp, then=f"{out} is as it was: free space, then rerun"):
+        labelled.save_to_disk(str(tmp))
+        info = {
+            "speaker": speaker_path, "speaker_type": speaker.config.model_type, "demos": str(demos),
+            "decoding": "sampled" if do_sample else "greedy", "num_labelled": len(labelled), "command": command,
+        }
+        write_json(tmp / RECORD_FILE, info)
+        write_checksums(tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
     return labelled
+
+
+def relabel_command(path: str | os.PathLike) -> str:
+    """The command that writes the pseudo-labels at ``path`` again: the one their record holds (with --overwrite),
+    else a template."""
+    try:
+        command = str(read_json(Path(path) / RECORD_FILE).get("command") or "")
+    except (OSError, ValueError, AttributeError):
+        command = ""
+    if not command:
+        return f"python scripts/label_unpaired.py --speaker SPEAKER --demos DEMOS --out {path} --overwrite"
+    return command if "--overwrite" in command.split() else f"{command} --overwrite"
+
+
+def load_pseudo_labels(path: str | os.PathLike, verify: bool = True) -> Dataset:
+    """The pseudo-paired rows :func:`label_unpaired` wrote at ``path``, checked as demonstrations are (checksums
+    unless ``verify`` is False or ``MSVAE_SKIP_DEMO_CHECKSUMS=1``, readable files, cell codes, columns and
+    ranges): one ValueError or FileNotFoundError naming the folder or file at fault and the command that writes
+    it again."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"no pseudo-labels at {path}: write them with scripts/label_unpaired.py")
+    again = relabel_command(path)
+    if verify and os.environ.get(SKIP_CHECKSUMS_ENV, "").strip().lower() in ("", "0", "false", "no"):
+        verify_checksums(path, regenerate=again)
+    try:
+        data = load_from_disk(str(path))
+    except FileNotFoundError as err:
+        raise ValueError(f"{path} is not a dataset saved with save_to_disk ({' '.join(str(err).split())}); "
+                         "pseudo-labels are written by scripts/label_unpaired.py") from err
+    except (OSError, pa.ArrowException) as err:
+        raise ValueError(unreadable_message(path, err, regenerate=again)) from err
+    if isinstance(data, DatasetDict):
+        raise ValueError(f"{path} holds a DatasetDict (splits {', '.join(data)}), not pseudo-labels: --pseudo-labels "
+                         "takes the single Dataset scripts/label_unpaired.py writes (demonstrations go in --demos)")
+    if not (path / CHECKSUMS_FILE).is_file():
+        logger.info("%s has no %s: its files are not verified", path, CHECKSUMS_FILE)
+    require_cell_codes(data, path)
+    check_demo_columns(data, "pseudo-labelled", path, with_instruction=True, regenerate=again)
+    if not len(data):
+        raise ValueError(f"{path} holds no pseudo-labelled rows; label a dataset with an unpaired split")
+    return data

@@ -65,13 +65,15 @@ class NonFiniteError(RuntimeError):
 
 
 class RunLock:
-    """An exclusive ``fcntl`` lock on ``folder/.lock``, held until :meth:`release` (or the process ends).
+    """An exclusive ``fcntl`` lock on ``folder/.lock``, held until :meth:`release` (or the process ends); ``busy``
+    says what to do when another process holds it.
 
     The lock file names its holder (host, process id, command) so that a refused second trainer can say who
     holds the folder. The kernel drops the lock when the holder dies, so a killed run never leaves it stuck.
     """
 
-    def __init__(self, folder: str | Path, command: str | None = None) -> None:
+    def __init__(self, folder: str | Path, command: str | None = None,
+                 busy: str = "wait for it to finish or train into another output_dir") -> None:
         import fcntl  # POSIX only: the package trains on Linux and macOS
 
         self.folder = Path(folder)
@@ -83,8 +85,7 @@ class RunLock:
         except BlockingIOError:
             holder = self.path.read_text(encoding="utf-8", errors="replace").strip() or "another process"
             os.close(self._fd)
-            raise RunFolderBusy(f"{self.folder} is in use by {holder}: wait for it to finish or train into "
-                                "another output_dir") from None
+            raise RunFolderBusy(f"{self.folder} is in use by {holder}: {busy}") from None
         _HELD.add(self._fd)
         holder = f"pid {os.getpid()} on {socket.gethostname()}" + (f" ({command})" if command else "")
         os.ftruncate(self._fd, 0)
@@ -153,9 +154,11 @@ def _is_disk_full(err: BaseException, path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def writing(path: str | Path) -> Iterator[Path]:
+def writing(path: str | Path, then: str = "earlier checkpoints are intact: free space, then resume"
+            ) -> Iterator[Path]:
     """Write a file or folder at ``path`` (a temporary name, renamed into place by the caller): on any error
-    the partial ``path`` is removed; a full disk becomes one ``OSError(ENOSPC)`` naming ``path``."""
+    the partial ``path`` is removed; a full disk becomes one ``OSError(ENOSPC)`` naming ``path`` and saying
+    ``then`` (what is intact, what to do)."""
     path = Path(path)
     try:
         yield path
@@ -165,9 +168,9 @@ def writing(path: str | Path) -> Iterator[Path]:
         else:
             with contextlib.suppress(OSError):
                 path.unlink()
-        if isinstance(err, Exception) and _is_disk_full(err, path):
-            raise OSError(errno.ENOSPC, f"no space left on device writing {path}; it was removed and earlier "
-                                        "checkpoints are intact: free space, then resume") from err
+        named = isinstance(err, OSError) and str(err.strerror).startswith("no space left on device writing")
+        if isinstance(err, Exception) and not named and _is_disk_full(err, path):  # an inner `writing` named it
+            raise OSError(errno.ENOSPC, f"no space left on device writing {path}; it was removed and {then}") from err
         raise
 
 
@@ -185,13 +188,31 @@ def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any], may
     return differ
 
 
-def read_json(path: str | Path) -> dict[str, Any]:
-    """A JSON file's object; ValueError naming the file when it is cut short or not JSON."""
+def read_json(path: str | Path, fix: str = "restore it or start a new run") -> dict[str, Any]:
+    """A JSON file's object; ValueError naming the file (and ``fix``: what to do) when it is empty, cut short or not
+    JSON."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        if not text.strip():
+            raise ValueError(f"{path} is empty: it was cut short (a full disk, a killed write) or edited; {fix}")
+        return json.loads(text)
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}): it was cut short or "
-                         "edited; restore it or start a new run") from None
+                         f"edited; {fix}") from None
+
+
+def write_json(path: str | Path, value: Any, indent: int | None = 2, default: Any = None) -> None:
+    """Write ``value`` as JSON at ``path`` in one rename: a crash or a full disk leaves the file as it was (or
+    absent), never cut short; a full disk is one ``OSError(ENOSPC)`` naming ``path`` (see :func:`writing`)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with writing(tmp, then=f"{path.name} is as it was: free space, then rerun"):
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(value, f, indent=indent, default=default)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
 
 
 def scalar_terms(output: Any) -> dict[str, torch.Tensor]:

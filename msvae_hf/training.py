@@ -24,12 +24,12 @@ import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
-from datasets import concatenate_datasets, load_from_disk
+from datasets import concatenate_datasets
 from tqdm.auto import tqdm
 
 from .configuration_msvae import MODEL_TYPE_CONFIGS
 from .data.collator import DemoCollator
-from .data.demos import load_demos, require_cell_codes
+from .data.demos import load_demos
 from .data.prefetch import UpdateBatches, prefetched
 from .data.sampler import StepSampler
 from .envs.levels import resolve_level
@@ -39,6 +39,7 @@ from .graphed import LENGTH_MULTIPLE, TIME_MULTIPLE, CapturedUpdate, captured_ad
 from .metrics import smoothed_max
 from .modeling_baselines import FollowerModel, SpeakerModel
 from .modeling_msvae import MSVAEModel
+from .pseudo_labels import load_pseudo_labels
 from .repo_ids import is_hub_repo_id
 from .run_folder import (
     RunFolderBusy,
@@ -57,6 +58,7 @@ from .run_folder import (
     save_checkpoint,
     scalar_terms,
     selections,
+    write_json,
 )
 from .runtime import adam, provenance, retain_freed_memory
 from .tokenization_msvae import MSVAETokenizer
@@ -109,8 +111,7 @@ def load_training_data(cfg: TrainConfig) -> tuple[Any, Any, Any, Any, str]:
     if cfg.model_type == "msvae" and unpaired is not None and cfg.num_unpaired is not None:
         unpaired = unpaired.select(range(min(cfg.num_unpaired, len(unpaired))))
     if cfg.pseudo_labels:
-        pseudo = load_from_disk(cfg.pseudo_labels)
-        require_cell_codes(pseudo, cfg.pseudo_labels)
+        pseudo = load_pseudo_labels(cfg.pseudo_labels)
         columns = [c for c in paired.column_names if c in pseudo.column_names]
         paired = concatenate_datasets([paired.select_columns(columns), pseudo.select_columns(columns)])
     level = cfg.level or paired[0]["level"]
@@ -196,9 +197,11 @@ def continuable_checkpoint(cfg: TrainConfig) -> Path:
     differ = config_differences(saved, dataclasses.asdict(cfg), CONTINUE_MAY_CHANGE, TrainConfig.defaults())
     if differ:
         raise ValueError(f"continue_from {source} trained with another config; " + "; ".join(differ))
-    finished = json.loads((source / "results.json").read_text())["updates"]
+    finished = read_json(source / "results.json", fix="continue from a finished run").get("updates")
+    if not isinstance(finished, int):
+        raise ValueError(f"{source / 'results.json'} names no number of updates: not a finished run's results")
     last = checkpoint_dirs(source)[-1:]
-    if not last or json.loads((last[0] / "train_state.json").read_text())["step"] != finished:
+    if not last or read_json(last[0] / "train_state.json").get("step") != finished:
         raise FileNotFoundError(f"continue_from {source} holds no checkpoint of its last update ({finished})")
     if finished >= cfg.max_updates:
         raise ValueError(f"continue_from {source} has {finished} updates: max_updates must be more, got "
@@ -324,14 +327,14 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
             accelerator.load_state(str(last))
             state = saved
             if "commits" not in state and source is not None:  # a checkpoint whose train_state holds no commits
-                finished = json.loads((Path(cfg.continue_from) / "results.json").read_text())
+                finished = read_json(Path(cfg.continue_from) / "results.json")
                 state["commits"] = finished.get("training_commits") or [finished.get("commit")]
             state.setdefault("commits", []).append(commit)
         accelerator.init_trackers("tb", config={k: v for k, v in dataclasses.asdict(cfg).items()
                                                 if isinstance(v, (int, float, str, bool))})
         if accelerator.is_main_process:
             out.mkdir(parents=True, exist_ok=True)
-            (out / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
+            write_json(out / "train_config.json", dataclasses.asdict(cfg))
             if command:
                 if world > 1 and command.startswith("python "):
                     command = f"accelerate launch --num_processes {world} " + command[len("python "):]
@@ -453,8 +456,7 @@ def final_evaluation(
         results["test_examples"] = [
             {"reference": r, "prediction": p} for r, p in zip(test["instruction"][:5], predictions[:5])
         ]
-    with open(Path(cfg.output_dir) / "results.json", "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=2, default=_json_default)
+    write_json(Path(cfg.output_dir) / "results.json", results, default=_json_default)
     return results
 
 

@@ -4,6 +4,7 @@ trains on the union of paired and pseudo-paired data (the speaker-follower basel
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -50,8 +51,11 @@ def test_refuses_non_empty_out(pseudo, baseline_runs, tiny_demos):
     assert tree_digest(pseudo) == before
     load_script("label_unpaired").main([*argv, "--overwrite", "--num-unpaired", "5"])
     assert len(load_from_disk(str(pseudo))) == 5 and not pseudo.with_name(pseudo.name + ".tmp").exists()
+    record = json.loads((pseudo / "pseudo_labels.json").read_text())
     load_script("label_unpaired").main([*argv, "--overwrite"])  # back to the full labels for the other tests
-    assert tree_digest(pseudo)["pseudo_labels.json"] == before["pseudo_labels.json"]
+    after = json.loads((pseudo / "pseudo_labels.json").read_text())
+    assert after["command"] == shlex.join(["python", "scripts/label_unpaired.py", *argv, "--overwrite"])
+    assert {**after, "num_labelled": 5} == {**record, "command": record["command"].replace(" --num-unpaired 5", "")}
 
 
 def test_refuses_an_output_folder_that_is_or_holds_an_input(baseline_runs, tiny_demos, tmp_path):

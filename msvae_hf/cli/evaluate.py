@@ -15,7 +15,6 @@ Installed by pip as `msvae-evaluate` (the same flags).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -28,6 +27,7 @@ from ..envs.seeds import TEST_SEED_START
 from ..evaluation import evaluate_follower, resolve_device
 from ..render import render_rollouts
 from ..rollout import evaluation_seeds, resolve_level
+from ..run_folder import write_json
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 SPEAKER_BLEU = "msvae_hf.evaluation.evaluate_speaker(model, load_demos(DEMOS)['test'])"
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         record = {"model": args.model, "level": level, "seed_start": args.seed_start, "summary": summary}
         record["episodes"] = [r.to_dict() for r in results]
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+        write_json(args.json, record, indent=1)
         print(f"wrote {args.json}")
     if args.render:
         describe = None

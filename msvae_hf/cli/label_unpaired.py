@@ -9,12 +9,14 @@ Installed by pip as ``msvae-label-unpaired`` (the same flags).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from transformers import AutoModel
 
 from ..pseudo_labels import label_unpaired
 from ..runtime import add_threads_flag, set_threads
+from .invocation import entry_point_command
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,15 +32,17 @@ def main(argv: list[str] | None = None) -> None:
     add_threads_flag(parser)
     args = parser.parse_args(argv)
     set_threads(args.threads)
+    command = entry_point_command(argv) or shlex.join(
+        ["python", "scripts/label_unpaired.py", *(sys.argv[1:] if argv is None else argv)])
     try:
         speaker = AutoModel.from_pretrained(args.speaker)
         if not hasattr(speaker, "describe"):
             raise ValueError(f"{args.speaker} holds a {speaker.config.model_type} model, which cannot speak")
         labelled = label_unpaired(
             speaker, args.demos, args.out, batch_size=args.batch_size, do_sample=args.sample,
-            num_unpaired=args.num_unpaired, overwrite=args.overwrite, speaker_path=args.speaker,
+            num_unpaired=args.num_unpaired, overwrite=args.overwrite, speaker_path=args.speaker, command=command,
         )
-    except (ValueError, FileExistsError, FileNotFoundError) as err:
+    except (OSError, ValueError) as err:  # FileExistsError, FileNotFoundError, a full disk: one line each
         sys.exit(f"error: {err}")
     print(f"labelled {len(labelled)} trajectories -> {args.out}; e.g. {labelled[0]['instruction']!r}")
 

@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
+import signal
 import sys
+import threading
 
 import datasets
 
@@ -37,8 +40,11 @@ from ..data.demos import (
     convert_demos,
     make_demos,
     push_demos_to_hub,
+    work_dir,
 )
 from ..envs.levels import resolve_level
+from ..hub import HubRequestError, hub_request
+from ..run_folder import RunFolderBusy
 from .invocation import entry_point_command
 
 
@@ -85,6 +91,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+_SIGNALS: list[int] = []  # the stop signals this process received
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGINT or SIGTERM -> KeyboardInterrupt, recorded: a killed make_demos stops as Ctrl-C stops it (the
+    pool's ``finally`` may put its own error in the interrupt's place, so the record is what says it was one)."""
+    _SIGNALS.append(signum)
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     """``scripts/make_demos.py`` and ``msvae-make-demos``: ``argv`` None reads ``sys.argv``."""
     args = parse_args(argv)
@@ -92,6 +108,9 @@ def main(argv: list[str] | None = None) -> None:
     command = entry_point_command(argv) or shlex.join(["python", "scripts/make_demos.py", *args_given])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     bars = datasets.is_progress_bar_enabled()
+    handles = threading.current_thread() is threading.main_thread()  # only the main thread may set a handler
+    stops = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)} if handles else {}
+    _SIGNALS.clear()
     try:
         if args.convert:
             dd = convert_demos(args.convert, args.out, overwrite=args.overwrite)
@@ -101,15 +120,31 @@ def main(argv: list[str] | None = None) -> None:
                 args.level, args.counts, args.out, args.seed, args.num_proc, args.max_steps, args.time_limit,
                 overwrite=args.overwrite, command=command, chunk_size=args.chunk_size,
             )
-    except (FileExistsError, FileNotFoundError, ValueError) as err:
-        raise SystemExit(f"error: {err}") from err
+    except BaseException as err:
+        if isinstance(err, KeyboardInterrupt) or _SIGNALS:
+            stopped = "stopped" + ("" if args.convert else f": the same command goes on from the chunks saved in "
+                                                           f"{work_dir(args.out)}")
+            if argv is None and _SIGNALS:  # the process itself was told to end: end it now (the saved chunks are
+                print(stopped, file=sys.stderr, flush=True)  # whole, the lock dies with it, and so do the workers)
+                sys.stdout.flush()
+                os._exit(1)  # no exit handlers: a loaded machine can keep the pool's at-exit joins waiting for long
+            raise SystemExit(stopped) from None
+        if isinstance(err, (OSError, ValueError, RunFolderBusy)):  # FileExistsError, FileNotFoundError, a full disk
+            raise SystemExit(f"error: {err}") from err
+        raise
     finally:
+        for signum, handler in stops.items():
+            signal.signal(signum, handler or signal.SIG_DFL)
         if bars:
             datasets.enable_progress_bars()
     print(dd)
     print(f"saved to {args.out}")
     if args.push_to_hub:
-        print(push_demos_to_hub(args.out, args.push_to_hub))
+        try:
+            with hub_request("upload demonstrations to", args.push_to_hub):
+                print(push_demos_to_hub(args.out, args.push_to_hub))
+        except (HubRequestError, ValueError) as err:
+            raise SystemExit(f"error: {err} (the demonstrations are saved in {args.out})") from None
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..hub import push_run
+from ..hub import HubRequestError, push_run
 
 
 class _DryRunApi:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None, api: Any = None) -> Any:
     try:
         info = push_run(args.run, args.repo, api=api, private=args.private, dataset=args.dataset,
                         staging_dir=args.dry_run, base_models=args.base_model)
-    except (FileNotFoundError, FileExistsError, ValueError) as err:
+    except (FileNotFoundError, FileExistsError, ValueError, HubRequestError) as err:
         sys.exit(f"error: {err}")
     where = Path(args.dry_run) if args.dry_run else f"https://huggingface.co/{args.repo}"
     print(f"{info}\n-> {where}")

@@ -38,12 +38,15 @@ leaves all three as they were and stays unseen until the cache file is deleted. 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import json
 import logging
 import os
 import shlex
 import shutil
+import signal
 import tempfile
 import time
 from collections import Counter
@@ -71,8 +74,9 @@ from ..card_templates import template_path
 from ..envs.levels import resolve_level
 from ..envs.seeds import TEST_SEED_START
 from ..repo_ids import is_hub_repo_id
+from ..run_folder import LOCK_NAME, RunLock, read_json, write_json, writing
 from ..runtime import check_output_folder
-from .collator import CONVERT_COMMAND, FRAME_SHAPE, encode_frames
+from .collator import CELLS_PER_FRAME, CONVERT_COMMAND, FRAME_SHAPE, encode_frames
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +170,31 @@ def run_bot(
     return {**row, "observations": frames, "directions": directions, "actions": actions, "status": status}
 
 
+_PLAYER_PID: int | None = None  # the process in play_chunk: what it forks meanwhile ends with it
+
+
+def _end_with_player() -> None:
+    """In a process forked by :func:`play_chunk` (its pool's workers, the pool's manager): leave Ctrl-C to the
+    player, let the pool's terminate() kill it, and, on Linux, die with the player however that ends
+    (``PR_SET_PDEATHSIG``), so that a killed make_demos leaves nothing behind."""
+    global _PLAYER_PID
+    player, _PLAYER_PID = _PLAYER_PID, None  # what this process forks in turn is its own affair
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").prctl
+    except (OSError, AttributeError):  # not glibc: the pool's own terminate() is what ends the workers
+        return
+    pr_set_pdeathsig = 1
+    prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != player:  # the player died before the call above
+        os._exit(1)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _PLAYER_PID is not None and _end_with_player())
+
+
 def _generate_rows(seeds: list[int], level: str, max_steps: int | None, time_limit_s: float):
     """`Dataset.from_generator` target: one row per seed, dropped episodes included (by `status`)."""
     env = gym.make(level)
@@ -183,28 +212,43 @@ def play_chunk(
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     cache_dir: str | None = None,
 ) -> Dataset:
-    """One row per seed, in seed order, with a `status` column ("ok" or why the episode was dropped)."""
+    """One row per seed, in seed order, with a `status` column ("ok" or why the episode was dropped).
+
+    With ``num_proc`` > 1 the seeds are played in a pool of processes that ignore Ctrl-C and end with this one
+    (:func:`_end_with_player`)."""
+    global _PLAYER_PID
     features = demo_features(True)
     features["status"] = Value("string")
-    chunk = Dataset.from_generator(
-        _generate_rows,
-        features=features,
-        cache_dir=cache_dir,
-        gen_kwargs={"seeds": seeds, "level": level, "max_steps": max_steps, "time_limit_s": time_limit_s},
-        num_proc=num_proc if len(seeds) >= 2 * num_proc else None,
-        split=split,
-    )
+    _PLAYER_PID = os.getpid()
+    try:
+        chunk = Dataset.from_generator(
+            _generate_rows,
+            features=features,
+            cache_dir=cache_dir,
+            gen_kwargs={"seeds": seeds, "level": level, "max_steps": max_steps, "time_limit_s": time_limit_s},
+            num_proc=num_proc if len(seeds) >= 2 * num_proc else None,
+            split=split,
+        )
+    finally:
+        _PLAYER_PID = None
     if chunk.data.column("seed").to_pylist() != list(seeds):  # the processes' shards should come back in order
         chunk = chunk.sort("seed")
     return chunk
 
 
+def _kept_chunks(work: Path) -> str:
+    """What a failed write in ``work`` says: the chunks written so far are kept, and how to go on."""
+    return f"the chunks written so far are kept in {work.parent}: free space, then rerun the same command to go on"
+
+
 def _save_chunk(chunk: Dataset, path: Path) -> Dataset:
-    """Write `chunk` to `path` in one rename (a half-written chunk is never taken for a complete one)."""
+    """Write `chunk` to `path` in one rename (a half-written chunk is never taken for a complete one; a failed
+    write leaves none)."""
     partial = path.with_name(path.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    chunk.save_to_disk(str(partial))
-    os.replace(partial, path)
+    with writing(partial, then=_kept_chunks(path.parent)):
+        chunk.save_to_disk(str(partial))
+        os.replace(partial, path)
     return load_from_disk(str(path))
 
 
@@ -258,11 +302,15 @@ def generate_split(
             chunk, source = _read_chunk(path, episode_seeds(split, start, 1, dataset_seed)[0], missing), "read"
         else:
             seeds = episode_seeds(split, start, size, dataset_seed)
-            cache = cache_dir if work is None else str(work / f".cache-{index:05d}")
-            chunk, source = play_chunk(level, split, seeds, num_proc, max_steps, time_limit_s, cache), "played"
-            if path is not None:
-                chunk = _save_chunk(chunk, path)
+            if path is None:
+                chunk = play_chunk(level, split, seeds, num_proc, max_steps, time_limit_s, cache_dir)
+            else:
+                cache = work / f".cache-{index:05d}"  # the rows as played, removed however the chunk ends
+                with writing(cache, then=_kept_chunks(work)):
+                    chunk = _save_chunk(play_chunk(level, split, seeds, num_proc, max_steps, time_limit_s,
+                                                   str(cache)), path)
                 shutil.rmtree(cache, ignore_errors=True)
+            source = "played"
             played += len(chunk)
         status = chunk.data.column("status").to_pylist()
         ok = [i for i, s in enumerate(status) if s == STATUS_OK]
@@ -348,7 +396,7 @@ def _claim_work_dir(work: Path, arguments: dict[str, Any]) -> bool:
     """
     record = work / "arguments.json"
     if record.exists():
-        before = json.loads(record.read_text())
+        before = read_json(record, fix=f"delete {work} to start over")
         differ = [f"{k}: {before.get(k)!r} there, {arguments.get(k)!r} now"
                   for k in sorted(set(before) | set(arguments)) if before.get(k) != arguments.get(k)]
         if differ:
@@ -357,10 +405,10 @@ def _claim_work_dir(work: Path, arguments: dict[str, Any]) -> bool:
                 f"its arguments to finish it, or delete {work} to start over"
             )
         return True
-    if work.exists() and any(work.iterdir()):
+    if work.exists() and any(p.name != LOCK_NAME for p in work.iterdir()):
         raise ValueError(f"{work} exists without arguments.json: not a make_demos work folder; move or delete it")
     work.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(arguments, indent=2) + "\n")
+    write_json(record, arguments)
     return False
 
 
@@ -382,17 +430,33 @@ def make_demos(
     that folder is there, it is an interrupted run: its arguments must equal these (else ValueError naming the
     ones that differ; `num_proc` and `chunk_size` do not change the data and may differ), and generation goes on
     from its chunks. The folder is removed once `out` is complete. Refuses a non-empty `out` unless `overwrite`
-    (which replaces it only once generation succeeded).
+    (which replaces it only once generation succeeded). The lock of that folder (:class:`RunLock`) is held
+    throughout: a second make_demos on the same `out` meanwhile is refused (``RunFolderBusy``, naming the first).
+    A full disk is one ``OSError`` naming the file; the chunks saved before it are kept.
     """
     level = resolve_level(level)
     if set(counts) != set(SPLITS) or any(c < 0 for c in counts.values()) or not sum(counts.values()):
         raise ValueError(f"counts must give each of {SPLITS} a count >= 0, not all zero; got {counts}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    out = Path(out)
+    out, work = Path(out), work_dir(Path(out))
+    fresh = not work.exists()
+    try:
+        with RunLock(work, command or None, busy="wait for it to finish, or write another --out"):
+            _make_demos_locked(level, counts, out, work, dataset_seed, num_proc, max_steps, time_limit_s,
+                               overwrite, command, chunk_size)
+    finally:
+        if fresh and work.is_dir() and [p.name for p in work.iterdir()] == [LOCK_NAME]:  # refused at once
+            shutil.rmtree(work, ignore_errors=True)
+    return load_demos(out)
+
+
+def _make_demos_locked(level: str, counts: dict[str, int], out: Path, work: Path, dataset_seed: int, num_proc: int,
+                       max_steps: int | None, time_limit_s: float, overwrite: bool, command: str,
+                       chunk_size: int) -> None:
+    """:func:`make_demos` while it holds the lock of ``work``: nothing else writes ``out`` meanwhile."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise FileExistsError(f"{out} exists and is not empty; pass overwrite=True (--overwrite) to replace")
-    work = work_dir(out)
     arguments = {"level": level, **counts, "dataset_seed": dataset_seed, "max_steps": max_steps,
                  "time_limit_s": time_limit_s, "observations": OBSERVATIONS_FEATURE.dtype}
     if _claim_work_dir(work, arguments):
@@ -414,20 +478,20 @@ def make_demos(
     final = work / "dataset"  # complete before it becomes `out`, in one rename
     shutil.rmtree(final, ignore_errors=True)
     logger.info("saving %s to %s", ", ".join(f"{len(ds)} {s}" for s, ds in splits.items()), out)
-    empty = {s: 1 for s, ds in splits.items() if len(ds) == 0}  # datasets writes no shard for an empty split
-    DatasetDict(splits).save_to_disk(str(final), num_shards=empty)
-    stats = {s: split_stats(ds) for s, ds in load_from_disk(str(final)).items()}
-    info = {"level": level, "dataset_seed": dataset_seed, "splits": stats, "dropped": dict(dropped),
-            "max_steps": max_steps, "time_limit_s": time_limit_s, "command": command}
-    (final / "stats.json").write_text(json.dumps(info, indent=2))
-    render_dataset_card(level, stats, dict(dropped), command).save(final / "README.md")
-    write_checksums(final)  # of the files `out` will hold: the rename below moves them unchanged
+    with writing(final, then=_kept_chunks(work)):
+        empty = {s: 1 for s, ds in splits.items() if len(ds) == 0}  # datasets writes no shard for an empty split
+        DatasetDict(splits).save_to_disk(str(final), num_shards=empty)
+        stats = {s: split_stats(ds) for s, ds in load_from_disk(str(final)).items()}
+        info = {"level": level, "dataset_seed": dataset_seed, "splits": stats, "dropped": dict(dropped),
+                "max_steps": max_steps, "time_limit_s": time_limit_s, "command": command}
+        write_json(final / "stats.json", info)
+        render_dataset_card(level, stats, dict(dropped), command).save(final / "README.md")
+        write_checksums(final)  # of the files `out` will hold: the rename below moves them unchanged
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.exists():
         shutil.rmtree(out) if out.is_dir() else out.unlink()
     os.replace(final, out)
     shutil.rmtree(work)
-    return load_demos(out)
 
 
 def require_cell_codes(data: Dataset | DatasetDict, path: str | Path) -> None:
@@ -439,6 +503,43 @@ def require_cell_codes(data: Dataset | DatasetDict, path: str | Path) -> None:
                 f"{path} ({name}) stores observations as {feature}, not as one-byte cell codes; convert it with "
                 f"`{CONVERT_COMMAND.replace('OLD_DIR', shlex.quote(str(path)))}`"
             )
+
+
+#: The bounds of the small integer columns: MiniGrid's four headings and seven actions.
+COLUMN_RANGES = {"directions": (0, 3), "actions": (0, 6)}
+
+
+def check_demo_columns(ds: Dataset, split: str, path: str | Path, with_instruction: bool | None = None,
+                       regenerate: str | None = None) -> None:
+    """Refuse a split that lacks a column of :func:`demo_features` (``instruction`` everywhere but ``unpaired``,
+    unless ``with_instruction`` says otherwise), whose directions or actions lie outside :data:`COLUMN_RANGES`, or
+    whose rows hold frames, directions and actions of different lengths: one ValueError naming the split, the
+    column and ``regenerate``, the command that writes it again (default: :func:`regenerate_command`)."""
+    with_instruction = split != "unpaired" if with_instruction is None else with_instruction
+    fix = f"regenerate it with `{regenerate or regenerate_command(path)}`"
+    missing = [c for c in demo_features(with_instruction) if c not in ds.column_names]
+    if missing:
+        raise ValueError(f"{path}: split {split!r} has no {', '.join(map(repr, missing))} column (it has "
+                         f"{', '.join(ds.column_names)}); {fix}")
+    if not len(ds) or ds._indices is not None:  # a selection: its table holds rows the split does not
+        return
+    table = ds.data
+    for column, (low, high) in COLUMN_RANGES.items():
+        bounds = pc.min_max(pc.list_flatten(table.column(column)))
+        lowest, highest = bounds["min"].as_py(), bounds["max"].as_py()
+        if lowest is not None and (lowest < low or highest > high):
+            bad = lowest if lowest < low else highest
+            raise ValueError(f"{path}: split {split!r}, column {column!r} holds {bad}, outside {low}..{high}; {fix}")
+    steps = pc.list_value_length(table.column("actions"))
+    checks = (("directions", pc.list_value_length(table.column("directions")), steps, "directions"),
+              ("observations", pc.binary_length(table.column("observations")), pc.multiply(steps, CELLS_PER_FRAME),
+               f"cell codes ({CELLS_PER_FRAME} a frame)"))
+    for column, lengths, expected, unit in checks:
+        unequal = pc.not_equal(lengths, expected)
+        if pc.any(unequal).as_py():
+            row = pc.index(unequal, True).as_py()
+            raise ValueError(f"{path}: split {split!r}, row {row} holds {lengths[row].as_py()} {unit} in column "
+                             f"{column!r} for {steps[row].as_py()} actions; {fix}")
 
 
 def _sha256(file: Path) -> str:
@@ -519,14 +620,15 @@ def _write_checksum_cache(file: Path | None, cache: dict[str, Any]) -> None:
 _UNCHECKED: set[Path] = set()  # datasets without checksums already reported
 
 
-def verify_checksums(path: str | Path) -> None:
+def verify_checksums(path: str | Path, regenerate: str | None = None) -> None:
     """Check each arrow file of `path` against its ``CHECKSUMS_FILE``; ValueError (one line) naming the first that
-    differs. Digests are cached by file path, size, mtime and ctime (see the module docstring), so a second call
-    reads no file again. A dataset without ``CHECKSUMS_FILE`` passes unchecked."""
+    differs and ``regenerate``, the command that writes `path` again (default: :func:`regenerate_command`).
+    Digests are cached by file path, size, mtime and ctime (see the module docstring), so a second call reads no
+    file again. A dataset without ``CHECKSUMS_FILE`` passes unchecked."""
     path = Path(path)
     record = path / CHECKSUMS_FILE
-    ways_out = (f"regenerate the dataset with `{regenerate_command(path)}`, or, if you changed it on purpose, skip "
-                f"this check with load_demos(..., verify=False) or {SKIP_CHECKSUMS_ENV}=1")
+    ways_out = (f"regenerate the dataset with `{regenerate or regenerate_command(path)}`, or, if you changed it on "
+                f"purpose, skip this check with load_demos(..., verify=False) or {SKIP_CHECKSUMS_ENV}=1")
     if not record.exists():
         if path not in _UNCHECKED:
             _UNCHECKED.add(path)
@@ -570,9 +672,9 @@ def _skip_checksums() -> bool:
     return os.environ.get(SKIP_CHECKSUMS_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
-def _unreadable_message(path: Path, err: BaseException) -> str:
-    """One line naming the arrow file of `path` that pyarrow cannot read (found by reading each) and the command
-    that regenerates it."""
+def unreadable_message(path: Path, err: BaseException, regenerate: str | None = None) -> str:
+    """One line naming the arrow file of `path` that pyarrow cannot read (found by reading each) and ``regenerate``,
+    the command that writes it again (default: :func:`regenerate_command`)."""
     broken = None
     for file in sorted(path.rglob("*.arrow")):
         try:
@@ -583,7 +685,8 @@ def _unreadable_message(path: Path, err: BaseException) -> str:
             break
     detail = " ".join(f"{type(err).__name__}: {err}".split())
     what = f"{broken} cannot be read" if broken is not None else f"{path} cannot be read"
-    return f"{what} ({detail}): it is damaged or cut short; regenerate the dataset with `{regenerate_command(path)}`"
+    return (f"{what} ({detail}): it is damaged or cut short; regenerate the dataset with "
+            f"`{regenerate or regenerate_command(path)}`")
 
 
 def _hub_snapshot(name: str) -> Path | None:
@@ -622,12 +725,14 @@ def load_demos(path: str | Path, verify: bool = True) -> DatasetDict:
     except FileNotFoundError as err:
         raise ValueError(f"{path} is not a dataset saved with save_to_disk ({err})") from err
     except (OSError, pa.ArrowException) as err:
-        raise ValueError(_unreadable_message(path, err)) from err
+        raise ValueError(unreadable_message(path, err)) from err
     if not isinstance(dd, DatasetDict):
         raise ValueError(f"{path} holds a single Dataset, expected a DatasetDict with splits {SPLITS}")
     if "paired" not in dd:
         raise ValueError(f"{path} has no 'paired' split (splits: {list(dd)})")
     require_cell_codes(dd, path)
+    for split, ds in dd.items():
+        check_demo_columns(ds, split, path)
     return dd
 
 
