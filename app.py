@@ -2,16 +2,22 @@
 the speaker says of the same trajectory, or let the bot play a seed and hear the speaker describe it.
 
     pip install -e ".[space]"
-    python app.py --model outputs/quickstart/msvae/best      # a saved model folder or a Hub id; needs no network
-    python app.py --model outputs/quickstart/msvae/best --port 7861 --share   # a public link (Gradio's)
+    python app.py --model outputs/quickstart/msvae/best      # saved model folders or Hub ids; needs no network
+    python app.py --model runs/a/best runs/b/best --port 7861 --share   # two models, a public link (Gradio's)
+    python app.py --allow-any-model                           # local use: a free field for any folder or Hub id
 
-On a Space this file is the entry point (the Spaces convention); set ``MSVAE_MODEL`` to the model's Hub id.
+The Space serves only the models it was started with (a menu); a free model field only with --allow-any-model.
+Instructions are read as the model reads them (lower case, surrounding punctuation dropped, at most
+``MAX_INSTRUCTION_CHARS`` characters); a word outside its vocabulary is named in the page, with the words it knows.
+Requests are served one at a time, at most ``QUEUE_SIZE`` waiting. On a Space this file is the entry point (the
+Spaces convention); set ``MSVAE_MODEL`` to the model's Hub id (several: separated by commas).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -23,24 +29,75 @@ import msvae_hf  # noqa: F401  (registers the Auto classes and the Local levels)
 from msvae_hf.envs.levels import BOSS_LOCAL_ID, GOTOSEQ_LOCAL_ID, resolve_level
 from msvae_hf.metrics import spl
 from msvae_hf.render import save_episode_gif
+from msvae_hf.repo_ids import is_hub_repo_id
 from msvae_hf.rollout import BotPolicy, EpisodeResult, rollout
 
 LEVELS = ["BossLocal", "GoToSeqLocal", "GoToLocal", "PickupLoc", "PutNextLocal"]
 """The levels offered: the paper's two (`msvae_hf.envs.levels`) and BabyAI's other one-room levels."""
 assert resolve_level(LEVELS[0]) == BOSS_LOCAL_ID and resolve_level(LEVELS[1]) == GOTOSEQ_LOCAL_ID
-DEFAULT_MODEL = os.environ.get("MSVAE_MODEL", "outputs/quickstart/msvae/best")
+DEFAULT_MODELS = [m.strip() for m in os.environ.get("MSVAE_MODEL", "outputs/quickstart/msvae/best").split(",")
+                  if m.strip()]
+#: The longest instruction read (BabyAI's Local missions have at most 137 characters): time and memory of a
+#: request grow with it.
+MAX_INSTRUCTION_CHARS = 300
+#: Requests waiting beyond the one being served; more are turned away with Gradio's "queue is full".
+QUEUE_SIZE = 16
+#: Seeds a visitor may ask for (gymnasium's reset takes any non-negative integer; these fit every RNG).
+MAX_SEED = 2**31 - 1
+#: What the page says of the outcome: the episode's own mission judges it, not the typed instruction.
+JUDGED = "judged by the episode's own mission, not by the instruction typed"
 
 
 @functools.lru_cache(maxsize=4)
 def load_model(source: str):
-    """A saved MS-VAE, follower or speaker from a folder or a Hub id (with its tokenizer), in eval mode."""
+    """A saved MS-VAE, follower or speaker from a folder or a Hub id (with its tokenizer), in eval mode. A name that
+    reads as a local path (``msvae_hf.repo_ids.is_hub_repo_id``) and does not exist is refused at once."""
+    if not is_hub_repo_id(source) and not Path(source).exists():
+        raise gr.Error(f"no such folder: {source!r} (a model is a saved folder or a Hub id, user/name)")
     try:
         model = AutoModel.from_pretrained(source)
     except (OSError, ValueError) as err:
-        raise gr.Error(f"cannot load a model from {source!r}: {err}") from err
+        raise gr.Error(f"cannot load a model from {source!r}: {' '.join(str(err).split())}") from err
     if model.tokenizer is None:
         raise gr.Error(f"{source!r} has no tokenizer.json beside its weights: save it with its tokenizer")
     return model.eval()
+
+
+def model_levels(source: str) -> list[str]:
+    """``LEVELS`` with the level ``source`` was trained on first, where its run folder's results.json says."""
+    results = Path(source).parent / "results.json"
+    try:
+        trained = json.loads(results.read_text(encoding="utf-8")).get("level") if results.is_file() else None
+    except (OSError, ValueError):
+        trained = None
+    own = [name for name in LEVELS if trained and resolve_level(name) == trained]
+    return own + [name for name in LEVELS if name not in own]
+
+
+def check_seed(seed: float | None) -> int:
+    """A visitor's seed as an int in [0, MAX_SEED], or gr.Error saying what a seed is."""
+    if seed is None or seed != seed or float(seed) != int(seed) or not 0 <= int(seed) <= MAX_SEED:
+        raise gr.Error(f"the seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
+    return int(seed)
+
+
+def check_length(text: str) -> None:
+    """gr.Error for an instruction over MAX_INSTRUCTION_CHARS, before any work is spent on it."""
+    if len(text) > MAX_INSTRUCTION_CHARS:
+        raise gr.Error(f"the instruction has {len(text)} characters; at most {MAX_INSTRUCTION_CHARS} are read "
+                       "(BabyAI's missions have fewer than 140)")
+
+
+def read_instruction(text: str, tokenizer) -> str:
+    """The typed instruction as the model reads it: at most MAX_INSTRUCTION_CHARS, lower case, surrounding
+    punctuation and repeated spaces dropped; gr.Error naming the words outside the vocabulary and the ones in it."""
+    check_length(text)
+    text = " ".join(text.lower().split()).strip(" .!?;:'\"")
+    unknown = sorted(set(tokenizer.unknown_words(text)))
+    if unknown:
+        known = sorted(w for w in tokenizer.get_vocab() if w not in tokenizer.all_special_tokens)
+        raise gr.Error(f"unknown words: {', '.join(unknown)}; this model knows: {', '.join(known)}")
+    return text
 
 
 def _speaker_says(model, episode: EpisodeResult) -> str:
@@ -53,7 +110,7 @@ def _show(episode: EpisodeResult, said: str, instruction: str, out_dir: str | No
           bot_steps: int | None = None) -> tuple[str, str]:
     gif = save_episode_gif(episode.frames, Path(out_dir or tempfile.mkdtemp()) / f"{name}.gif", instruction,
                            caption=said)
-    outcome = f"{'success' if episode.success else 'failure'} in {episode.steps} steps (judged by the mission)"
+    outcome = f"{'success' if episode.success else 'failure'} in {episode.steps} steps ({JUDGED})"
     if bot_steps is not None:  # SPL against the bot on this episode (msvae_hf.metrics.spl)
         outcome += f"; the bot takes {bot_steps} (SPL {spl(episode.success, episode.steps, bot_steps):.2f})"
     return str(gif), (f"mission: {episode.instruction}\ninstruction followed: {instruction}\n"
@@ -63,60 +120,100 @@ def _show(episode: EpisodeResult, said: str, instruction: str, out_dir: str | No
 def follow(source: str, level: str, seed: float, instruction: str, out_dir: str | None = None) -> tuple[str, str]:
     """Roll the model out on ``level``'s episode ``seed`` following ``instruction`` (empty: the env's mission);
     returns the rollout's GIF and what happened, with the speaker's description of the trajectory."""
+    seed = check_seed(seed)
+    check_length(instruction or "")
     model = load_model(source)
     if not hasattr(model, "follow"):
         raise gr.Error("this model is a speaker: it cannot follow; use the Bot tab")
-    given = {"instructions": [instruction.strip()]} if instruction.strip() else {}
-    episode = model.follow(resolve_level(level), [int(seed)], record_frames=True, record_observations=True,
-                           **given)[0]
-    bot_steps = rollout(BotPolicy(), resolve_level(level), [int(seed)])[0].steps
-    return _show(episode, _speaker_says(model, episode), instruction.strip() or episode.instruction, out_dir,
-                 f"follow_{level}_{int(seed)}", bot_steps)
+    typed = read_instruction(instruction or "", model.tokenizer)
+    given = {"instructions": [typed]} if typed else {}
+    episode = model.follow(resolve_level(level), [seed], record_frames=True, record_observations=True, **given)[0]
+    bot_steps = rollout(BotPolicy(), resolve_level(level), [seed])[0].steps
+    return _show(episode, _speaker_says(model, episode), typed or episode.instruction, out_dir,
+                 f"follow_{level}_{seed}", bot_steps)
 
 
 def bot(source: str, level: str, seed: float, out_dir: str | None = None) -> tuple[str, str]:
     """The bot plays ``level``'s episode ``seed``; returns its GIF and the speaker's description beside the
     mission."""
+    seed = check_seed(seed)
     model = load_model(source)
-    episode = rollout(BotPolicy(), resolve_level(level), [int(seed)], record_frames=True, record_observations=True)[0]
-    return _show(episode, _speaker_says(model, episode), episode.instruction, out_dir, f"bot_{level}_{int(seed)}")
+    episode = rollout(BotPolicy(), resolve_level(level), [seed], record_frames=True, record_observations=True)[0]
+    return _show(episode, _speaker_says(model, episode), episode.instruction, out_dir, f"bot_{level}_{seed}")
 
 
-def build(model: str = DEFAULT_MODEL) -> gr.Blocks:
-    """The Space: a model field and two tabs (Follow, Bot), each a GIF and a text."""
+def served_only(models: list[str], allow_any: bool):
+    """A check of a request's model: one of ``models`` (the Space's), unless ``allow_any``; gr.Error otherwise,
+    naming the models served (never a path the visitor typed)."""
+    def check(source: str) -> str:
+        if not allow_any and source not in models:
+            raise gr.Error(f"this Space serves only {', '.join(models)}")
+        return source
+    return check
+
+
+def build(models: list[str] | str = DEFAULT_MODELS, allow_any: bool = False) -> gr.Blocks:
+    """The Space: a menu of ``models`` (a free model field with ``allow_any``, for local use) and two tabs (Follow,
+    Bot), each a GIF and a text; one request at a time, at most QUEUE_SIZE waiting."""
+    models = [models] if isinstance(models, str) else list(models)
+    if not models:
+        raise ValueError("no model to serve: give at least one --model")
+    check = served_only(models, allow_any)
+    levels = model_levels(models[0])
+
+    def follow_served(source: str, level: str, seed: float, instruction: str) -> tuple[str, str]:
+        return follow(check(source), level, seed, instruction)
+
+    def bot_served(source: str, level: str, seed: float) -> tuple[str, str]:
+        return bot(check(source), level, seed)
+
     with gr.Blocks(title="MS-VAE: instruction following and speaking in BabyAI") as demo:
         gr.Markdown("# MS-VAE\nFollow an instruction in a BabyAI level, or let the bot play and the speaker describe "
-                    "it (Akuzawa, Iwasawa, Matsuo, IJCAI 2022; package `msvae-hf`).")
-        source = gr.Textbox(model, label="model (a saved folder or a Hub id)")
+                    "it (Akuzawa, Iwasawa, Matsuo, IJCAI 2022; package `msvae-hf`). Success is "
+                    f"{JUDGED}. One request is served at a time, at most {QUEUE_SIZE} wait.")
+        if allow_any:
+            source = gr.Textbox(models[0], label="model (a saved folder or a Hub id)")
+        else:
+            source = gr.Dropdown(models, value=models[0], label="model")
         with gr.Tab("Follow"):
             with gr.Row():
-                level = gr.Dropdown(LEVELS, value=LEVELS[0], label="level")
-                seed = gr.Number(1_000_000_000, precision=0, label="seed")
-            instruction = gr.Textbox(label="instruction (empty: the episode's own mission)")
+                level = gr.Dropdown(levels, value=levels[0], label="level (the model's own first)")
+                seed = gr.Number(1_000_000_000, precision=0, minimum=0, maximum=MAX_SEED, label="seed")
+            instruction = gr.Textbox(label="instruction (empty: the episode's own mission)",
+                                     max_length=MAX_INSTRUCTION_CHARS)
             run = gr.Button("Follow", variant="primary")
             with gr.Row():
                 gif = gr.Image(label="rollout", type="filepath")
                 text = gr.Textbox(label="what happened", lines=4)
-            run.click(follow, [source, level, seed, instruction], [gif, text])
+            run.click(follow_served, [source, level, seed, instruction], [gif, text], api_name="follow")
         with gr.Tab("Bot"):
             with gr.Row():
-                bot_level = gr.Dropdown(LEVELS, value=LEVELS[0], label="level")
-                bot_seed = gr.Number(1_000_000_000, precision=0, label="seed")
+                bot_level = gr.Dropdown(levels, value=levels[0], label="level (the model's own first)")
+                bot_seed = gr.Number(1_000_000_000, precision=0, minimum=0, maximum=MAX_SEED, label="seed")
             play = gr.Button("Let the bot play", variant="primary")
             with gr.Row():
                 bot_gif = gr.Image(label="the bot's episode", type="filepath")
                 bot_text = gr.Textbox(label="the speaker's description", lines=4)
-            play.click(bot, [source, bot_level, bot_seed], [bot_gif, bot_text])
-    return demo
+            play.click(bot_served, [source, bot_level, bot_seed], [bot_gif, bot_text], api_name="bot")
+
+        def relevel(chosen: str):
+            order = model_levels(chosen)
+            return gr.update(choices=order, value=order[0]), gr.update(choices=order, value=order[0])
+
+        source.change(relevel, source, [level, bot_level], api_name=False)
+    return demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=DEFAULT_MODEL, help="a saved model folder or a Hub id ($MSVAE_MODEL)")
+    parser.add_argument("--model", nargs="+", default=DEFAULT_MODELS,
+                        help="the saved model folders or Hub ids served ($MSVAE_MODEL, comma-separated)")
+    parser.add_argument("--allow-any-model", action="store_true",
+                        help="a free model field: any folder on this machine or Hub id (local use only)")
     parser.add_argument("--port", type=int, default=7860)
     parser.add_argument("--share", action="store_true", help="also a public link through Gradio's servers")
     args = parser.parse_args()
-    build(args.model).launch(server_port=args.port, share=args.share)
+    build(args.model, allow_any=args.allow_any_model).launch(server_port=args.port, share=args.share)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ Chromium and its driver are installed (`apt-get install chromium chromium-driver
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 from pathlib import Path
@@ -60,13 +61,62 @@ def test_the_bot_plays_and_a_speaker_describes_it(saved, tmp_path):
 def test_bad_models_are_named(saved, tmp_path):
     with pytest.raises(gr.Error, match="this model is a speaker: it cannot follow"):
         app.follow(saved["speaker"], "GoToLocal", 1, "go to the red ball")
-    with pytest.raises(gr.Error, match="cannot load a model from"):
+    with pytest.raises(gr.Error, match=r"no such folder: '.*nothing' \(a model is a saved folder or a Hub id"):
         app.follow(str(tmp_path / "nothing"), "GoToLocal", 1, "")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(gr.Error, match="cannot load a model from"):
+        app.follow(str(tmp_path / "empty"), "GoToLocal", 1, "")
     no_tokenizer = tmp_path / "no_tokenizer"
     shutil.copytree(saved["msvae"], no_tokenizer)
     (no_tokenizer / "tokenizer.json").unlink()
     with pytest.raises(gr.Error, match="no tokenizer.json"):
         app.bot(str(no_tokenizer), "GoToLocal", 1)
+
+
+def test_an_instruction_is_read_as_the_model_reads_it(saved, tmp_path):
+    """Case, surrounding punctuation and spaces are normalised; the rollout equals the one told the clean text."""
+    _, typed = app.follow(saved["msvae"], "GoToLocal", 1_000_000_007, "  Go to the RED ball. ", out_dir=str(tmp_path))
+    _, clean = app.follow(saved["msvae"], "GoToLocal", 1_000_000_007, "go to the red ball", out_dir=str(tmp_path))
+    assert typed.splitlines()[1] == "instruction followed: go to the red ball" and typed == clean
+
+
+def test_unknown_words_are_named_with_the_words_the_model_knows(saved, tok):
+    with pytest.raises(gr.Error) as info:
+        app.follow(saved["msvae"], "GoToLocal", 1, "go to the crimson ball quickly")
+    message = info.value.message
+    assert message.startswith("unknown words: crimson, quickly; this model knows: ")
+    assert set(message.split("knows: ")[1].split(", ")) >= {"go", "red", "ball"}
+
+
+def test_an_over_long_instruction_is_refused_before_any_work(saved, monkeypatch):
+    monkeypatch.setattr(app, "load_model", lambda source: pytest.fail("loaded a model for a refused request"))
+    text = "go to the red ball " * 400
+    with pytest.raises(gr.Error, match=rf"the instruction has {len(text)} characters; at most "
+                                       rf"{app.MAX_INSTRUCTION_CHARS} are read"):
+        app.read_instruction(text, None)
+    with pytest.raises(gr.Error, match="the instruction has"):
+        app.follow(saved["msvae"], "GoToLocal", 1, text)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, None, float("nan"), 2**31])
+def test_bad_seeds_are_named(saved, seed):
+    for call in (lambda: app.follow(saved["msvae"], "GoToLocal", seed, ""), lambda: app.bot(saved["msvae"],
+                                                                                        "GoToLocal", seed)):
+        with pytest.raises(gr.Error, match=rf"the seed must be a whole number from 0 to {app.MAX_SEED}"):
+            call()
+
+
+def test_the_space_serves_only_its_models_and_offers_their_level_first(saved, tmp_path):
+    check = app.served_only([saved["msvae"]], allow_any=False)
+    assert check(saved["msvae"]) == saved["msvae"]
+    with pytest.raises(gr.Error, match=rf"this Space serves only {saved['msvae']}"):
+        check("/etc")
+    assert app.served_only([saved["msvae"]], allow_any=True)("/etc") == "/etc"
+    run = tmp_path / "run"
+    shutil.copytree(saved["msvae"], run / "best")
+    (run / "results.json").write_text('{"level": "BabyAI-GoToSeqLocal-v0"}')
+    assert app.model_levels(str(run / "best"))[0] == "GoToSeqLocal"
+    assert sorted(app.model_levels(str(run / "best"))) == sorted(app.LEVELS) == sorted(app.model_levels("x/y"))
 
 
 def _free_port() -> int:
@@ -97,6 +147,28 @@ def test_the_app_serves_both_tabs_over_http(served):
     assert Path(gif).is_file() and text.splitlines()[1] == "instruction followed: go to the red ball"
     gif, text = client.predict(source, "GoToSeqLocal", 1_000_000_001, api_name="/bot")
     assert Path(gif).is_file() and "success in" in text
+
+
+def test_a_stranger_over_http_gets_reasons_not_bare_errors(served, saved):
+    """What a visitor may type, sent as the browser sends it: a capitalised instruction with a full stop is read;
+    an unknown word, an over-long instruction, a negative seed and a model the Space was not started with each come
+    back as their reason, and the server answers the next request."""
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    client = Client(served, verbose=False)
+    _, text = client.predict(saved["msvae"], "GoToLocal", 1_000_000_007, "Go to the red ball.", api_name="/follow")
+    assert text.splitlines()[1] == "instruction followed: go to the red ball"
+    for model, seed, instruction, reason in [
+        (saved["msvae"], 1, "go to the crimson ball", "unknown words: crimson; this model knows: "),
+        (saved["msvae"], 1, "go to the red ball " * 400, "the instruction has 7600 characters"),
+        (saved["msvae"], -1, "", "Value -1 is less than minimum value 0"),  # the page's own check
+        ("/etc", 1, "", "/etc is not in the list of choices"),  # Gradio's check; app.served_only behind it
+    ]:
+        with pytest.raises(AppError, match=re.escape(reason)):
+            client.predict(model, "GoToLocal", seed, instruction, api_name="/follow")
+    gif, _ = client.predict(saved["msvae"], "GoToSeqLocal", 1_000_000_001, api_name="/bot")
+    assert Path(gif).is_file()
 
 
 @pytest.mark.skipif(shutil.which("chromedriver") is None, reason="needs Chromium's driver (chromium-driver)")
