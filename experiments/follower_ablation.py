@@ -22,13 +22,14 @@ Variants (``follower_conditioning`` / ``previous_action_input``):
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from result_tables.follower import VARIANTS, table_follower_ablation
+
+from msvae_hf.run_folder import read_json, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = (0, 1, 2)
@@ -51,11 +52,11 @@ def command(level: str, variant: str, seed: int, threads: int) -> list[str]:
 def write_record(out: Path, path: Path, level: str, name: str, seed: int, command: str) -> dict:
     """The record of a finished run folder ``out`` (config, commit, machine, seconds per update, validation
     curve, test metrics) at ``path``, written atomically."""
-    results = json.loads((out / "results.json").read_text())
+    results = read_json(out / "results.json")
     train_s = results["wall_time_s"] - results.get("validation_time_s", 0.0)
     record = {
         "level": level, "variant": name, "seed": seed,
-        "model": {k: v for k, v in json.loads((out / "best" / "config.json").read_text()).items()
+        "model": {k: v for k, v in read_json(out / "best" / "config.json").items()
                   if k in ("follower_attention", "follower_conditioning", "previous_action_input")},
         "command": command, "commit": results.get("commit"), "machine": results.get("machine"),
         "updates": results["updates"], "seconds_per_update": round(train_s / results["updates"], 4),
@@ -63,9 +64,7 @@ def write_record(out: Path, path: Path, level: str, name: str, seed: int, comman
         "history": results["history"], "test": results["test"],
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    tmp.replace(path)
+    write_json(path, record)
     return record
 
 
