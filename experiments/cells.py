@@ -131,6 +131,9 @@ _SPEAKER_FOLLOWER_FRONT = Row("speaker-follower, labels by the front-cell pre-tr
 GOTOSEQLOCAL_ROWS: dict[str, Row] = {
     "follower_m100k_attention_film": Row("follower, w/ attention, FiLM, no previous action, M = 100k pairs, 4000 "
                                          "updates", "architectures", ("demos_pairs_100k",), (0,)),
+    "follower_m100k_attention_film_10k": Row("follower, w/ attention, FiLM, no previous action, M = 100k pairs, "
+                                             "10,000 updates", "architectures", ("demos_pairs_100k",), (0,),
+                                             continues="follower_m100k_attention_film"),
     "msvae_v_4000": Row("MS-VAE + V, 4000 updates", "budget", BASELINES, continues="msvae_v"),
     "speaker_follower_4000": Row("speaker-follower, 4000 updates", "budget", ("labels/speaker",),
                                  continues="speaker_follower"),
