@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -76,7 +77,7 @@ def model_levels(source: str) -> list[str]:
 
 def check_seed(seed: float | None) -> int:
     """A visitor's seed as an int in [0, MAX_SEED], or gr.Error saying what a seed is."""
-    if seed is None or seed != seed or float(seed) != int(seed) or not 0 <= int(seed) <= MAX_SEED:
+    if seed is None or not math.isfinite(seed) or float(seed) != int(seed) or not 0 <= int(seed) <= MAX_SEED:
         raise gr.Error(f"the seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
     return int(seed)
 
@@ -93,7 +94,8 @@ def read_instruction(text: str, tokenizer) -> str:
     punctuation and repeated spaces dropped; gr.Error naming the words outside the vocabulary and the ones in it."""
     check_length(text)
     text = " ".join(text.lower().split()).strip(" .!?;:'\"")
-    unknown = sorted(set(tokenizer.unknown_words(text)))
+    specials = set(tokenizer.all_special_tokens)  # "<eos>" typed is no word: the model would read an end mid-text
+    unknown = sorted(set(tokenizer.unknown_words(text)) | {w for w in text.split() if w in specials})
     if unknown:
         known = sorted(w for w in tokenizer.get_vocab() if w not in tokenizer.all_special_tokens)
         raise gr.Error(f"unknown words: {', '.join(unknown)}; this model knows: {', '.join(known)}")
@@ -185,7 +187,8 @@ def build(models: list[str] | str = DEFAULT_MODELS, allow_any: bool = False) -> 
             with gr.Row():
                 gif = gr.Image(label="rollout", type="filepath")
                 text = gr.Textbox(label="what happened", lines=4)
-            run.click(follow_served, [source, level, seed, instruction], [gif, text], api_name="follow")
+            run.click(follow_served, [source, level, seed, instruction], [gif, text], api_name="follow",
+                      concurrency_id="rollout", concurrency_limit=1)
         with gr.Tab("Bot"):
             with gr.Row():
                 bot_level = gr.Dropdown(levels, value=levels[0], label="level (the model's own first)")
@@ -194,7 +197,8 @@ def build(models: list[str] | str = DEFAULT_MODELS, allow_any: bool = False) -> 
             with gr.Row():
                 bot_gif = gr.Image(label="the bot's episode", type="filepath")
                 bot_text = gr.Textbox(label="the speaker's description", lines=4)
-            play.click(bot_served, [source, bot_level, bot_seed], [bot_gif, bot_text], api_name="bot")
+            play.click(bot_served, [source, bot_level, bot_seed], [bot_gif, bot_text], api_name="bot",
+                       concurrency_id="rollout", concurrency_limit=1)  # one rollout at a time, of either tab
 
         def relevel(chosen: str):
             order = model_levels(chosen)

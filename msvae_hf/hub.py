@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
-from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from huggingface_hub.repocard import RepoCard
 from huggingface_hub.utils import validate_repo_id
 from safetensors import safe_open
@@ -105,8 +105,9 @@ def render_model_card(
     )
 
 
-class HubRequestError(RuntimeError):
-    """The Hub refused a request or could not be reached: one line saying what to do (nothing local changed)."""
+class HubRequestError(OSError):
+    """The Hub refused a request or could not be reached: one line saying what to do (nothing local changed); the
+    Hub's own error is its ``__cause__``. An OSError, as huggingface_hub's HTTP errors are."""
 
 
 def _network_error(err: BaseException) -> bool:
@@ -138,13 +139,16 @@ def hub_request(what: str, repo_id: str) -> Iterator[None]:
         else:
             advice = " ".join(str(err).split())[:300]
         raise HubRequestError(f"the Hub refused to {what} {repo_id} ({status or 'no status'}): {advice}; nothing "
-                              "here was changed") from None
+                              "here was changed") from err
+    except OfflineModeIsEnabled as err:
+        raise HubRequestError(f"cannot {what} {repo_id}: HF_HUB_OFFLINE is set; unset it to reach the Hub, then push "
+                              "again; nothing here was changed") from err
     except Exception as err:
         if not _network_error(err):
             raise
         detail = " ".join(str(err).split())[:200] or type(err).__name__
         raise HubRequestError(f"cannot reach the Hub to {what} {repo_id} ({type(err).__name__}: {detail}): check the "
-                              "connection (and HF_ENDPOINT) and push again; nothing here was changed") from None
+                              "connection (and HF_ENDPOINT) and push again; nothing here was changed") from err
 
 
 def push_folder_to_hub(

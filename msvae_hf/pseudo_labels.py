@@ -72,9 +72,12 @@ def label_unpaired(
         }
         write_json(tmp / RECORD_FILE, info)
         write_checksums(tmp)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+    old = out.with_name(out.name + ".old")  # the labels replaced stay whole until the new ones are in place
+    if out.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(out, old)
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
     return labelled
 
 

@@ -79,13 +79,20 @@ class RunLock:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / LOCK_NAME
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = self.path.read_text(encoding="utf-8", errors="replace").strip() or "another process"
+        while True:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = self.path.read_text(encoding="utf-8", errors="replace").strip() or "another process"
+                os.close(self._fd)
+                raise RunFolderBusy(f"{self.folder} is in use by {holder}: {busy}") from None
+            try:  # the holder before may have removed the file (its folder) while we waited: lock the one there now
+                if os.stat(self.path).st_ino == os.fstat(self._fd).st_ino:
+                    break
+            except FileNotFoundError:
+                self.folder.mkdir(parents=True, exist_ok=True)
             os.close(self._fd)
-            raise RunFolderBusy(f"{self.folder} is in use by {holder}: {busy}") from None
         _HELD.add(self._fd)
         holder = f"pid {os.getpid()} on {socket.gethostname()}" + (f" ({command})" if command else "")
         os.ftruncate(self._fd, 0)
@@ -137,14 +144,25 @@ def clear_unstarted_run_folder(folder: str | Path) -> None:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
+def _chain(err: BaseException) -> list[BaseException]:
+    """``err`` and the errors it was raised from or during (``__cause__``, ``__context__``), outermost first."""
+    seen: list[BaseException] = []
+    while err is not None and err not in seen:
+        seen.append(err)
+        err = err.__cause__ or err.__context__
+    return seen
+
+
 def _is_disk_full(err: BaseException, path: Path) -> bool:
-    """ENOSPC, or a failed write where the disk is (nearly) full: torch's zip writer and C++ streams drop the
-    errno ("unexpected pos", "iostream error")."""
-    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+    """ENOSPC anywhere in ``err``'s chain (datasets wraps a failed cache write in its own error), or a failed write
+    where the disk is (nearly) full: torch's zip writer and C++ streams drop the errno ("unexpected pos", "iostream
+    error")."""
+    chain = _chain(err)
+    if any(isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT) for e in chain):
         return True
-    if "no space left" in str(err).lower():
+    if any("no space left" in str(e).lower() for e in chain):
         return True
-    if not isinstance(err, (OSError, RuntimeError)):
+    if not any(isinstance(e, (OSError, RuntimeError)) for e in chain):
         return False
     folder = next((p for p in (path, *path.parents) if p.exists()), None)
     try:
@@ -195,10 +213,13 @@ def read_json(path: str | Path, fix: str = "restore it or start a new run") -> d
         text = Path(path).read_text(encoding="utf-8")
         if not text.strip():
             raise ValueError(f"{path} is empty: it was cut short (a full disk, a killed write) or edited; {fix}")
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}): it was cut short or "
                          f"edited; {fix}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} holds a JSON {type(value).__name__}, not an object: it was edited; {fix}")
+    return value
 
 
 def write_json(path: str | Path, value: Any, indent: int | None = 2, default: Any = None) -> None:

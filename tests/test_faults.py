@@ -152,6 +152,31 @@ def test_make_demos_on_a_full_disk_keeps_its_chunks_and_goes_on(tmp_path: Path,
     assert len(load_demos(out)["paired"]) == 6 and not (tmp_path / "demos.chunks").exists()
 
 
+def test_a_full_disk_while_a_chunk_is_played_is_one_line_and_leaves_no_cache(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """datasets wraps the failed write of the played rows in its own error; the cause is found and named."""
+    from datasets.exceptions import DatasetGenerationError
+
+    import msvae_hf.data.demos as demos
+
+    def full(level, split, seeds, num_proc, max_steps, time_limit_s, cache_dir):
+        (Path(cache_dir) / "generator").mkdir(parents=True)
+        (Path(cache_dir) / "generator" / "rows.arrow").write_bytes(b"\0" * 64)
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as err:
+            raise DatasetGenerationError("An error occurred while generating the dataset") from err
+
+    monkeypatch.setattr(demos, "play_chunk", full)
+    with pytest.raises(SystemExit) as stop:
+        load_script("make_demos").main(["--level", TINY_LEVEL, "--paired", "4", "--out", str(tmp_path / "demos")])
+    work = tmp_path / "demos.chunks" / "paired"
+    assert one_line(str(stop.value.code)) == (
+        f"error: [Errno 28] no space left on device writing {work / '.cache-00000'}; it was removed and the chunks "
+        f"written so far are kept in {work}: free space, then rerun the same command to go on")
+    assert list(work.iterdir()) == []
+
+
 def test_label_unpaired_on_a_full_disk_leaves_the_old_labels(tiny_demos: Path, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     speaker = untrained_speaker()
@@ -255,7 +280,7 @@ def test_a_killed_make_demos_leaves_no_process_behind(tmp_path: Path, how: signa
             time.sleep(0.1)
         assert not [pid for pid in children if _alive(pid)]
         if how == signal.SIGTERM:
-            assert proc.returncode == 1 and err.strip().splitlines()[-1] == (
+            assert proc.returncode == 128 + signal.SIGTERM and err.strip().splitlines()[-1] == (
                 f"stopped: the same command goes on from the chunks saved in {tmp_path / 'demos.chunks'}")
             assert not list((tmp_path / "demos.chunks" / "paired").glob(".cache-*"))
     finally:

@@ -85,6 +85,8 @@ def test_unknown_words_are_named_with_the_words_the_model_knows(saved, tok):
         app.follow(saved["msvae"], "GoToLocal", 1, "go to the crimson ball quickly")
     message = info.value.message
     assert message.startswith("unknown words: crimson, quickly; this model knows: ")
+    with pytest.raises(gr.Error, match="unknown words: <eos>;"):  # a special token typed is no word either
+        app.follow(saved["msvae"], "GoToLocal", 1, "go to the <eos> ball")
     assert set(message.split("knows: ")[1].split(", ")) >= {"go", "red", "ball"}
 
 
@@ -98,7 +100,7 @@ def test_an_over_long_instruction_is_refused_before_any_work(saved, monkeypatch)
         app.follow(saved["msvae"], "GoToLocal", 1, text)
 
 
-@pytest.mark.parametrize("seed", [-1, 1.5, None, float("nan"), 2**31])
+@pytest.mark.parametrize("seed", [-1, 1.5, None, float("nan"), float("inf"), 2**31])
 def test_bad_seeds_are_named(saved, seed):
     for call in (lambda: app.follow(saved["msvae"], "GoToLocal", seed, ""), lambda: app.bot(saved["msvae"],
                                                                                         "GoToLocal", seed)):
@@ -169,6 +171,14 @@ def test_a_stranger_over_http_gets_reasons_not_bare_errors(served, saved):
             client.predict(model, "GoToLocal", seed, instruction, api_name="/follow")
     gif, _ = client.predict(saved["msvae"], "GoToSeqLocal", 1_000_000_001, api_name="/bot")
     assert Path(gif).is_file()
+
+
+def test_both_tabs_share_one_rollout_at_a_time(saved):
+    """Follow and Bot wait in one queue: one rollout at a time on the Space's models, at most QUEUE_SIZE waiting."""
+    demo = app.build(saved["msvae"])
+    clicks = [d for d in demo.fns.values() if d.api_name in ("follow", "bot")]
+    assert len(clicks) == 2 and {d.concurrency_id for d in clicks} == {"rollout"}
+    assert {d.concurrency_limit for d in clicks} == {1} and demo._queue.max_size == app.QUEUE_SIZE
 
 
 @pytest.mark.skipif(shutil.which("chromedriver") is None, reason="needs Chromium's driver (chromium-driver)")

@@ -32,11 +32,13 @@ import sys
 import threading
 
 import datasets
+from datasets.exceptions import DatasetsError
 
 from ..data.demos import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_TIME_LIMIT_S,
     SPLITS,
+    TooManyDroppedError,
     convert_demos,
     make_demos,
     push_demos_to_hub,
@@ -108,8 +110,11 @@ def main(argv: list[str] | None = None) -> None:
     command = entry_point_command(argv) or shlex.join(["python", "scripts/make_demos.py", *args_given])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     bars = datasets.is_progress_bar_enabled()
-    handles = threading.current_thread() is threading.main_thread()  # only the main thread may set a handler
-    stops = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)} if handles else {}
+    # As the process's own command (not main([...]) called in-process), on the main thread: SIGINT and SIGTERM stop
+    # it cleanly, but for a signal its parent told it to ignore (a background job keeps ignoring Ctrl-C).
+    handles = argv is None and threading.current_thread() is threading.main_thread()
+    stops = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)
+             if handles and signal.getsignal(s) is not signal.SIG_IGN}
     _SIGNALS.clear()
     try:
         if args.convert:
@@ -124,13 +129,17 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(err, KeyboardInterrupt) or _SIGNALS:
             stopped = "stopped" + ("" if args.convert else f": the same command goes on from the chunks saved in "
                                                            f"{work_dir(args.out)}")
-            if argv is None and _SIGNALS:  # the process itself was told to end: end it now (the saved chunks are
-                print(stopped, file=sys.stderr, flush=True)  # whole, the lock dies with it, and so do the workers)
+            if _SIGNALS:  # the process itself was told to end: end it now (the saved chunks are whole, the lock
+                print(stopped, file=sys.stderr, flush=True)  # dies with it, and so do the pool's processes)
                 sys.stdout.flush()
-                os._exit(1)  # no exit handlers: a loaded machine can keep the pool's at-exit joins waiting for long
+                os._exit(128 + _SIGNALS[0])  # no exit handlers: a loaded machine can keep the pool's joins waiting
             raise SystemExit(stopped) from None
-        if isinstance(err, (OSError, ValueError, RunFolderBusy)):  # FileExistsError, FileNotFoundError, a full disk
+        if isinstance(err, (OSError, ValueError, RunFolderBusy, TooManyDroppedError)):  # a full disk too
             raise SystemExit(f"error: {err}") from err
+        if isinstance(err, DatasetsError):  # datasets' wrapper of a failed generation: its cause is the news
+            cause = err.__cause__ or err.__context__
+            raise SystemExit(f"error: {err}" + (f" ({type(cause).__name__}: {' '.join(str(cause).split())})"
+                                                if cause else "")) from err
         raise
     finally:
         for signum, handler in stops.items():

@@ -39,7 +39,6 @@ leaves all three as they were and stays unseen until the cache file is deleted. 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import hashlib
 import json
 import logging
@@ -47,6 +46,7 @@ import os
 import shlex
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -171,6 +171,7 @@ def run_bot(
 
 
 _PLAYER_PID: int | None = None  # the process in play_chunk: what it forks meanwhile ends with it
+_PRCTL = None  # prctl, found by play_chunk before it forks
 
 
 def _end_with_player() -> None:
@@ -181,14 +182,20 @@ def _end_with_player() -> None:
     player, _PLAYER_PID = _PLAYER_PID, None  # what this process forks in turn is its own affair
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    try:
-        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").prctl
-    except (OSError, AttributeError):  # not glibc: the pool's own terminate() is what ends the workers
+    if _PRCTL is None:  # not Linux's C library: the pool's own terminate() is what ends the workers
         return
     pr_set_pdeathsig = 1
-    prctl(pr_set_pdeathsig, signal.SIGKILL)
+    _PRCTL(pr_set_pdeathsig, signal.SIGKILL)
     if os.getppid() != player:  # the player died before the call above
         os._exit(1)
+
+
+def _find_prctl():
+    """The C library's prctl, looked up in the player (never in a freshly forked child), or None."""
+    try:
+        return ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
+    except (OSError, AttributeError):
+        return None
 
 
 if hasattr(os, "register_at_fork"):
@@ -216,9 +223,10 @@ def play_chunk(
 
     With ``num_proc`` > 1 the seeds are played in a pool of processes that ignore Ctrl-C and end with this one
     (:func:`_end_with_player`)."""
-    global _PLAYER_PID
+    global _PLAYER_PID, _PRCTL
     features = demo_features(True)
     features["status"] = Value("string")
+    _PRCTL = _PRCTL or _find_prctl()
     _PLAYER_PID = os.getpid()
     try:
         chunk = Dataset.from_generator(
@@ -236,9 +244,9 @@ def play_chunk(
     return chunk
 
 
-def _kept_chunks(work: Path) -> str:
-    """What a failed write in ``work`` says: the chunks written so far are kept, and how to go on."""
-    return f"the chunks written so far are kept in {work.parent}: free space, then rerun the same command to go on"
+def _kept_chunks(folder: Path) -> str:
+    """What a failed write says: the chunks written so far are kept in ``folder``, and how to go on."""
+    return f"the chunks written so far are kept in {folder}: free space, then rerun the same command to go on"
 
 
 def _save_chunk(chunk: Dataset, path: Path) -> Dataset:
