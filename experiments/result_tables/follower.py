@@ -59,7 +59,7 @@ def _mean_sd(values: list[float], digits: int) -> str:
 
 
 #: Validation points (updates) at which Table 1's followers are compared at equal budgets.
-MATCHED_UPDATES = (1000, 2000, 4000)
+MATCHED_UPDATES = (1000, 2000, 4000, 10000)
 
 
 def table_follower_scale(level: str, root: Path = RESULTS) -> list[str]:
@@ -67,10 +67,11 @@ def table_follower_scale(level: str, root: Path = RESULTS) -> list[str]:
     a_{t-1}: the test metrics where the record has them, the validation SR at equal updates, and the teacher-forced
     action accuracy on the valid pairs with their own and another pair's instruction at the last validation."""
     candidates = [("head", "yes", root / level / "runs" / "follower_m100k_attention.json"),
-                  ("film", "no", root / level / "runs" / "follower_m100k_attention_film.json")]
+                  ("film", "no", root / level / "runs" / "follower_m100k_attention_film.json"),
+                  ("film", "no", root / level / "runs" / "follower_m100k_attention_film_10k.json")]
     lines = ["| conditioning | reads a_{t-1} | updates | " + " | ".join(c[1] for c in COLUMNS) + " | "
              + " | ".join(f"valid SR % at {u}" for u in MATCHED_UPDATES)
-             + " | valid action accuracy, own / another's instruction |", "| --- " * (len(COLUMNS) + 7) + "|"]
+             + " | valid action accuracy, own / another's instruction |", "| --- " * (len(COLUMNS) + len(MATCHED_UPDATES) + 4) + "|"]
     for conditioning, previous, path in candidates:
         if not path.exists():
             continue

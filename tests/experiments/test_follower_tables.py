@@ -43,4 +43,4 @@ def test_scale_table_compares_at_equal_updates(tmp_path: Path) -> None:
     lines = table_follower_scale("gotoseqlocal", tmp_path)
     assert lines[2].startswith("| head | yes | 10000 | 57.0 |") and "| 54.0 | - | - | - |" in lines[2]
     assert lines[3].startswith("| film | no | 4000 | 90.0 | 30.0 |")
-    assert "| 10.0 | 20.0 | 40.0 | 0.900 / 0.600 |" in lines[3]
+    assert "| 10.0 | 20.0 | 40.0 | - | 0.900 / 0.600 |" in lines[3]
