@@ -31,7 +31,10 @@ larger budget, each seed beside the run it continued), ``speakers:FILE``, ``prag
 ``gradient_sweep:FILE,...`` (objective_gradients.py's JSONs side by side, with their alpha sweeps),
 ``bleu_scales:FILE`` (speakers' test descriptions under the BLEU-4 variants of experiments/bleu_scales.py),
 ``reruns`` (runs trained again after their record, beside it), ``architectures`` (Table 1: the followers by
-attention on many pairs, beside the paper's), ``unpaired`` (MS-VAE's SR and BLEU against N, the unpaired
+attention on many pairs, beside the paper's), ``follower_ablation`` (the follower's conditioning x a_{t-1}
+at M = 1000, mean +- sd over seeds), ``follower_scale`` (Table 1's follower on 100,000 pairs at equal updates),
+``follower_failures`` (experiments/follower_failures.py: SR by the mission's structure, steps against the bot's),
+``unpaired`` (MS-VAE's SR and BLEU against N, the unpaired
 trajectories), ``validation:FILE`` (a table of
 experiments/validation_table.py kept as FILE.md: each row's maxima over its seeds); for ``benchmarks``:
 ``train_step:FILE``, ``train_step_profile:FILE`` (an update's profile),

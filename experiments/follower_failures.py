@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from result_tables.follower import STRUCTURES, table_follower_failures
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and the Local levels)
@@ -29,7 +30,6 @@ from msvae_hf.run_folder import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVELS = {"gotoseqlocal": "GoToSeqLocal", "bosslocal": "BossLocal"}
-STRUCTURES = ("one goal", "goals joined by and", "a sequence", "a sequence with and")
 
 
 def structure(mission: str) -> str:
@@ -81,16 +81,7 @@ def main() -> None:
     out = args.out or ROOT / "results" / args.level / "follower_failures.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_json(out, report)
-    print("| model | SR % | " + " | ".join(f"SR % {s}" for s in STRUCTURES)
-          + " | steps in failures % | successes: steps / bot's, median (mean; within 1.2x %) |")
-    print("| --- " * (len(STRUCTURES) + 4) + "|")
-    for name, row in report["models"].items():
-        parts = [f"{100 * row['by_structure'][s]['success_rate']:.1f} ({row['by_structure'][s]['episodes']})"
-                 if s in row["by_structure"] else "-" for s in STRUCTURES]
-        ratio = row["success_steps_over_bot"] or {}
-        print(f"| {name} | {100 * row['success_rate']:.1f} | " + " | ".join(parts)
-              + f" | {100 * row['share_of_steps_in_failures']:.0f} | {ratio.get('median', 0):.2f} "
-                f"({ratio.get('mean', 0):.2f}; {100 * ratio.get('within_1.2x', 0):.0f}) |")
+    print("\n".join(table_follower_failures(args.level, out.parents[1]) if args.out is None else []))
     print(f"wrote {out}")
 
 

@@ -71,7 +71,8 @@ def table_follower_scale(level: str, root: Path = RESULTS) -> list[str]:
                   ("film", "no", root / level / "runs" / "follower_m100k_attention_film_10k.json")]
     lines = ["| conditioning | reads a_{t-1} | updates | " + " | ".join(c[1] for c in COLUMNS) + " | "
              + " | ".join(f"valid SR % at {u}" for u in MATCHED_UPDATES)
-             + " | valid action accuracy, own / another's instruction |", "| --- " * (len(COLUMNS) + len(MATCHED_UPDATES) + 4) + "|"]
+             + " | valid action accuracy, own / another's instruction |",
+             "| --- " * (len(COLUMNS) + len(MATCHED_UPDATES) + 4) + "|"]
     for conditioning, previous, path in candidates:
         if not path.exists():
             continue
@@ -85,4 +86,29 @@ def table_follower_scale(level: str, root: Path = RESULTS) -> list[str]:
                     if "valid/action_accuracy" in last else "-")
         lines.append(f"| {conditioning} | {previous} | {record['updates']} | " + " | ".join(cells) + " | "
                      + " | ".join(at) + f" | {accuracy} |")
+    return lines
+
+
+#: The mission structures of experiments/follower_failures.py, in its order.
+STRUCTURES = ("one goal", "goals joined by and", "a sequence", "a sequence with and")
+
+
+def table_follower_failures(level: str, root: Path = RESULTS) -> list[str]:
+    """Where each follower of ``results/<level>/follower_failures.json`` fails (experiments/follower_failures.py):
+    SR by the mission's structure (episodes in brackets), the share of its steps spent in failed episodes, and on
+    its successes its steps against the bot's."""
+    path = root / level / "follower_failures.json"
+    if not path.exists():
+        return []
+    report = json.loads(path.read_text())
+    lines = ["| model | SR % | " + " | ".join(f"SR % {s}" for s in STRUCTURES)
+             + " | steps in failed episodes % | successes: steps / bot's, median (mean; within 1.2x %) |",
+             "| --- " * (len(STRUCTURES) + 4) + "|"]
+    for name, row in report["models"].items():
+        parts = [f"{100 * row['by_structure'][s]['success_rate']:.1f} ({row['by_structure'][s]['episodes']})"
+                 if s in row["by_structure"] else "-" for s in STRUCTURES]
+        ratio = row["success_steps_over_bot"] or {}
+        lines.append(f"| {name} | {100 * row['success_rate']:.1f} | " + " | ".join(parts)
+                     + f" | {100 * row['share_of_steps_in_failures']:.0f} | {ratio.get('median', 0):.2f} "
+                       f"({ratio.get('mean', 0):.2f}; {100 * ratio.get('within_1.2x', 0):.0f}) |")
     return lines

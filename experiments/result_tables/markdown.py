@@ -27,7 +27,7 @@ from .benchmarks import (
     table_train_step_profile,
     table_update_ops,
 )
-from .follower import table_follower_ablation, table_follower_scale
+from .follower import table_follower_ablation, table_follower_failures, table_follower_scale
 from .paper import (
     table_headline,
     table_headline_own,
@@ -85,7 +85,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "gradient_sweep": table_gradient_sweep, "architectures": table_architectures, "unpaired": table_unpaired,
     "speed": table_speed, "paper_own": table_paper_own, "headline_own": table_headline_own,
     "tests_own": table_tests_own, "follower_ablation": table_follower_ablation,
-    "follower_scale": table_follower_scale,
+    "follower_scale": table_follower_scale, "follower_failures": table_follower_failures,
 }
 
 
