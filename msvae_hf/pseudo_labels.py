@@ -8,24 +8,19 @@ data with ``scripts/train.py --pseudo-labels DIR``, which reads it with :func:`l
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-from datasets import Dataset, DatasetDict, load_from_disk
+from datasets import Dataset, DatasetDict
 
 from .data.collator import with_pseudo_labels
 from .data.demos import (
-    CHECKSUMS_FILE,
-    SKIP_CHECKSUMS_ENV,
     check_demo_columns,
+    load_checked,
     load_demos,
     require_cell_codes,
-    unreadable_message,
-    verify_checksums,
     write_checksums,
 )
 from .evaluation import describe_dataset
@@ -34,7 +29,6 @@ from .runtime import check_output_folder
 
 #: What label_unpaired writes beside the labelled rows: the speaker, the decoding, the command.
 RECORD_FILE = "pseudo_labels.json"
-logger = logging.getLogger(__name__)
 
 
 def label_unpaired(
@@ -102,20 +96,10 @@ def load_pseudo_labels(path: str | os.PathLike, verify: bool = True) -> Dataset:
     if not path.is_dir():
         raise FileNotFoundError(f"no pseudo-labels at {path}: write them with scripts/label_unpaired.py")
     again = relabel_command(path)
-    if verify and os.environ.get(SKIP_CHECKSUMS_ENV, "").strip().lower() in ("", "0", "false", "no"):
-        verify_checksums(path, regenerate=again)
-    try:
-        data = load_from_disk(str(path))
-    except FileNotFoundError as err:
-        raise ValueError(f"{path} is not a dataset saved with save_to_disk ({' '.join(str(err).split())}); "
-                         "pseudo-labels are written by scripts/label_unpaired.py") from err
-    except (OSError, pa.ArrowException) as err:
-        raise ValueError(unreadable_message(path, err, regenerate=again)) from err
+    data = load_checked(path, verify, regenerate=again, hint="; pseudo-labels are written by scripts/label_unpaired.py")
     if isinstance(data, DatasetDict):
         raise ValueError(f"{path} holds a DatasetDict (splits {', '.join(data)}), not pseudo-labels: --pseudo-labels "
                          "takes the single Dataset scripts/label_unpaired.py writes (demonstrations go in --demos)")
-    if not (path / CHECKSUMS_FILE).is_file():
-        logger.info("%s has no %s: its files are not verified", path, CHECKSUMS_FILE)
     require_cell_codes(data, path)
     check_demo_columns(data, "pseudo-labelled", path, with_instruction=True, regenerate=again)
     if not len(data):

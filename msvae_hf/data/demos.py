@@ -680,7 +680,7 @@ def _skip_checksums() -> bool:
     return os.environ.get(SKIP_CHECKSUMS_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
-def unreadable_message(path: Path, err: BaseException, regenerate: str | None = None) -> str:
+def _unreadable_message(path: Path, err: BaseException, regenerate: str | None = None) -> str:
     """One line naming the arrow file of `path` that pyarrow cannot read (found by reading each) and ``regenerate``,
     the command that writes it again (default: :func:`regenerate_command`)."""
     broken = None
@@ -713,6 +713,23 @@ def _hub_snapshot(name: str) -> Path | None:
         ) from err
 
 
+def load_checked(path: Path, verify: bool = True, regenerate: str | None = None,
+                 hint: str = "") -> Dataset | DatasetDict:
+    """``load_from_disk(path)`` once its files match their checksums (unless ``verify`` is False or
+    ``MSVAE_SKIP_DEMO_CHECKSUMS=1``): one ValueError for a folder holding no saved dataset (with ``hint``) or for the
+    file pyarrow cannot read, naming ``regenerate``, the command that writes it again (default:
+    :func:`regenerate_command`). The loading of demonstrations and of pseudo-labels."""
+    if verify and not _skip_checksums():
+        verify_checksums(path, regenerate=regenerate)
+    try:
+        return load_from_disk(str(path))
+    except FileNotFoundError as err:
+        raise ValueError(f"{path} is not a dataset saved with save_to_disk ({' '.join(str(err).split())}){hint}"
+                         ) from err
+    except (OSError, pa.ArrowException) as err:
+        raise ValueError(_unreadable_message(path, err, regenerate=regenerate)) from err
+
+
 def load_demos(path: str | Path, verify: bool = True) -> DatasetDict:
     """Load (memory-mapped) a DatasetDict written by `make_demos`, with clear one-line errors.
 
@@ -726,14 +743,7 @@ def load_demos(path: str | Path, verify: bool = True) -> DatasetDict:
     path = local if local.exists() else _hub_snapshot(str(path)) or local
     if not path.exists():
         raise FileNotFoundError(f"no demonstrations at {path}; create them with scripts/make_demos.py")
-    if verify and not _skip_checksums():
-        verify_checksums(path)
-    try:
-        dd = load_from_disk(str(path))
-    except FileNotFoundError as err:
-        raise ValueError(f"{path} is not a dataset saved with save_to_disk ({err})") from err
-    except (OSError, pa.ArrowException) as err:
-        raise ValueError(unreadable_message(path, err)) from err
+    dd = load_checked(path, verify)
     if not isinstance(dd, DatasetDict):
         raise ValueError(f"{path} holds a single Dataset, expected a DatasetDict with splits {SPLITS}")
     if "paired" not in dd:
