@@ -60,6 +60,10 @@ class RunFolderBusy(RuntimeError):
     """Another process holds the run folder's lock."""
 
 
+class DiskFull(OSError):
+    """ENOSPC raised by :func:`writing`, naming what it removed; an outer ``writing`` passes it on as it is."""
+
+
 class NonFiniteError(RuntimeError):
     """The loss or the gradient norm of an update is NaN or infinite."""
 
@@ -175,8 +179,8 @@ def _is_disk_full(err: BaseException, path: Path) -> bool:
 def writing(path: str | Path, then: str = "earlier checkpoints are intact: free space, then resume"
             ) -> Iterator[Path]:
     """Write a file or folder at ``path`` (a temporary name, renamed into place by the caller): on any error
-    the partial ``path`` is removed; a full disk becomes one ``OSError(ENOSPC)`` naming ``path`` and saying
-    ``then`` (what is intact, what to do)."""
+    the partial ``path`` is removed; a full disk becomes one :class:`DiskFull` (an ``OSError(ENOSPC)``) naming
+    ``path`` and saying ``then`` (what is intact, what to do); one an inner ``writing`` raised goes on unchanged."""
     path = Path(path)
     try:
         yield path
@@ -186,9 +190,8 @@ def writing(path: str | Path, then: str = "earlier checkpoints are intact: free 
         else:
             with contextlib.suppress(OSError):
                 path.unlink()
-        named = isinstance(err, OSError) and str(err.strerror).startswith("no space left on device writing")
-        if isinstance(err, Exception) and not named and _is_disk_full(err, path):  # an inner `writing` named it
-            raise OSError(errno.ENOSPC, f"no space left on device writing {path}; it was removed and {then}") from err
+        if isinstance(err, Exception) and not isinstance(err, DiskFull) and _is_disk_full(err, path):
+            raise DiskFull(errno.ENOSPC, f"no space left on device writing {path}; it was removed and {then}") from err
         raise
 
 
