@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from result_tables.follower import STRUCTURES, table_follower_failures
+from result_tables.follower import STRUCTURES, failures_table
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and the Local levels)
@@ -81,7 +81,7 @@ def main() -> None:
     out = args.out or ROOT / "results" / args.level / "follower_failures.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_json(out, report)
-    print("\n".join(table_follower_failures(args.level, out.parents[1]) if args.out is None else []))
+    print("\n".join(failures_table(report)))
     print(f"wrote {out}")
 
 

@@ -98,9 +98,11 @@ def table_follower_failures(level: str, root: Path = RESULTS) -> list[str]:
     SR by the mission's structure (episodes in brackets), the share of its steps spent in failed episodes, and on
     its successes its steps against the bot's."""
     path = root / level / "follower_failures.json"
-    if not path.exists():
-        return []
-    report = json.loads(path.read_text())
+    return failures_table(json.loads(path.read_text())) if path.exists() else []
+
+
+def failures_table(report: dict) -> list[str]:
+    """The lines of :func:`table_follower_failures` for one report of experiments/follower_failures.py."""
     lines = ["| model | SR % | " + " | ".join(f"SR % {s}" for s in STRUCTURES)
              + " | steps in failed episodes % | successes: steps / bot's, median (mean; within 1.2x %) |",
              "| --- " * (len(STRUCTURES) + 4) + "|"]
