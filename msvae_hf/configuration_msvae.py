@@ -17,7 +17,7 @@ from transformers import PreTrainedConfig
 
 ATTENTION_KINDS = ("none", "attention", "bottleneck")
 #: Where the follower's memory (h_y, or z) enters the action decoder (``msvae_hf/modules.py``, ActionDecoder).
-CONDITIONING_KINDS = ("head", "film")
+CONDITIONING_KINDS = ("head", "film", "film_recurrent")
 PRIOR_KINDS = ("autoregressive", "normal")
 #: How each term of the objective is reduced (``msvae_hf/losses.py``; docs/design.md, "Loss scale").
 LOSS_REDUCTIONS = ("sum", "mean")
@@ -59,7 +59,9 @@ class ModulesConfig(PreTrainedConfig):
     latent_dim: int = 128
     follower_attention: str = "bottleneck"
     # Where the memory conditions the follower (docs/design.md, "The follower"): "head", through the action head's
-    # attention only; "film", also by FiLM on each frame's convolution map before the memory LSTM (BabyAI 1.1).
+    # attention only; "film", also by FiLM on each frame's convolution map before the memory LSTM, its parameters
+    # read once per episode; "film_recurrent", FiLM read at each step by attention keyed by the memory LSTM's
+    # previous state (BabyAI 1.1's model).
     follower_conditioning: str = "head"
     # Whether the action decoder's LSTM reads the previous action a_{t-1} (BabyAI 1.1's model does not).
     previous_action_input: bool = True
@@ -179,7 +181,7 @@ class MSVAEConfig(ModulesConfig):
             raise self._fail("prior", f"one of {PRIOR_KINDS}")
         if not self.unpaired_trains_action_decoder and self.follower_conditioning != "head":
             raise ValueError("MSVAEConfig.unpaired_trains_action_decoder=False holds the action decoder fixed behind "
-                             "z, which follower_conditioning='film' also feeds into the frames: use 'head'")
+                             "z, which follower_conditioning='film' or 'film_recurrent' also feeds into the frames: use 'head'")
 
 
 @strict(accept_kwargs=True)

@@ -243,6 +243,10 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         decoder = self.action_decoder
         if decoder.film is None:  # h'_t does not depend on z: one LSTM pass serves A_1, C_2 and the unpaired A_1
             states = states_y = decoder.states(features, actions, trajectory_mask)
+        elif decoder.recurrent_film:  # FiLM keyed by h'_{t-1}: one step-by-step pass per z (z_y's on paired rows)
+            maps, dirs = frames.padded()
+            states = decoder.film_states(frames.encoder, maps, dirs, actions, trajectory_mask, z_tau, None)
+            states_y = decoder.film_states(frames.encoder, maps[p], dirs[p], actions[p], trajectory_mask[p], z_y, None)
         else:  # FiLM: the frames read z, one LSTM pass per z (z_y's on the paired rows only)
             states = decoder.states(frames.features(decoder.film_parameters(z_tau, None)), actions, trajectory_mask)
             film_y = decoder.film_parameters(z_y, None)

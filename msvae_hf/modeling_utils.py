@@ -68,7 +68,8 @@ class MSVAEPreTrainedModel(PreTrainedModel):
             init.zeros_(module.in_proj_bias)
             init.zeros_(module.out_proj.bias)
         elif isinstance(module, (BottleneckAttention, FiLMGenerator)):
-            init.normal_(module.queries, std=module.queries.shape[-1] ** -0.5)
+            if hasattr(module, "queries"):  # a keyed FiLMGenerator's queries come from the LSTM's state
+                init.normal_(module.queries, std=module.queries.shape[-1] ** -0.5)
             if isinstance(module, FiLMGenerator):  # FiLM starts as the identity, gamma = beta = 0
                 init.zeros_(module.out.weight)
                 init.zeros_(module.out.bias)
@@ -261,6 +262,12 @@ class EncodedFrames:
             film = self.select(film.unsqueeze(1).expand(-1, self.steps, -1))
         return self.place(self.encoder.head(self.maps, self.directions, film))
 
+    def padded(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The trunk's maps [B, T, C, h, w] and the directions [B, T] placed back in the batch (zeros on padding),
+        for a decoder that FiLMs them step by step."""
+        maps = self.place(self.maps.flatten(1)).unflatten(-1, self.maps.shape[1:])
+        return maps, self.place(self.directions.unsqueeze(-1))[..., 0]
+
 
 def vocab_digest(tokenizer) -> str:
     """The sha256 of a tokenizer's vocabulary (each word and its id, in id order)."""
@@ -359,9 +366,8 @@ class FollowerMixin:
         memory): (log-likelihood [B], logits [B, T, A], zeros at padded steps). The decoder runs on the real
         steps only."""
         memory, memory_mask = self.instruction_memory(input_ids, attention_mask)
-        film = self.action_decoder.film_parameters(memory, memory_mask)
-        features = self.frame_features(observations, directions, trajectory_mask, film=film)
-        states = self.action_decoder.states(features, actions, trajectory_mask)
+        frames = self.encode_frames(observations, directions, trajectory_mask)
+        states = self.action_decoder.run(frames, actions, trajectory_mask, memory, memory_mask)
         steps = real_positions(trajectory_mask)
         logits = self.action_decoder.logits(states, memory, memory_mask, steps)
         ll = sequence_log_likelihood(logits, actions, steps, self.config.loss_reduction)

@@ -69,7 +69,7 @@ class ObservationEncoder(nn.Module):
         pooled = (height // 2) * (width // 2) * config.obs_channels
         # FiLM's map is normalised after the modulation, per frame (BabyAI 1.1 puts a batch norm there): without it
         # the FiLMed features grow until the memory LSTM saturates and the gradients vanish.
-        self.film_norm = nn.GroupNorm(1, config.obs_channels) if config.follower_conditioning == "film" else None
+        self.film_norm = nn.GroupNorm(1, config.obs_channels) if config.follower_conditioning != "head" else None
         self.proj = Linear(pooled, config.hidden_size)
         self.num_directions = config.num_directions
         self.direction_embedding = nn.Embedding(config.num_directions, config.hidden_size)
@@ -275,22 +275,34 @@ def _luong(query: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None)
 
 
 class FiLMGenerator(nn.Module):
-    """The FiLM parameters of the frames from a memory (h_y, or z): ``decoder_heads`` learned queries read the
-    memory by :class:`LuongAttention`, their contexts -> (gamma, beta) for each of the map's C channels.
+    """The FiLM parameters of the frames from a memory (h_y, or z): ``decoder_heads`` queries read the memory by
+    :class:`LuongAttention`, their contexts -> (gamma, beta) for each of the map's C channels.
 
-    BabyAI 1.1 keys its attention over the instruction by the memory LSTM's previous state, which makes training
-    step by step; the queries here are learned constants, so the memory is read once per episode and the LSTM
-    still runs over whole sequences (the action head's attention, keyed by h'_t, stays step by step)."""
+    ``keyed=False`` (``follower_conditioning="film"``): the queries are learned constants, so the memory is read once
+    per episode and the memory LSTM runs over whole sequences. ``keyed=True`` (``"film_recurrent"``): the queries
+    are a linear map of the memory LSTM's previous state h'_{t-1}, as BabyAI 1.1 keys its attention over the
+    instruction, so that each step reads the part of the instruction it has reached; training runs step by step.
+    """
 
-    def __init__(self, config, memory_size: int) -> None:
+    def __init__(self, config, memory_size: int, keyed: bool = False) -> None:
         super().__init__()
-        self.queries = nn.Parameter(torch.empty(config.decoder_heads, config.hidden_size))
+        self.heads, self.hidden_size = config.decoder_heads, config.hidden_size
+        if keyed:
+            self.key = Linear(config.hidden_size, config.decoder_heads * config.hidden_size)
+        else:
+            self.queries = nn.Parameter(torch.empty(config.decoder_heads, config.hidden_size))
         self.attention = LuongAttention(config.hidden_size, memory_size)
         self.out = Linear(config.decoder_heads * config.hidden_size, 2 * config.obs_channels)
 
-    def forward(self, memory: torch.Tensor, memory_mask: torch.Tensor | None) -> torch.Tensor:
-        """memory [B, M, Dm], memory_mask [B, M] (None: every slot real) -> (gamma, beta) as [B, 2C]."""
-        queries = self.queries.unsqueeze(0).expand(memory.shape[0], -1, -1)
+    def forward(
+        self, memory: torch.Tensor, memory_mask: torch.Tensor | None, state: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """memory [B, M, Dm], memory_mask [B, M] (None: every slot real), and for a keyed generator the memory
+        LSTM's previous state [B, H] -> (gamma, beta) as [B, 2C]."""
+        if hasattr(self, "key"):
+            queries = self.key(state).view(state.shape[0], self.heads, self.hidden_size)
+        else:
+            queries = self.queries.unsqueeze(0).expand(memory.shape[0], -1, -1)
         return self.out(self.attention(queries, memory, memory_mask).flatten(1))
 
 
@@ -301,7 +313,9 @@ class ActionDecoder(nn.Module):
 
     ``follower_conditioning="film"``: the memory also modulates the frames' convolution map,
     f(o_t) = ObservationEncoder.head(map(o_t), FiLM(memory)) (:class:`FiLMGenerator`), so that h'_t reads the
-    instruction, as BabyAI 1.1's model (App. D) does; ``"head"``: the memory enters only through c_t.
+    instruction; ``"film_recurrent"``: f(o_t) = head(map(o_t), FiLM(memory, h'_{t-1})), the memory read at each step
+    by attention keyed by the LSTM's previous state, as BabyAI 1.1's model (App. D) does (:meth:`film_states`);
+    ``"head"``: the memory enters only through c_t.
     ``previous_action_input=False`` drops emb(a_{t-1}) from the LSTM's input (BabyAI's model has none).
     """
 
@@ -312,7 +326,9 @@ class ActionDecoder(nn.Module):
         extra = config.action_embed_dim if self.reads_previous_action else 0
         if self.reads_previous_action:
             self.action_embedding = nn.Embedding(config.num_actions + 1, config.action_embed_dim)
-        self.film = FiLMGenerator(config, memory_size) if config.follower_conditioning == "film" else None
+        self.recurrent_film = config.follower_conditioning == "film_recurrent"
+        self.film = (FiLMGenerator(config, memory_size, keyed=self.recurrent_film)
+                     if config.follower_conditioning != "head" else None)
         self.lstm = nn.LSTM(config.hidden_size + extra, config.hidden_size, batch_first=True)
         self.attention = LuongAttention(config.hidden_size, memory_size)
         self.head = nn.Sequential(
@@ -321,8 +337,58 @@ class ActionDecoder(nn.Module):
         )
 
     def film_parameters(self, memory: torch.Tensor, memory_mask: torch.Tensor | None) -> torch.Tensor | None:
-        """The frames' FiLM parameters [B, 2C] from a memory, or None where the memory enters at the head only."""
-        return None if self.film is None else self.film(memory, memory_mask)
+        """The frames' FiLM parameters [B, 2C] read once from a memory, or None where the memory enters at the
+        head only or is read at each step (``film_recurrent``)."""
+        return None if self.film is None or self.recurrent_film else self.film(memory, memory_mask)
+
+    def step_film(
+        self,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor | None,
+        film: torch.Tensor | None,
+        state: tuple[torch.Tensor, torch.Tensor] | None,
+    ) -> torch.Tensor | None:
+        """One step's FiLM parameters for online control: ``film`` (:meth:`film_parameters`' per-episode ones), or
+        for ``film_recurrent`` the memory read by the LSTM's previous state (``state``, (h, c) as [1, n, H]; None
+        at the first step)."""
+        if not self.recurrent_film:
+            return film
+        h = memory.new_zeros(memory.shape[0], self.lstm.hidden_size) if state is None else state[0][0]
+        return self.film(memory, memory_mask, h)
+
+    def run(
+        self, frames, actions: torch.Tensor, mask: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """h'_t for all t, [B, T, H] with zeros on padding, from a batch's encoded frames
+        (:class:`~msvae_hf.modeling_utils.EncodedFrames`) conditioned on the memory as ``follower_conditioning``
+        says."""
+        if self.recurrent_film:
+            maps, directions = frames.padded()
+            return self.film_states(frames.encoder, maps, directions, actions, mask, memory, memory_mask)
+        return self.states(frames.features(self.film_parameters(memory, memory_mask)), actions, mask)
+
+    def film_states(
+        self,
+        encoder: nn.Module,
+        maps: torch.Tensor,
+        directions: torch.Tensor,
+        actions: torch.Tensor,
+        mask: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """``film_recurrent``'s h'_t, step by step over the padded batch: maps [B, T, C, h, w] (the observation
+        encoder's trunk), directions and actions [B, T] -> [B, T, H], zeros on padding. Step t's FiLM reads the
+        memory keyed by h'_{t-1} (zeros at t = 1); the padded steps after a row's end are computed and zeroed."""
+        previous = self.previous_actions(actions)
+        weights = (self.lstm.weight_ih_l0, self.lstm.weight_hh_l0, self.lstm.bias_ih_l0, self.lstm.bias_hh_l0)
+        h = c = maps.new_zeros(mask.shape[0], self.lstm.hidden_size)
+        states = []
+        for t in range(mask.shape[1]):
+            features = encoder.head(maps[:, t], directions[:, t], self.film(memory, memory_mask, h))
+            h, c = torch.lstm_cell(self._inputs(features, previous[:, t]), (h, c), *weights)
+            states.append(h)
+        return torch.stack(states, 1) * mask.unsqueeze(-1).to(h.dtype)
 
     def previous_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """[B, T] actions -> [B, T] a_{t-1} with the start token at t=0."""

@@ -89,7 +89,10 @@ class FollowerPolicy:
         idx = torch.as_tensor(env_ids, dtype=torch.long, device=device)
         obs = torch.as_tensor(observations, device=device)
         dirs = torch.as_tensor(np.asarray(directions), dtype=torch.long, device=device)
-        features = model.obs_encoder(obs, dirs, None if self.film is None else self.film[idx])
+        film = model.action_decoder.step_film(self.memory[idx], self.memory_mask[idx],
+                                              None if self.film is None else self.film[idx],
+                                              (self.h[:, idx], self.c[:, idx]))
+        features = model.obs_encoder(obs, dirs, film)
         logits, (h, c) = model.action_decoder.step(
             features, self.previous[idx], (self.h[:, idx], self.c[:, idx]), self.memory[idx], self.memory_mask[idx]
         )

@@ -19,8 +19,13 @@ VARIANTS = [
     pytest.param({"follower_conditioning": "film", "previous_action_input": False}, id="film"),
     pytest.param({"follower_conditioning": "film", "previous_action_input": True}, id="film-prev"),
     pytest.param({"follower_conditioning": "head", "previous_action_input": False}, id="head"),
+    pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": False}, id="film-recurrent"),
+    pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": True},
+                 id="film-recurrent-prev"),
 ]
 FILM = {"follower_conditioning": "film", "previous_action_input": False}
+FILMS = [pytest.param(FILM, id="film"),
+         pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": False}, id="film-recurrent")]
 
 
 def built(kind: str, tok, **overrides):
@@ -51,16 +56,28 @@ def test_film_puts_the_instruction_into_the_memory_lstm_and_head_does_not(tok):
     """With FiLM the LSTM's states h'_t change with the instruction; with the head alone they cannot."""
     batch = real_batch(tok)
     other = {**batch, "input_ids": batch["input_ids"].roll(1, 0), "attention_mask": batch["attention_mask"].roll(1, 0)}
-    for conditioning, moves in (("film", True), ("head", False)):
+    for conditioning, moves in (("film", True), ("film_recurrent", True), ("head", False)):
         model = built("follower-attention", tok, follower_conditioning=conditioning)
         states = []
         for inputs in (batch, other):
             memory, mask = model.instruction_memory(inputs["input_ids"], inputs["attention_mask"])
-            film = model.action_decoder.film_parameters(memory, mask)
-            features = model.frame_features(inputs["observations"], inputs["directions"], inputs["trajectory_mask"],
-                                            film=film)
-            states.append(model.action_decoder.states(features, inputs["actions"], inputs["trajectory_mask"]))
+            frames = model.encode_frames(inputs["observations"], inputs["directions"], inputs["trajectory_mask"])
+            states.append(model.action_decoder.run(frames, inputs["actions"], inputs["trajectory_mask"], memory, mask))
         assert (not torch.allclose(*states)) == moves, conditioning
+
+
+def test_film_recurrent_reads_the_instruction_by_the_lstms_state(tok):
+    """film_recurrent's FiLM at step t depends on h'_{t-1}: the same memory gives other parameters in other states,
+    where film's are one per episode."""
+    model = built("follower-attention", tok, follower_conditioning="film_recurrent")
+    batch = real_batch(tok)
+    memory, mask = model.instruction_memory(batch["input_ids"], batch["attention_mask"])
+    decoder = model.action_decoder
+    assert decoder.film_parameters(memory, mask) is None
+    h = torch.randn(1, len(memory), model.config.hidden_size, generator=torch.Generator().manual_seed(3))
+    first, later = decoder.step_film(memory, mask, None, None), decoder.step_film(memory, mask, None, (h, h))
+    assert first.shape == (len(memory), 2 * model.config.obs_channels)
+    assert not torch.allclose(first, later)
 
 
 def test_without_the_previous_action_the_logits_do_not_read_it(tok):
@@ -85,16 +102,18 @@ def test_policy_steps_give_the_teacher_forced_logits(tok, variant):
         film = model.action_decoder.film_parameters(memory, mask)
         state, previous = None, torch.full((len(batch["actions"]),), model.config.num_actions)
         for t in range(batch["actions"].shape[1]):
-            features = model.obs_encoder(batch["observations"][:, t], batch["directions"][:, t], film)
+            step_film = model.action_decoder.step_film(memory, mask, film, state)
+            features = model.obs_encoder(batch["observations"][:, t], batch["directions"][:, t], step_film)
             logits, state = model.action_decoder.step(features, previous, state, memory, mask)
             real = batch["trajectory_mask"][:, t]
             torch.testing.assert_close(logits[real], forced[real, t], atol=1e-5, rtol=1e-5)
             previous = batch["actions"][:, t]
 
 
+@pytest.mark.parametrize("film", FILMS)
 @pytest.mark.parametrize("kind", ["msvae", "follower-attention", "follower-bottleneck"])
-def test_film_static_layout_gives_the_default_layouts_terms_and_gradients(tok, kind):
-    model = built(kind, tok, **FILM)
+def test_film_static_layout_gives_the_default_layouts_terms_and_gradients(tok, kind, film):
+    model = built(kind, tok, **film)
     batch = real_batch(tok)
     padded = pad_more(batch, extra_t=4, extra_l=3)
     if kind == "msvae":
@@ -115,26 +134,29 @@ def test_film_static_layout_gives_the_default_layouts_terms_and_gradients(tok, k
         torch.testing.assert_close(static_grads[name], grad, rtol=1e-5, atol=1e-5, msg=name)
 
 
+@pytest.mark.parametrize("film", FILMS)
 @pytest.mark.parametrize("kind", ["msvae", "follower-attention"])
-def test_film_captured_update_makes_the_eager_update(tok, kind):
+def test_film_captured_update_makes_the_eager_update(tok, kind, film):
     """The CUDA-graph update, run eagerly on the CPU's static layout, makes the default step's update."""
     batch = real_batch(tok)
     if kind == "msvae":
         batch = {**batch, **unpaired(real_batch(tok, lengths=(2, 6, 3, 1), seed=10))}
-    assert_captured_update_is_the_eager_one(built(kind, tok, **FILM).train(), built(kind, tok, **FILM).train(), batch)
+    assert_captured_update_is_the_eager_one(built(kind, tok, **film).train(), built(kind, tok, **film).train(), batch)
 
 
-def test_film_msvae_every_parameter_gets_a_gradient(tok):
-    model = built("msvae", tok, **FILM).train()
+@pytest.mark.parametrize("film", FILMS)
+def test_film_msvae_every_parameter_gets_a_gradient(tok, film):
+    model = built("msvae", tok, **film).train()
     out = model(**real_batch(tok), **unpaired(real_batch(tok, lengths=(6, 2, 3), seed=2)))
     out.loss.backward()
     for name, param in model.named_parameters():
         assert param.grad is not None and torch.isfinite(param.grad).all() and param.grad.abs().sum() > 0, name
 
 
-def test_film_msvae_paired_terms_do_not_depend_on_the_unpaired_batch(tok, mean_z):
+@pytest.mark.parametrize("film", FILMS)
+def test_film_msvae_paired_terms_do_not_depend_on_the_unpaired_batch(tok, mean_z, film):
     """Each z FiLMs its own rows' frames: the paired terms are the same with or without unpaired rows."""
-    model = built("msvae", tok, **FILM)
+    model = built("msvae", tok, **film)
     batch = real_batch(tok)
     with torch.no_grad():
         alone = model(**batch, reduction="none")
