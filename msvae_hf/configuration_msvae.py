@@ -181,7 +181,8 @@ class MSVAEConfig(ModulesConfig):
             raise self._fail("prior", f"one of {PRIOR_KINDS}")
         if not self.unpaired_trains_action_decoder and self.follower_conditioning != "head":
             raise ValueError("MSVAEConfig.unpaired_trains_action_decoder=False holds the action decoder fixed behind "
-                             "z, which follower_conditioning='film' or 'film_recurrent' also feeds into the frames: use 'head'")
+                             "z, which follower_conditioning='film' or 'film_recurrent' also feeds into the frames: "
+                             "use 'head'")
 
 
 @strict(accept_kwargs=True)
