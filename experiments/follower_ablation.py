@@ -16,7 +16,9 @@ Variants (``follower_conditioning`` / ``previous_action_input``):
 - ``head_prev``: the instruction enters at the action head only and the LSTM reads a_{t-1};
 - ``head``: the same without a_{t-1};
 - ``film_prev``: FiLM from the instruction on each frame's convolution map as well, with a_{t-1};
-- ``film``: FiLM, without a_{t-1} (BabyAI 1.1's arrangement, App. D).
+- ``film``: FiLM, without a_{t-1}, its parameters read from the instruction once per episode;
+- ``film_recurrent``: FiLM read at each step by attention keyed by the memory LSTM's previous state, without
+  a_{t-1} (BabyAI 1.1's model, App. D).
 """
 
 from __future__ import annotations
