@@ -5,9 +5,9 @@
                                           [--out results/attention_layout.json]
 
 `--switch length_groups` (the default): attention over the whole padded batch (`padded`,
-`msvae_hf.ops.layout.length_groups(False)`, every attention kernel over [B, S]) against attention per group of rows
-of similar length (`grouped`, the default, `ops.positions.LengthGroups`). `--switch linear`: the linear layers on
-`F.linear` (`f_linear`, `msvae_hf.ops.linear.onednn_linear(False)`) against oneDNN's matmul (`onednn`, the default).
+`Backend(length_groups=False)`, every attention kernel over [B, S]) against attention per group of rows of similar
+length (`grouped`, the default backend, `ops.positions.LengthGroups`). `--switch linear`: the linear layers on
+`F.linear` (`f_linear`, `Backend(onednn=False)`) against oneDNN's matmul (`onednn`, the default backend).
 
 Each model (follower, speaker, MS-VAE: App. D sizes unless `--tiny`) trains on ONE real BossLocal batch (as
 `benchmarks/train_step.py` loads it), or with `--batches N` on N distinct batches in turn, as training meets
@@ -33,33 +33,34 @@ from report import write_report
 from train_step import add_fractions, gemm_peaks, load_batches, model_batch, peak_summary, three_models
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
-from msvae_hf.ops.layout import length_groups
-from msvae_hf.ops.linear import onednn_linear
+from msvae_hf.backends import Backend
 from msvae_hf.runtime import adam, provenance, retain_freed_memory
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
-SWITCHES = {"length_groups": (length_groups, ("padded", "grouped")), "linear": (onednn_linear, ("f_linear", "onednn"))}
-"""Each switch: its context manager and the names of its settings False and True."""
+SWITCHES = {"length_groups": ("padded", "grouped"), "linear": ("f_linear", "onednn")}
+"""Each switch (a field of :class:`~msvae_hf.backends.Backend`, ``onednn`` for ``linear``): the names of its settings
+False and True."""
 
 
 def time_layouts(model: torch.nn.Module, batches: list[dict], steps: int, warmup: int,
                  switch: str = "length_groups") -> dict[str, Any]:
     """Updates alternating between the switch's two settings, round i on batches[i % len(batches)] in both: per
     setting the seconds per update and the FLOPs of one forward + backward (the mean over the batches)."""
-    manager, names = SWITCHES[switch]
-    settings = dict(zip(names, (False, True), strict=True))
+    names = SWITCHES[switch]
+    field = "onednn" if switch == "linear" else switch
+    settings = {name: Backend(name, **{field: enabled}) for name, enabled in zip(names, (False, True), strict=True)}
     model.train()
     optimizer = adam(model.parameters(), 1e-4)
     out: dict[str, Any] = {}
-    for name, enabled in settings.items():
-        with manager(enabled):
+    for name, backend in settings.items():
+        with model.using_backend(backend):
             flops = [count_flops(lambda b=b: model(**b).loss.backward())["all"] for b in batches]
         out[name] = {"flops_fwd_bwd": sum(flops) / len(flops)}
     times: dict[str, list[float]] = {name: [] for name in settings}
     for i in range(warmup + steps):
         batch = batches[i % len(batches)]
-        for name, enabled in settings.items() if i % 2 == 0 else reversed(settings.items()):
-            with manager(enabled):
+        for name, backend in settings.items() if i % 2 == 0 else reversed(settings.items()):
+            with model.using_backend(backend):
                 start = time.perf_counter()
                 optimizer.zero_grad(set_to_none=True)
                 model(**batch).loss.backward()

@@ -34,7 +34,6 @@ from msvae_hf.data.prefetch import UpdateBatches
 from msvae_hf.data.sampler import StepSampler
 from msvae_hf.evaluation import device_name, resolve_device
 from msvae_hf.graphed import FRAME_MULTIPLE, LENGTH_MULTIPLE, TIME_MULTIPLE, CapturedUpdate, captured_adam
-from msvae_hf.ops.layout import static_shapes
 from msvae_hf.runtime import adam, provenance
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
@@ -167,7 +166,7 @@ def parity(args, batches, vocab_size: int, device: torch.device) -> dict[str, fl
     out = {}
     for static in (False, True):
         torch.manual_seed(0)
-        with torch.no_grad(), static_shapes(static):
+        with torch.no_grad(), model.using_backend("static" if static else "default"):
             o = model(**batch)
         out[static] = {k: v for k, v in o.items() if torch.is_tensor(v) and v.dim() == 0}
     return {k: float((out[True][k] - v).abs()) for k, v in out[False].items()}

@@ -26,7 +26,6 @@ from train_step import TINY
 import msvae_hf  # noqa: F401
 from msvae_hf import MSVAEConfig, MSVAEModel
 from msvae_hf.graphed import FRAME_MULTIPLE, LENGTH_MULTIPLE, TIME_MULTIPLE
-from msvae_hf.ops.layout import static_shapes
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 
@@ -133,7 +132,7 @@ def measure(model: MSVAEModel, batch: dict, static: bool) -> dict[str, int]:
     frames = -(-real // FRAME_MULTIPLE) * FRAME_MULTIPLE if static else None
 
     def run() -> torch.Tensor:
-        with static_shapes(static, frames=frames):
+        with model.using_backend("static" if static else "default", frames=frames):
             return model(**batch).loss
     return {**count_update(run), "peak_activation_bytes": peak_memory(run), "frame_slots": frames}
 

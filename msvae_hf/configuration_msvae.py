@@ -19,6 +19,8 @@ ATTENTION_KINDS = ("none", "attention", "bottleneck")
 #: Where the follower's memory (h_y, or z) enters the action decoder (``msvae_hf/modules.py``, ActionDecoder).
 CONDITIONING_KINDS = ("head", "film", "film_recurrent")
 PRIOR_KINDS = ("autoregressive", "normal")
+#: How a model runs (``msvae_hf/backends.py``'s registry, ``BACKENDS``): the same values at real positions under each.
+BACKEND_NAMES = ("default", "eager", "static")
 #: How each term of the objective is reduced (``msvae_hf/losses.py``; docs/design.md, "Loss scale").
 LOSS_REDUCTIONS = ("sum", "mean")
 
@@ -53,6 +55,8 @@ class ModulesConfig(PreTrainedConfig):
     decoder_ffn_dim: int = 256
     dropout: float = 0.0
     initializer_range: float = 0.02
+    # How the model runs (msvae_hf/backends.py): "default", "eager" or "static"; the same values at real positions.
+    backend: str = "default"
 
     # Bottleneck attention and latent (Sec. 3.2). `follower_attention` picks the Table 1 variant.
     num_latent_tokens: int = 4
@@ -99,6 +103,8 @@ class ModulesConfig(PreTrainedConfig):
                 raise self._fail(name, "a positive integer")
         if not 0.0 <= self.dropout < 1.0:
             raise self._fail("dropout", "in [0, 1)")
+        if self.backend not in BACKEND_NAMES:
+            raise self._fail("backend", f"one of {BACKEND_NAMES}")
         if self.follower_attention not in ATTENTION_KINDS:
             raise self._fail("follower_attention", f"one of {ATTENTION_KINDS}")
         if self.follower_conditioning not in CONDITIONING_KINDS:

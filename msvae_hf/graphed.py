@@ -1,13 +1,12 @@
 """One training update replayed as a CUDA graph: forward, backward, gradient clipping and Adam in one launch.
 
-An eager MS-VAE update on a GPU launches about 3,000 small kernels and reads values on the host (packing,
-real positions), so the card idles most of the time. :class:`CapturedUpdate` runs the model in
-:func:`~msvae_hf.ops.layout.static_shapes`' layout, where no shape depends on the data and nothing is read on the
-host, and captures the whole update once per batch shape (a *bucket*: batches padded to a multiple of a time
-step and a token count, :mod:`msvae_hf.data.prefetch`, and their real frames, counted on the host, rounded up to
-:data:`FRAME_MULTIPLE` slots for the observation encoder); each later update copies its batch into the graph's
-input tensors and replays it. Several runs on one card each get their own :class:`CapturedUpdate` and CUDA
-stream, so their graphs overlap.
+An eager MS-VAE update on a GPU launches about 3,000 small kernels and reads values on the host (packing, real
+positions), so the card idles most of the time. :class:`CapturedUpdate` runs the model on the ``"static"`` backend
+(:mod:`msvae_hf.backends`), where no shape depends on the data and nothing is read on the host, and captures the whole
+update once per batch shape (a *bucket*: batches padded to a multiple of a time step and a token count,
+:mod:`msvae_hf.data.prefetch`, and their real frames, counted on the host, rounded up to :data:`FRAME_MULTIPLE` slots
+for the observation encoder); each later update copies its batch into the graph's input tensors and replays it. Several
+runs on one card each get their own :class:`CapturedUpdate` and CUDA stream, so their graphs overlap.
 
 Nothing non-finite reaches the weights: the graph computes whether the loss and the gradient norm are finite and
 fused Adam skips a non-finite update on the device (its ``found_inf``), keeping the first such update's number and
@@ -25,7 +24,6 @@ from dataclasses import dataclass
 
 import torch
 
-from .ops.layout import layout
 from .run_folder import NonFiniteError, scalar_terms
 
 WARMUP_UPDATES = 2
@@ -98,7 +96,7 @@ class CapturedUpdate:
 
     def _update(self, inputs: Mapping[str, torch.Tensor], frames: int | None) -> None:
         """The update itself, eager or being captured: nothing in it waits for the device."""
-        with layout(static=True, frames=frames):
+        with self.model.using_backend("static", frames):
             output = self.model(**inputs)
         output.loss.backward()
         grads = [p.grad for p in self.params if p.grad is not None]

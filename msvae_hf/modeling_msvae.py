@@ -42,7 +42,6 @@ from .modules import (
     ObservationEncoder,
     TrajectoryEncoder,
 )
-from .ops.layout import real_positions
 
 
 @dataclass
@@ -180,7 +179,7 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
 
         The head runs on the real steps only. ``frozen_decoder``: the decoder's weights are detached, so the
         gradient reaches z (and the encoder behind it) only (``unpaired_trains_action_decoder=False``)."""
-        steps = real_positions(mask)  # every token of z is real: no memory mask
+        steps = self.backend.positions(mask)  # every token of z is real: no memory mask
         if frozen_decoder:
             weights = {name: w.detach() for name, w in self.action_decoder.named_parameters()}
             logits = torch.func.functional_call(self.action_decoder, weights, (states, z, None, steps))

@@ -9,9 +9,10 @@ its memory is (``instruction_memory``, ``trajectory_memory``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -21,11 +22,10 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import cached_file
 
+from .backends import BACKENDS, Backend, get_backend
 from .configuration_msvae import ModulesConfig, MSVAEConfig
 from .losses import sequence_log_likelihood
 from .modules import BottleneckAttention, FiLMGenerator, ObservationEncoder
-from .ops.layout import frame_slots, is_static, real_positions
-from .ops.positions import masked_scatter_frames
 from .policy import FollowerPolicy
 
 
@@ -36,6 +36,7 @@ class MSVAEPreTrainedModel(PreTrainedModel):
     base_model_prefix = "msvae"
     main_input_name = "input_ids"
     _no_split_modules: list[str] = []
+    backend: Backend = BACKENDS["default"]
 
     def __init__(self, config: ModulesConfig) -> None:
         super().__init__(config)
@@ -43,6 +44,31 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         if self.can_generate() and self.generation_config.max_new_tokens is None:
             # a speaker's default length, saved in generation_config.json and overridden as in transformers
             self.generation_config.max_new_tokens = config.max_instruction_length - 1
+
+    # ----------------------------------------------------------------- backend
+    def post_init(self) -> None:
+        super().post_init()
+        self.set_backend(self.config.backend)
+
+    def set_backend(self, backend: str | Backend, frames: int | None = None) -> None:
+        """Run the model on ``backend`` (a name in :data:`~msvae_hf.backends.BACKENDS` or a
+        :class:`~msvae_hf.backends.Backend`; ``frames``: the static backend's frame slots): set on the model and on
+        every layer that declares a ``backend``. The values at real positions are the same under every backend."""
+        backend = get_backend(backend, frames)
+        for module in self.modules():
+            if hasattr(type(module), "backend"):
+                module.backend = backend
+
+    @contextlib.contextmanager
+    def using_backend(self, backend: str | Backend, frames: int | None = None) -> Iterator[None]:
+        """Within the block the model runs on ``backend`` (as :meth:`set_backend` takes it); the backend it had is
+        set again when the block ends."""
+        previous = self.backend
+        self.set_backend(backend, frames)
+        try:
+            yield
+        finally:
+            self.set_backend(previous)
 
     # ----------------------------------------------------------------- weights
     @torch.no_grad()
@@ -84,7 +110,8 @@ class MSVAEPreTrainedModel(PreTrainedModel):
     # ----------------------------------------------------------------- inputs
     def check_input_ids(self, input_ids: torch.Tensor) -> None:
         """Token ids must index the vocabulary."""
-        if not is_static() and input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size):
+        if (self.backend.checks_values and input_ids.numel()
+                and (input_ids.min() < 0 or input_ids.max() >= self.config.vocab_size)):
             raise ValueError(
                 f"token ids out of range: got [{int(input_ids.min())}, {int(input_ids.max())}], "
                 f"vocab_size={self.config.vocab_size}"
@@ -101,7 +128,7 @@ class MSVAEPreTrainedModel(PreTrainedModel):
                 f"actions/trajectory_mask [B, T]; got observations {list(observations.shape)}, "
                 f"actions {list(actions.shape)}, trajectory_mask {list(mask.shape)}"
             )
-        if is_static() or not actions.numel():  # static_shapes: the caller checks values on the host
+        if not self.backend.checks_values or not actions.numel():  # static: the caller checks values on the host
             return
         empty = (~mask.bool().any(1)).nonzero()
         if len(empty):
@@ -134,18 +161,8 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         from which each memory's features are finished without running it again."""
         mask = trajectory_mask.bool()
         encoder = self.obs_encoder if encoder is None else encoder
-        steps = mask.shape[1]
-        if is_static():
-            slots = frame_slots(mask)
-            if slots is not None:  # the real frames in a fixed number of slots
-                return EncodedFrames(encoder, observations, directions, slots.gather, slots.scatter, steps)
-            # every frame, padding too (zeros: valid values), then padding zeroed
-            def place(features: torch.Tensor) -> torch.Tensor:
-                return features.view(*mask.shape, -1) * mask.unsqueeze(-1).to(features.dtype)
-
-            return EncodedFrames(encoder, observations, directions, lambda x: x.flatten(0, 1), place, steps)
-        return EncodedFrames(encoder, observations, directions, lambda x: x[mask],
-                             lambda features: masked_scatter_frames(features, mask), steps)
+        select, place = self.backend.frame_layout(mask)
+        return EncodedFrames(encoder, observations, directions, select, place, mask.shape[1])
 
     # ----------------------------------------------------------------- tokenizer travels with the model
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
@@ -368,7 +385,7 @@ class FollowerMixin:
         memory, memory_mask = self.instruction_memory(input_ids, attention_mask)
         frames = self.encode_frames(observations, directions, trajectory_mask)
         states = self.action_decoder.run(frames, actions, trajectory_mask, memory, memory_mask)
-        steps = real_positions(trajectory_mask)
+        steps = self.backend.positions(trajectory_mask)
         logits = self.action_decoder.logits(states, memory, memory_mask, steps)
         ll = sequence_log_likelihood(logits, actions, steps, self.config.loss_reduction)
         return ll, steps.scatter(logits)
@@ -444,7 +461,7 @@ class SpeakerMixin:
         tokens only. ``copies`` memories per instruction (``memory`` [copies * B, M, D], as the decoder takes
         them): [copies * B] log-likelihoods and logits, copy by copy."""
         self.check_input_ids(input_ids)
-        tokens = real_positions(attention_mask[:, 1:])
+        tokens = self.backend.positions(attention_mask[:, 1:])
         logits = self.instruction_decoder(input_ids[:, :-1], memory, memory_mask, positions=tokens, copies=copies)
         if copies > 1:
             tokens = tokens.repeat(copies)

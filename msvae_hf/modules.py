@@ -17,23 +17,24 @@ Data flow (B trajectories of up to T frames, instructions of up to L tokens)::
 The LSTM state h'_t does not depend on the memory, so the action decoder runs over whole sequences in
 parallel in training and one LSTM pass is shared by every memory (h_y, z ~ q(z|y), z ~ q(z|a,o)).
 
-This file is the architecture. What it runs on lives in :mod:`msvae_hf.ops`: the real positions of a padded batch
-(or every one), the recurrences' kernels and the linear layers' matrix products, chosen by the switches of
-:mod:`msvae_hf.ops.layout` (the same values at real positions under every setting).
+This file is the architecture. How it runs is its backend's (:mod:`msvae_hf.backends`): each layer that reads
+positions, runs a recurrence or a product asks ``self.backend``, which the model sets on every such layer
+(``model.set_backend``; the same values at real positions under every backend).
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .ops.layout import grouped, is_static, real_positions
-from .ops.linear import Linear, linear
-from .ops.positions import LengthGroups, RealPositions
-from .ops.recurrence import run_recurrence
+from .backends import BACKENDS, Backend, Linear
+
+if TYPE_CHECKING:
+    from .ops.positions import LengthGroups, RealPositions
 
 MAX_CELL_TABLE = 1 << 16
 """The most cell values (obs_num_values ** channels) the observation encoder embeds from one table."""
@@ -46,6 +47,8 @@ class ObservationEncoder(nn.Module):
     bag-of-words image embedding, then two 3x3 convolutions, a 2x2 max-pool and a linear layer. The
     agent's direction is embedded and added. Runs on real frames only (callers pass ``obs[mask]``).
     """
+
+    backend: Backend = BACKENDS["default"]
 
     def __init__(self, config) -> None:
         super().__init__()
@@ -89,7 +92,7 @@ class ObservationEncoder(nn.Module):
                 f"got {list(observations.shape)}"
             )
         obs = observations.long()
-        if not is_static() and obs.numel() and (obs.min() < 0 or obs.max() >= self.num_values):
+        if self.backend.checks_values and obs.numel() and (obs.min() < 0 or obs.max() >= self.num_values):
             raise ValueError(
                 f"observation values must be in [0, obs_num_values={self.num_values}), "
                 f"got range [{int(obs.min())}, {int(obs.max())}]"
@@ -100,7 +103,8 @@ class ObservationEncoder(nn.Module):
         """The map [N, C, h, w] -> features [N, H]: FiLM (Perez et al. 2018, as BabyAI 1.1 conditions perception on
         its instruction) where ``film`` [N, 2C] holds each frame's (gamma, beta), norm(x * (1 + gamma) + beta) with
         the norm over each frame's map; then the max-pool, the ReLU, the linear layer and the agent's direction."""
-        if not is_static() and directions.numel() and (directions.min() < 0 or directions.max() >= self.num_directions):
+        if (self.backend.checks_values and directions.numel()
+                and (directions.min() < 0 or directions.max() >= self.num_directions)):
             raise ValueError(f"directions must be in [0, num_directions={self.num_directions}), got range "
                              f"[{int(directions.min())}, {int(directions.max())}]")
         if film is not None:
@@ -110,7 +114,7 @@ class ObservationEncoder(nn.Module):
         # proj reads the pooled map in (C, h, w) order; its columns are reordered rather than the map, which
         # would cost a copy of the map and one of its gradient.
         weight = self.proj.weight.unflatten(1, (x.shape[3], x.shape[1], x.shape[2])).permute(0, 2, 3, 1)
-        features = linear(x.flatten(1), weight.flatten(1), self.proj.bias)
+        features = self.backend.linear(x.flatten(1), weight.flatten(1), self.proj.bias)
         return F.relu(features + self.direction_embedding(directions.long()))
 
     def embed_cells(self, obs: torch.Tensor) -> torch.Tensor:
@@ -135,6 +139,8 @@ class ObservationEncoder(nn.Module):
 class TrajectoryEncoder(nn.Module):
     """Speaker encoder (App. D): frame features and linearly embedded actions -> GRU -> h_tau."""
 
+    backend: Backend = BACKENDS["default"]
+
     def __init__(self, config) -> None:
         super().__init__()
         self.action_embedding = nn.Embedding(config.num_actions, config.action_embed_dim)
@@ -143,12 +149,13 @@ class TrajectoryEncoder(nn.Module):
     def forward(self, frame_features: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """frame_features [B, T, H], actions [B, T], mask [B, T] -> h_tau [B, T, H] (zeros on padding)."""
         x = torch.cat([frame_features, self.action_embedding(actions)], dim=-1)
-        out = run_recurrence(self.gru, x, mask)
-        return out
+        return self.backend.recurrence(self.gru, x, mask)
 
 
 class InstructionEncoder(nn.Module):
     """Follower encoder f_enc (Sec. 2.2): word embeddings -> bidirectional GRU -> h_y and a summary s_y."""
+
+    backend: Backend = BACKENDS["default"]
 
     def __init__(self, config) -> None:
         super().__init__()
@@ -159,7 +166,7 @@ class InstructionEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """input_ids [B, L], mask [B, L] -> (h_y [B, L, H], summary [B, H])."""
-        states = run_recurrence(self.gru, self.word_embedding(input_ids), mask)
+        states = self.backend.recurrence(self.gru, self.word_embedding(input_ids), mask)
         half = states.shape[-1] // 2
         last = mask.long().sum(1).clamp(min=1) - 1
         forward_last = states[torch.arange(states.shape[0], device=states.device), last, :half]
@@ -174,6 +181,8 @@ class BottleneckAttention(nn.Module):
     Returns the mean and log-variance of K Gaussian tokens z = [z_1..z_K], each D-dimensional: the
     variational posterior q(z|x) of one modality. Keys are masked so padding is never attended.
     """
+
+    backend: Backend = BACKENDS["default"]
 
     def __init__(self, config, input_size: int) -> None:
         super().__init__()
@@ -192,14 +201,14 @@ class BottleneckAttention(nn.Module):
         attention, hidden = self.attention, self.queries.shape[1]
         w_q, w_kv = attention.in_proj_weight.split([hidden, 2 * hidden])
         b_q, b_kv = attention.in_proj_bias.split([hidden, 2 * hidden])
-        positions = real_positions(mask)
-        key_values = linear(self.key_proj(positions.gather(states)), w_kv, b_kv)
+        positions = self.backend.positions(mask)
+        key_values = self.backend.linear(self.key_proj(positions.gather(states)), w_kv, b_kv)
         heads = attention.num_heads
 
         def split(x: torch.Tensor) -> torch.Tensor:  # [b, n, H] -> [b, heads, n, H / heads]
             return x.view(x.shape[0], x.shape[1], heads, hidden // heads).transpose(1, 2)
 
-        queries = split(linear(self.queries, w_q, b_q).unsqueeze(0))
+        queries = split(self.backend.linear(self.queries, w_q, b_q).unsqueeze(0))
 
         def attend(key_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:  # [b, n, 2H], [b, n] -> [b, K, H]
             keys, values = key_values.chunk(2, -1)
@@ -209,7 +218,7 @@ class BottleneckAttention(nn.Module):
             )
             return tokens.transpose(1, 2).reshape(keys.shape[0], -1, hidden)
 
-        if grouped(states, positions):  # each group of rows of similar length on its own padded length
+        if self.backend.grouped(states, positions):  # each group of rows of similar length on its own padded length
             groups = positions.groups
             tokens = groups.join_rows([attend(part, part_mask)
                                        for part, part_mask in zip(groups.pad(key_values), groups.masks())])
@@ -319,6 +328,8 @@ class ActionDecoder(nn.Module):
     ``previous_action_input=False`` drops emb(a_{t-1}) from the LSTM's input (BabyAI's model has none).
     """
 
+    backend: Backend = BACKENDS["default"]
+
     def __init__(self, config, memory_size: int) -> None:
         super().__init__()
         self.start_action = config.num_actions  # a_0: an extra embedding row
@@ -402,7 +413,7 @@ class ActionDecoder(nn.Module):
 
     def states(self, frame_features: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """h'_t for all t in parallel: [B, T, H], zeros on padding (the LSTM runs over the real steps only)."""
-        return run_recurrence(self.lstm, self._inputs(frame_features, self.previous_actions(actions)), mask)
+        return self.backend.recurrence(self.lstm, self._inputs(frame_features, self.previous_actions(actions)), mask)
 
     def logits(
         self,
@@ -412,7 +423,7 @@ class ActionDecoder(nn.Module):
         positions: RealPositions | None = None,
     ) -> torch.Tensor:
         """a_t = f_act(c_t, h'_t): logits [B, T, num_actions], or [N, num_actions] at ``positions`` only."""
-        if grouped(states, positions):
+        if self.backend.grouped(states, positions):
             states = positions.gather(states)
             return self.head(torch.cat([self.attention(states, memory, memory_mask, positions.groups), states], -1))
         features = torch.cat([self.attention(states, memory, memory_mask), states], dim=-1)
@@ -435,6 +446,8 @@ class ActionDecoder(nn.Module):
 
 class _DecoderLayer(nn.Module):
     """Pre-norm transformer decoder layer: causal self-attention (with a KV cache), cross-attention, MLP."""
+
+    backend: Backend = BACKENDS["default"]
 
     def __init__(self, config) -> None:
         super().__init__()
@@ -473,7 +486,7 @@ class _DecoderLayer(nn.Module):
         a right-padded row's real tokens see only real tokens under the causal mask, however far it is padded.
         """
         qkv = self.qkv(self.norm1(x))
-        if cache is None and grouped(x, positions):
+        if cache is None and self.backend.grouped(x, positions):
             groups = positions.groups
             attn = groups.unpad([self._attend(*part.chunk(3, dim=-1), causal=True) for part in groups.pad(qkv)])
             return x + self.dropout(self.self_out(attn))
@@ -495,7 +508,7 @@ class _DecoderLayer(nn.Module):
         """The cross-attention and MLP blocks: x + CrossAttn(LN(x), memory), then + MLP(LN(.)).
         ``memory_mask`` None: every memory slot is real (no mask built)."""
         q, memory = self.cross_q(self.norm2(x)), self.cross_kv(memory)
-        if grouped(x, positions):  # each group of rows with its rows' memory
+        if self.backend.grouped(x, positions):  # each group of rows with its rows' memory
             groups = positions.groups
             attn = groups.unpad([
                 self._attend(part, *mem.chunk(2, dim=-1), None if mask is None else mask.bool()[:, None, None, :])

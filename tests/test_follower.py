@@ -12,7 +12,6 @@ from test_graphed import assert_captured_update_is_the_eager_one
 from msvae_hf import evaluation
 from msvae_hf.evaluation import bot_episodes, evaluate_follower
 from msvae_hf.metrics import follower_summary, spl
-from msvae_hf.ops.layout import static_shapes
 from msvae_hf.rollout import BotPolicy, EpisodeResult, evaluate_policy
 
 VARIANTS = [
@@ -123,7 +122,7 @@ def test_film_static_layout_gives_the_default_layouts_terms_and_gradients(tok, k
     for inputs, static in ((batch, False), (padded, True)):
         model.zero_grad(set_to_none=True)
         torch.manual_seed(0)
-        with static_shapes(static, frames=40 if static else None):
+        with model.using_backend("static" if static else "default", frames=40 if static else None):
             loss = model(**inputs).loss
         loss.backward()
         results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))

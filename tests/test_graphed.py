@@ -111,15 +111,13 @@ def test_the_static_updates_operator_count_does_not_grow_with_length(tok, monkey
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from update_ops import batch_of, count_update
 
-    from msvae_hf.ops.layout import static_shapes
-
     model = build("msvae", tok).train()
     counts = {}
     for length in (16, 48):
         batch = batch_of(tok, 8, length, words=12)
         for static in (False, True):
             def run(batch=batch, static=static):
-                with static_shapes(static):
+                with model.using_backend("static" if static else "default"):
                     return model(**batch).loss
             counts[static, length] = count_update(run)["operators"]
     assert counts[True, 16] == counts[True, 48]

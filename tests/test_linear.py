@@ -11,7 +11,8 @@ from torch import nn
 
 import msvae_hf.ops.linear as linear_module
 from msvae_hf import MSVAETokenizer
-from msvae_hf.ops.linear import AVAILABLE, MIN_ROWS, ROW_BUCKET, Linear, linear, onednn_linear
+from msvae_hf.backends import BACKENDS, Backend, Linear
+from msvae_hf.ops.linear import AVAILABLE, MIN_ROWS, ROW_BUCKET, linear
 
 FP32_SUMS = {"rtol": 1e-4, "atol": 1e-4}
 """fp32 against float64, for sums of about a thousand products of order one."""
@@ -106,8 +107,11 @@ def test_elsewhere_it_is_f_linear_bit_for_bit(case: str) -> None:
     torch.manual_seed(2)
     dtype = torch.float64 if case == "float64" else torch.float32
     x, weight, bias = (torch.randn(*s, dtype=dtype) for s in ((8, 3, 5), (6, 5), (6,)))
-    with onednn_linear(case != "switched off"), torch.autocast("cpu", torch.bfloat16, enabled=case == "bf16 autocast"):
-        out, grads = grads_of(linear, x, weight, bias)
+    def product(*tensors: torch.Tensor) -> torch.Tensor:
+        return linear(*tensors, onednn=case != "switched off")
+
+    with torch.autocast("cpu", torch.bfloat16, enabled=case == "bf16 autocast"):
+        out, grads = grads_of(product, x, weight, bias)
         ref, ref_grads = grads_of(F.linear, x, weight, bias)
     assert out.dtype == ref.dtype
     torch.testing.assert_close(out, ref, rtol=0, atol=0)
@@ -116,13 +120,17 @@ def test_elsewhere_it_is_f_linear_bit_for_bit(case: str) -> None:
 
 
 @pytest.mark.usefixtures("small_rows")
-def test_switch_nests_and_restores() -> None:
-    x, weight = torch.randn(4, 3), torch.randn(2, 3)
-    with onednn_linear(False):
-        off = linear(x, weight)
-        with onednn_linear(True):
-            torch.testing.assert_close(linear(x, weight), off, rtol=1e-6, atol=1e-6)
-        torch.testing.assert_close(linear(x, weight), F.linear(x, weight), rtol=0, atol=0)
+def test_a_models_backend_reaches_its_linear_layers_and_is_restored() -> None:
+    """set_backend("eager") puts every Linear on F.linear; using_backend restores the backend it found."""
+    tok = MSVAETokenizer.from_grammar()
+    model = build("msvae", tok)
+    layers = [m for m in model.modules() if isinstance(m, Linear)]
+    assert layers and all(layer.backend is BACKENDS["default"] for layer in layers)
+    with model.using_backend("eager"):
+        assert all(layer.backend is BACKENDS["eager"] for layer in layers)
+        x = torch.randn(4, layers[0].in_features)
+        torch.testing.assert_close(layers[0](x), F.linear(x, layers[0].weight, layers[0].bias), rtol=0, atol=0)
+    assert all(layer.backend is BACKENDS["default"] for layer in layers)
 
 
 @pytest.mark.usefixtures("small_rows")
@@ -134,8 +142,8 @@ def test_layer_is_an_nn_linear_with_the_same_state_dict() -> None:
     layer.load_state_dict(plain.state_dict())
     x = torch.randn(2, 5)
     torch.testing.assert_close(layer(x), plain(x), rtol=1e-6, atol=1e-6)
-    with onednn_linear(False):
-        torch.testing.assert_close(layer(x), plain(x), rtol=0, atol=0)
+    layer.backend = BACKENDS["eager"]
+    torch.testing.assert_close(layer(x), plain(x), rtol=0, atol=0)
 
 
 @needs_onednn
@@ -150,7 +158,7 @@ def test_msvae_objective_and_gradients_match_f_linear(small_rows: None, monkeypa
     def run(enabled: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         model.zero_grad(set_to_none=True)
         torch.manual_seed(4)
-        with onednn_linear(enabled):
+        with model.using_backend("default" if enabled else Backend("default, F.linear", onednn=False)):
             loss = model(**batch).loss
         loss.backward()
         return loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}

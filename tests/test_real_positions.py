@@ -20,6 +20,7 @@ from transformers import DynamicCache
 
 import msvae_hf.modeling_msvae as modeling_msvae
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel
+from msvae_hf.backends import Backend
 from msvae_hf.losses import (
     domain_distance,
     kl_to_prior,
@@ -28,7 +29,6 @@ from msvae_hf.losses import (
     reparameterize,
     unpaired_elbo,
 )
-from msvae_hf.ops.layout import length_groups
 from msvae_hf.ops.positions import LengthGroups, RealPositions, _group_lengths
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
@@ -195,8 +195,8 @@ def test_decoder_length_groups_equal_the_padded_decoder_with_a_memory_mask(tok: 
 
 
 def test_length_groups_switch_keeps_the_objective(tok: MSVAETokenizer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``length_groups(False)`` runs attention over the whole padded batch (fewer, larger kernels), with the same
-    terms of Eq. 10 and gradients as the length groups."""
+    """A backend without length groups (``Backend(length_groups=False)``) runs attention over the whole padded
+    batch (fewer, larger kernels), with the same terms of Eq. 10 and gradients as the length groups."""
     model = build("msvae", tok).train()
     batch = pad_more(real_batch(tok, LENGTHS))
     kept = torch.arange(batch["input_ids"].shape[1])[None, :] < torch.tensor([7, 3, 5, 2, 7, 4])[:, None]
@@ -221,7 +221,7 @@ def test_length_groups_switch_keeps_the_objective(tok: MSVAETokenizer, monkeypat
                 [p.grad.clone() for p in model.parameters()], len(shapes))
 
     grouped, grouped_grads, grouped_calls = run()
-    with length_groups(False):
+    with model.using_backend(Backend("default, padded attention", length_groups=False)):
         padded, padded_grads, padded_calls = run()
     assert grouped_calls > padded_calls
     for name, value in padded.items():

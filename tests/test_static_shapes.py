@@ -1,5 +1,6 @@
-"""The static layout (``ops.layout.static_shapes``) against the default one: the same loss terms and gradients at
-real positions, whatever the padding holds (tests/test_graphed.py runs it on the meta device: no host reads)."""
+"""The static backend's layout (``model.set_backend("static")``) against the default one: the same loss terms and
+gradients at real positions, whatever the padding holds (tests/test_graphed.py runs it on the meta device: no host
+reads)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import pytest
 import torch
 from model_helpers import TERMS, build, pad_more, real_batch, unpaired
 
-from msvae_hf.ops.layout import static_shapes
 from msvae_hf.ops.positions import DensePositions, RealPositions
 from msvae_hf.ops.recurrence import _run_padded, packed_recurrence
 
@@ -18,7 +18,7 @@ TOL = dict(rtol=1e-5, atol=1e-5)
 def _terms_and_grads(model, batch, static: bool, seed: int = 0, frames: int | None = None):
     model.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
-    with static_shapes(static, frames=frames):
+    with model.using_backend("static" if static else "default", frames=frames):
         out = model(**batch)
     out.loss.backward()
     terms = {k: getattr(out, k) for k in ("loss", *TERMS, "v", "domain_distance", "a_1_unpaired", "b_1_unpaired")}
@@ -72,8 +72,12 @@ def test_dense_positions_sum_only_real_positions():
 def test_too_few_frame_slots_fail_rather_than_drop_frames(tok):
     model = build("msvae", tok)
     batch = {**real_batch(tok), **unpaired(real_batch(tok, lengths=(2, 6, 3, 1), seed=1))}  # 26 real frames
-    with static_shapes(frames=25), pytest.raises((IndexError, RuntimeError)):
+    with model.using_backend("static", frames=25), pytest.raises((IndexError, RuntimeError)):
         model(**batch)
-    with pytest.raises(ValueError, match="frames must be a positive count"):
-        with static_shapes(frames=0):
-            pass
+    with pytest.raises(ValueError, match="frames is the static backend's positive count"):
+        model.set_backend("static", frames=0)
+    with pytest.raises(ValueError, match="frames is the static backend's positive count"):
+        model.set_backend("default", frames=26)
+    with pytest.raises(ValueError, match="unknown backend 'graphs'"):
+        model.set_backend("graphs")
+    assert model.backend.name == "default"  # a refused backend leaves the model as it was

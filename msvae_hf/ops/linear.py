@@ -4,20 +4,17 @@ PyTorch's CPU ``F.linear`` calls the BLAS it was built with (MKL). On an AMD CPU
 AVX2 code path: one core of a Zen 5 machine reaches about 110 GFLOP/s through it, and about 240 through
 oneDNN's fp32 matmul, which every x86 torch build carries for its convolutions (``benchmarks/train_step.py``
 measures both peaks). :func:`linear` runs forward and backward through oneDNN there, for products of at least
-MIN_ROWS rows; everywhere else (fewer rows, other devices and dtypes, autocast, builds without oneDNN, or inside
-``onednn_linear(False)``) it is ``F.linear``. The values agree with ``F.linear`` to fp32 rounding, not bit for
-bit: the two libraries sum the products in different orders.
+MIN_ROWS rows; everywhere else (fewer rows, other devices and dtypes, autocast, builds without oneDNN, or with
+``onednn=False``, as the ``"eager"`` backend asks) it is ``F.linear``. The values agree with ``F.linear`` to fp32
+rounding, not bit for bit: the two libraries sum the products in different orders.
 """
 
 from __future__ import annotations
 
-import contextlib
 import platform
-from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 
 def _onednn_available() -> bool:
@@ -31,19 +28,6 @@ def _onednn_available() -> bool:
 
 AVAILABLE = _onednn_available()
 """Whether the linear layers may use oneDNN: an x86 CPU and a torch build with oneDNN's fp32 linear."""
-
-_ENABLED = [AVAILABLE]
-
-
-@contextlib.contextmanager
-def onednn_linear(enabled: bool) -> Iterator[None]:
-    """Within the block, CPU fp32 linear layers run on oneDNN (``True``, the default where available) or on
-    ``F.linear`` (``False``), e.g. to compare the two."""
-    _ENABLED.append(enabled and AVAILABLE)
-    try:
-        yield
-    finally:
-        _ENABLED.pop()
 
 
 def onednn_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -98,7 +82,7 @@ class _OneDNNLinear(torch.autograd.Function):
 
 def _use_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
     return (
-        _ENABLED[-1]
+        AVAILABLE
         and x.device.type == "cpu"
         and x.dtype == weight.dtype == torch.float32
         and not torch.is_autocast_enabled("cpu")
@@ -106,15 +90,11 @@ def _use_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
     )
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)``; on oneDNN for CPU fp32 tensors (see the module's docstring)."""
-    if _use_onednn(x, weight):
+def linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, onednn: bool = True
+) -> torch.Tensor:
+    """``F.linear(x, weight, bias)``; on oneDNN for CPU fp32 tensors where ``onednn`` (see the module's docstring)."""
+    if onednn and _use_onednn(x, weight):
         return _OneDNNLinear.apply(x, weight, bias)
     return F.linear(x, weight, bias)
 
-
-class Linear(nn.Linear):
-    """``nn.Linear`` (same parameters and state dict) whose product is :func:`linear`."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)

@@ -4,8 +4,8 @@ Training batches are mostly padding (BabyAI episodes: mean 12 steps, longest abo
 layers that work position by position run on the real positions only. :class:`RealPositions` gathers them (row by
 row, or in a ``PackedSequence``'s step order) and scatters results back; :class:`LengthGroups` cuts the rows into
 a few groups of similar length for attention on the CPU; :class:`DensePositions` has the same interface over
-every position, for the static layout (:func:`~msvae_hf.ops.layout.static_shapes`), where :class:`FrameSlots`
-holds the real frames in a fixed number of slots. :mod:`msvae_hf.ops.layout` chooses among them.
+every position, for the static layout (the ``"static"`` backend), where :class:`FrameSlots` holds the real frames
+in a fixed number of slots. The model's backend (:mod:`msvae_hf.backends`) chooses among them.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def _packed_order(mask: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
 
 class DensePositions:
     """Every position of a right-padded batch (``mask`` [B, S]), with :class:`RealPositions`' interface: the
-    layout of :func:`~msvae_hf.ops.layout.static_shapes`, where no shape depends on the data.
+    static layout (the ``"static"`` backend), where no shape depends on the data.
 
     ``gather`` is a reshape to [B * S, ...] (padding included, so position-wise layers run on it too),
     ``scatter`` the reshape back with padding zeroed, ``sum_rows`` sums the real positions only. No call reads a

@@ -1,8 +1,8 @@
 """The recurrent layers' runs over right-padded sequences, so that padding never reaches a real position.
 
-:func:`run_recurrence` picks the run for the layout in force (:mod:`msvae_hf.ops.layout`): over the padded batch
-in the static layout (:func:`_run_padded`), stepped on the real positions in packed order on the CPU
-(:func:`packed_recurrence`), or on a ``PackedSequence`` elsewhere. :func:`gru_update` and :func:`lstm_update` are
+:func:`run_recurrence` picks the run for the layout its caller names (the model's backend, :mod:`msvae_hf.backends`):
+over the padded batch in the static layout (:func:`_run_padded`), stepped on the real positions in packed order on the
+CPU (:func:`packed_recurrence`), or on a ``PackedSequence`` elsewhere. :func:`gru_update` and :func:`lstm_update` are
 one step of ``nn.GRU`` and ``nn.LSTM``.
 """
 
@@ -12,26 +12,28 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .layout import is_static
 from .linear import linear
 from .positions import RealPositions
 
 
-def run_recurrence(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def run_recurrence(
+    rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor, static: bool = False, onednn: bool = True
+) -> torch.Tensor:
     """Run an RNN over right-padded sequences so padding never reaches a real position: ``x`` [B, S, I],
     ``mask`` [B, S] -> [B, S, hidden x directions], zeros on padding.
 
-    In :func:`~msvae_hf.ops.layout.static_shapes`' layout a one-layer GRU or LSTM runs over the padded batch
+    ``static`` (the static backend's layout, no shape that depends on the data): a one-layer GRU or LSTM runs over
+    the padded batch
     (:func:`_run_padded`). Otherwise, on the CPU, a one-layer GRU or LSTM runs through :func:`packed_recurrence`
     on the real positions gathered in packed order; elsewhere ``rnn`` runs on a ``PackedSequence``. The CPU's
     ``pack_padded_sequence`` and ``pad_packed_sequence`` copy step by step, and the backward of each step's copy is
     a tensor the size of the whole batch.
     """
-    if is_static():
+    if static:
         out = _run_padded(rnn, x, mask)
     elif x.device.type == "cpu" and isinstance(rnn, nn.GRU | nn.LSTM) and rnn.num_layers == 1:
         steps = RealPositions(mask, packed=True)
-        out = steps.scatter(packed_recurrence(rnn, steps.gather(x), steps.batch_sizes))
+        out = steps.scatter(packed_recurrence(rnn, steps.gather(x), steps.batch_sizes, onednn))
     else:
         lengths = mask.long().sum(1).clamp(min=1).cpu()
         out, _ = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
@@ -46,7 +48,7 @@ def _run_padded(rnn: nn.GRU | nn.LSTM, x: torch.Tensor, mask: torch.Tensor) -> t
     (padding after the real steps again) and its outputs are put back in order. Values at real positions equal
     :func:`packed_recurrence`'s; the caller zeroes padding."""
     if rnn.num_layers != 1 or not rnn.batch_first or getattr(rnn, "proj_size", 0):
-        raise ValueError("static_shapes runs one-layer, batch-first GRUs and LSTMs without projections")
+        raise ValueError("the static layout runs one-layer, batch-first GRUs and LSTMs without projections")
     lstm = isinstance(rnn, nn.LSTM)
     run = torch._VF.lstm if lstm else torch._VF.gru
     hidden = rnn.hidden_size
@@ -68,7 +70,9 @@ def _run_padded(rnn: nn.GRU | nn.LSTM, x: torch.Tensor, mask: torch.Tensor) -> t
     return torch.cat([out, backward.gather(1, flip.expand(-1, -1, hidden))], dim=-1)
 
 
-def packed_recurrence(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, batch_sizes: list[int]) -> torch.Tensor:
+def packed_recurrence(
+    rnn: nn.GRU | nn.LSTM, data: torch.Tensor, batch_sizes: list[int], onednn: bool = True
+) -> torch.Tensor:
     """``rnn(packed)[0].data`` of a one-layer GRU or LSTM (either direction) from zero states, the same values:
     packed ``data`` [N, input] whose step t is ``batch_sizes[t]`` rows -> [N, hidden x directions].
 
@@ -77,14 +81,17 @@ def packed_recurrence(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, batch_sizes: li
     the size of the whole sequence for each step: time and memory grow with length x positions.
     """
     directions = [""] + (["_reverse"] if rnn.bidirectional else [])
-    out = [_one_direction(rnn, data, batch_sizes, suffix) for suffix in directions]
+    out = [_one_direction(rnn, data, batch_sizes, suffix, onednn) for suffix in directions]
     return out[0] if len(out) == 1 else torch.cat(out, dim=-1)
 
 
-def _one_direction(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, sizes: list[int], suffix: str) -> torch.Tensor:
+def _one_direction(
+    rnn: nn.GRU | nn.LSTM, data: torch.Tensor, sizes: list[int], suffix: str, onednn: bool
+) -> torch.Tensor:
     """One direction of :func:`packed_recurrence` over packed ``data`` [N, I] (steps of ``sizes`` rows)."""
     weight_hh, bias_hh = getattr(rnn, f"weight_hh_l0{suffix}"), getattr(rnn, f"bias_hh_l0{suffix}")
-    inputs = linear(data, getattr(rnn, f"weight_ih_l0{suffix}"), getattr(rnn, f"bias_ih_l0{suffix}")).split(sizes)
+    weight_ih, bias_ih = getattr(rnn, f"weight_ih_l0{suffix}"), getattr(rnn, f"bias_ih_l0{suffix}")
+    inputs = linear(data, weight_ih, bias_ih, onednn).split(sizes)
     lstm, hidden = isinstance(rnn, nn.LSTM), weight_hh.shape[1]
     h = c = data.new_zeros(0, hidden)
     outputs: list[torch.Tensor] = [data] * len(sizes)
@@ -97,9 +104,9 @@ def _one_direction(rnn: nn.GRU | nn.LSTM, data: torch.Tensor, sizes: list[int], 
             new = data.new_zeros(size - h.shape[0], hidden)
             h, c = torch.cat([h, new]), torch.cat([c, new]) if lstm else c  # a GRU has no cell state
         if lstm:
-            h, c = lstm_update(inputs[step] + linear(h, weight_hh, bias_hh), c)
+            h, c = lstm_update(inputs[step] + linear(h, weight_hh, bias_hh, onednn), c)
         else:
-            h = gru_update(inputs[step], linear(h, weight_hh, bias_hh), h)
+            h = gru_update(inputs[step], linear(h, weight_hh, bias_hh, onednn), h)
         outputs[step] = h
     return torch.cat(outputs)
 
