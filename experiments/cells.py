@@ -1,8 +1,9 @@
 """The cells of each level's study: one command each, done when its output exists.
 
 A cell trains a run (``scripts/train.py``), makes demonstrations, labels a pool of unpaired trajectories,
-pre-trains a speaker's encoders or compares finished runs. Names read ``<row>/seed<k>`` for runs (the row is
-the config's name, ``configs/<level>/<row>.yaml``; a pre-training's row is its output folder's name),
+pre-trains a speaker's encoders or compares finished runs. Names read ``<row>/seed<k>`` for runs (a row trains
+its method's config file, ``configs/<method>.yaml``, for the level, with the row's own settings as flags; a
+pre-training's row is its output folder's name),
 ``demos`` and ``labels/<labeller>`` for data, and ``<script>/<output>`` for comparisons and tables. Run
 folders follow one convention: ``runs/<level>/<row>`` for seed 0 and ``runs/<level>/<row>_seed<k>`` for seed
 k. Every MS-VAE seed starts from the seed-0 baselines (App. D initialises MS-VAE from trained baselines) and
@@ -21,6 +22,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from msvae_hf.cli.train import parse_args
+from msvae_hf.train_config import TrainConfig, load_config
+
+REPO = Path(__file__).resolve().parents[1]
 
 #: The paper's two one-room levels (App. C): folder name -> the name make_demos takes.
 LEVELS = {"bosslocal": "BossLocal", "gotoseqlocal": "GoToSeqLocal"}
@@ -45,16 +51,20 @@ QUESTIONS = {
 
 @dataclass(frozen=True)
 class Row:
-    """A row of a results table: ``configs/<level>/<row>.yaml`` trained on ``seeds``."""
+    """A row of a results table: its method's ``configs/<config>.yaml`` with the row's ``overrides``, trained on
+    ``seeds`` of a level into ``runs/<level>/<row>[_seed<k>]``."""
 
     label: str
     question: str
     needs: tuple[str, ...] = ()
     """cells every seed needs besides the demonstrations (e.g. the seed-0 baselines it starts from)"""
     seeds: tuple[int, ...] = (0, 1, 2)
-    """the seeds the study runs (none: a config kept but not run)"""
+    """the seeds the study runs (none: a row kept but not run)"""
     overrides: tuple[str, ...] = ()
-    """train.py flags beyond the config, e.g. ``--max-updates 400`` for a run stopped early"""
+    """train.py flags beyond the config, e.g. ``--model.gamma 1`` or ``--max-updates 400`` for a run stopped
+    early; ``{level}`` in a value is the level's folder name"""
+    config: str | None = None
+    """the method's config file, ``configs/<config>.yaml`` (None: the row's name)"""
     init: str | None = None
     """the pre-training (runs/<level>/<init>[_seed<k>]) that seed k starts from"""
     continues: str | None = None
@@ -85,21 +95,29 @@ TABLE_ROWS: dict[str, Row] = {
 #: seed 0 trained again.
 INDEPENDENT_ROWS: dict[str, Row] = {
     "msvae_paired_own": Row("MS-VAE, paired only, each seed from its own baselines", "follower",
-                            own_baselines=True),
-    "msvae_v_own": Row("MS-VAE + V, each seed from its own baselines", "follower", own_baselines=True),
-    "msvae_own": Row("MS-VAE full (+ V + D'), each seed from its own baselines", "follower", own_baselines=True),
+                            own_baselines=True, config="msvae_paired"),
+    "msvae_v_own": Row("MS-VAE + V, each seed from its own baselines", "follower", own_baselines=True,
+                       config="msvae_v"),
+    "msvae_own": Row("MS-VAE full (+ V + D'), each seed from its own baselines", "follower", own_baselines=True,
+                     config="msvae"),
     "speaker_follower_own": Row("speaker-follower, each seed on its own speaker's labels", "speaker_follower",
-                                teacher="speaker"),
+                                teacher="speaker", config="speaker_follower"),
     "msvae_speaker_follower_own": Row("MS-VAE-speaker-follower, each seed on its own MS-VAE's labels (MS-VAE full "
-                                      "from its own baselines)", "speaker_follower", teacher="msvae_own"),
+                                      "from its own baselines)", "speaker_follower", teacher="msvae_own",
+                                      config="msvae_speaker_follower"),
 }
 
 #: Table 1 on both levels: the four followers trained on 100,000 pairs (data/<level>_pairs_100k) with the imitation
 #: loss only, 10,000 updates of 128 (13 epochs), one seed.
 TABLE1_ROWS: dict[str, Row] = {
-    f"follower_m100k_{kind}": Row(f"follower, {label}, M = 100k pairs", "architectures", ("demos_pairs_100k",), (0,))
-    for kind, label in (("seq2seq", "seq2seq"), ("attention", "w/ attention"),
-                        ("bottleneck", "w/ bottleneck, K = 4"), ("bottleneck_k16", "w/ bottleneck, K = 16"))
+    f"follower_m100k_{kind}": Row(f"follower, {label}, M = 100k pairs", "architectures", ("demos_pairs_100k",), (0,),
+                                  overrides, config="follower_m100k_attention")
+    for kind, label, overrides in (
+        ("seq2seq", "seq2seq", ("--model.follower_attention", "none")),
+        ("attention", "w/ attention", ()),
+        ("bottleneck", "w/ bottleneck, K = 4", ("--model.follower_attention", "bottleneck")),
+        ("bottleneck_k16", "w/ bottleneck, K = 16", ("--model.follower_attention", "bottleneck",
+                                                     "--model.num_latent_tokens", "16")))
 }
 
 #: The size of a level's pool of unpaired trajectories, D_u (the study's demos cell).
@@ -108,107 +126,154 @@ UNPAIRED_POOL = 100_000
 #: MS-VAE full against N, on both levels: the first N unpaired trajectories of D_u (N = 0 is paired only, N =
 #: 100k the full row), 2000 updates of 128 + 128, which see 256k unpaired trajectories: 286, 26 and 2.6 epochs.
 CURVE_ROWS: dict[str, Row] = {
-    "msvae_n1k": Row("MS-VAE full, N = 1k unpaired trajectories", "unpaired_curve", BASELINES),
-    "msvae_n10k": Row("MS-VAE full, N = 10k unpaired trajectories", "unpaired_curve", BASELINES),
+    "msvae_n1k": Row("MS-VAE full, N = 1k unpaired trajectories", "unpaired_curve", BASELINES,
+                     overrides=("--num-unpaired", "1000"), config="msvae"),
+    "msvae_n10k": Row("MS-VAE full, N = 10k unpaired trajectories", "unpaired_curve", BASELINES,
+                      overrides=("--num-unpaired", "10000"), config="msvae"),
 }
 #: The curve's points in N's order (each row's N is its config's: ``num_unpaired``, else all of D_u).
 CURVE = ("msvae_paired", *CURVE_ROWS, "msvae")
 
+_UPDATES_4000 = ("--max-updates", "4000")
 #: Table 2's follower comparison at twice the budget, on both levels: each seed's 2000-update run continued.
 BUDGET_ROWS: dict[str, Row] = {
-    "msvae_4000": Row("MS-VAE full (+ V + D'), 4000 updates", "budget", BASELINES, continues="msvae"),
-    "msvae_paired_4000": Row("MS-VAE, paired only, 4000 updates", "budget", BASELINES,
-                             continues="msvae_paired"),
+    "msvae_4000": Row("MS-VAE full (+ V + D'), 4000 updates", "budget", BASELINES, overrides=_UPDATES_4000,
+                      continues="msvae", config="msvae"),
+    "msvae_paired_4000": Row("MS-VAE, paired only, 4000 updates", "budget", BASELINES, overrides=_UPDATES_4000,
+                             continues="msvae_paired", config="msvae_paired"),
 }
 
 _FRONT_DU = "speaker_init_front_unpaired"
+
+
+def _labels(labeller: str) -> tuple[str, str]:
+    """train.py's flags for a follower or speaker on ``labeller``'s labels of the level's D_u."""
+    return "--pseudo-labels", f"data/pseudo_labels/{{level}}/{labeller}"
 #: Table 3's speaker-follower with a teacher that names the objects: the front-cell pre-trained, self-trained
 #: speaker labels all of D_u, where the baseline speaker labelled it for "speaker-follower" (both levels).
 _SPEAKER_FOLLOWER_FRONT = Row("speaker-follower, labels by the front-cell pre-trained, self-trained speaker",
-                              "speaker_follower", ("labels/speaker_front_selftrain",))
+                              "speaker_follower", ("labels/speaker_front_selftrain",),
+                              overrides=("--pseudo-labels", "data/pseudo_labels/{level}/speaker_front_selftrain"),
+                              config="speaker_follower")
+_FILM = ("--model.follower_conditioning", "film", "--model.previous_action_input", "false")
 
 #: GoToSeqLocal's rows still rising at 2000 updates, continued to 4000 with the rows they are compared with.
 GOTOSEQLOCAL_ROWS: dict[str, Row] = {
     "follower_m100k_attention_film": Row("follower, w/ attention, FiLM, no previous action, M = 100k pairs, 4000 "
-                                         "updates", "architectures", ("demos_pairs_100k",), (0,)),
+                                         "updates", "architectures", ("demos_pairs_100k",), (0,),
+                                         (*_FILM, *_UPDATES_4000), config="follower_m100k_attention"),
     "follower_m100k_attention_film_10k": Row("follower, w/ attention, FiLM, no previous action, M = 100k pairs, "
-                                             "10,000 updates", "architectures", ("demos_pairs_100k",), (0,),
-                                             continues="follower_m100k_attention_film"),
-    "msvae_v_4000": Row("MS-VAE + V, 4000 updates", "budget", BASELINES, continues="msvae_v"),
+                                             "10,000 updates", "architectures", ("demos_pairs_100k",), (0,), _FILM,
+                                             continues="follower_m100k_attention_film",
+                                             config="follower_m100k_attention"),
+    "follower_m100k_attention_film_recurrent": Row(
+        "follower, w/ attention, FiLM read at each step by the LSTM's state (BabyAI 1.1), no previous action, M = "
+        "100k pairs, 4000 updates", "architectures", ("demos_pairs_100k",), (0,),
+        ("--model.follower_conditioning", "film_recurrent", "--model.previous_action_input", "false", *_UPDATES_4000),
+        config="follower_m100k_attention"),
+    "msvae_v_4000": Row("MS-VAE + V, 4000 updates", "budget", BASELINES, overrides=_UPDATES_4000,
+                        continues="msvae_v", config="msvae_v"),
     "speaker_follower_4000": Row("speaker-follower, 4000 updates", "budget", ("labels/speaker",),
-                                 continues="speaker_follower"),
+                                 overrides=_UPDATES_4000, continues="speaker_follower", config="speaker_follower"),
     "msvae_speaker_follower_4000": Row("MS-VAE-speaker-follower, 4000 updates", "budget", ("labels/msvae",),
-                                       continues="msvae_speaker_follower"),
+                                       overrides=_UPDATES_4000, continues="msvae_speaker_follower",
+                                       config="msvae_speaker_follower"),
     # Table 3's speaker-follower with a teacher that names the objects, as on BossLocal: the speaker pre-trained on
     # the front-cell task over D_u, self-trained on its own labels of 40k of D_u, labels all of D_u.
     "speaker_front_unpaired": Row("speaker, front-cell pre-training on D_u", "pretraining", seeds=(0,),
-                                  init=_FRONT_DU),
+                                  init=_FRONT_DU, config="speaker_paired"),
     "speaker_front_selftrain": Row("speaker, front-cell pre-training on D_u, self-trained on its labels",
-                                   "pretraining", ("labels/speaker_front",), (0,), init=_FRONT_DU),
+                                   "pretraining", ("labels/speaker_front",), (0,), _labels("speaker_front"),
+                                   init=_FRONT_DU, config="speaker_paired"),
     "speaker_follower_front": _SPEAKER_FOLLOWER_FRONT,
 }
 
 _FIVE = (0, 1, 2, 3, 4)
 _FRONT_BASELINES = ("follower/seed0", "speaker_front_unpaired/seed0")  # BASELINES, the speaker pre-trained on D_u
+_FRONT_SPEAKER = ("--init-speaker", "runs/{level}/speaker_front_unpaired/best")
+_GAMMA1 = ("--model.gamma", "1.0")
+_OWN_OBS = ("--model.share_observation_encoder", "false")
+_FIXED_DECODER = ("--model.unpaired_trains_action_decoder", "false")
 
 #: The rest of the BossLocal study (labels as in scripts/collect_results.py's RUNS).
 BOSSLOCAL_ROWS: dict[str, Row] = {
     "msvae_paired_speaker_follower": Row("speaker-follower, labels by MS-VAE paired only", "speaker_follower",
-                                         ("labels/msvae_paired",), (0,)),
+                                         ("labels/msvae_paired",), (0,), _labels("msvae_paired"),
+                                         config="speaker_follower"),
     # MS-VAE settings tried for BLEU; those stopped early keep the budget they stopped at.
-    "msvae_gamma1": Row("MS-VAE full, gamma = 1", "bleu", BASELINES),
+    "msvae_gamma1": Row("MS-VAE full, gamma = 1", "bleu", BASELINES, overrides=_GAMMA1, config="msvae"),
     "msvae_gamma10": Row("MS-VAE full, gamma = 10 (stopped at 400)", "bleu", BASELINES, (0,),
-                         ("--max-updates", "400")),
-    "msvae_alpha1000": Row("MS-VAE full, D' weight alpha = 1000", "bleu", BASELINES, (0,)),
-    "msvae_gamma1_alpha10": Row("MS-VAE full, gamma = 1, alpha = 10", "bleu", BASELINES),
-    "msvae_gamma1_alpha100": Row("MS-VAE full, gamma = 1, alpha = 100", "bleu", BASELINES, (0,)),
-    "msvae_k16": Row("MS-VAE full, K = 16 tokens", "bleu", BASELINES, (0,)),
+                         ("--model.gamma", "10.0", "--max-updates", "400"), config="msvae"),
+    "msvae_alpha1000": Row("MS-VAE full, D' weight alpha = 1000", "bleu", BASELINES, (0,),
+                           ("--model.alpha", "1000.0"), config="msvae"),
+    "msvae_gamma1_alpha10": Row("MS-VAE full, gamma = 1, alpha = 10", "bleu", BASELINES,
+                                overrides=(*_GAMMA1, "--model.alpha", "10.0"), config="msvae"),
+    "msvae_gamma1_alpha100": Row("MS-VAE full, gamma = 1, alpha = 100", "bleu", BASELINES, (0,),
+                                 (*_GAMMA1, "--model.alpha", "100.0"), config="msvae"),
+    "msvae_k16": Row("MS-VAE full, K = 16 tokens", "bleu", BASELINES, (0,), ("--model.num_latent_tokens", "16"),
+                     config="msvae"),
     "msvae_trajbeta": Row("MS-VAE full, trajectory beta = 0.01 (stopped at 400)", "bleu", BASELINES, (0,),
-                          ("--max-updates", "400")),
+                          ("--model.trajectory_beta", "0.01", "--max-updates", "400"), config="msvae"),
     # The paper's batch (256 + 256) on its million unpaired trajectories (data/bosslocal_1m).
     "msvae_b256_1m": Row("MS-VAE full, batch 256 on 1M unpaired trajectories", "budget", (*BASELINES, "demos_1m"),
-                         (0, 1)),
-    "msvae_paired_trajbeta": Row("MS-VAE paired only, trajectory beta = 0.01 (not run)", "bleu", BASELINES, ()),
+                         (0, 1), ("--demos", "data/{level}_1m", "--batch-size", "256", "--unpaired-batch-size",
+                                  "256"), config="msvae"),
+    "msvae_paired_trajbeta": Row("MS-VAE paired only, trajectory beta = 0.01 (not run)", "bleu", BASELINES, (),
+                                 ("--model.trajectory_beta", "0.01"), config="msvae_paired"),
     "msvae_trajbeta1": Row("MS-VAE full, trajectory beta = 1 (stopped at 1000)", "bleu", BASELINES, (0,),
-                           ("--max-updates", "1000")),
+                           ("--model.trajectory_beta", "1.0", "--max-updates", "1000"), config="msvae"),
     "msvae_fixeddec": Row("MS-VAE full, V trains q(z|a,o) only (stopped at 1000)", "bleu", BASELINES, (0,),
-                          ("--max-updates", "1000")),
-    "msvae_gamma1_fixeddec": Row("MS-VAE full, gamma = 1, V trains q(z|a,o) only", "bleu", BASELINES, (0,)),
-    "msvae_paired_ownobs": Row("MS-VAE, paired only, own observation encoder for q(z|a,o)", "bleu", BASELINES),
-    "msvae_ownobs": Row("MS-VAE full, own observation encoder for q(z|a,o)", "bleu", BASELINES),
-    "msvae_gamma1_ownobs": Row("MS-VAE full, gamma = 1, own observation encoder for q(z|a,o)", "bleu", BASELINES),
-    "msvae_paired_finit": Row("MS-VAE paired only, follower-only init (App. D)", "bleu", ("follower/seed0",), (0,)),
+                          (*_FIXED_DECODER, "--max-updates", "1000"), config="msvae"),
+    "msvae_gamma1_fixeddec": Row("MS-VAE full, gamma = 1, V trains q(z|a,o) only", "bleu", BASELINES, (0,),
+                                 (*_GAMMA1, *_FIXED_DECODER), config="msvae"),
+    "msvae_paired_ownobs": Row("MS-VAE, paired only, own observation encoder for q(z|a,o)", "bleu", BASELINES,
+                               overrides=_OWN_OBS, config="msvae_paired"),
+    "msvae_ownobs": Row("MS-VAE full, own observation encoder for q(z|a,o)", "bleu", BASELINES, overrides=_OWN_OBS,
+                        config="msvae"),
+    "msvae_gamma1_ownobs": Row("MS-VAE full, gamma = 1, own observation encoder for q(z|a,o)", "bleu", BASELINES,
+                               overrides=(*_GAMMA1, *_OWN_OBS), config="msvae"),
+    "msvae_paired_finit": Row("MS-VAE paired only, follower-only init (App. D)", "bleu", ("follower/seed0",), (0,),
+                              ("--model.gamma", "0.0", "--model.alpha", "0.0"), config="msvae_finit"),
     "msvae_finit": Row("MS-VAE full, follower-only init (App. D)", "bleu", ("follower/seed0",), (0,)),
     "msvae_paired_then_paired": Row("MS-VAE paired only, then 400 paired-only updates", "bleu",
-                                    ("msvae_paired/seed0",), (0,)),
+                                    ("msvae_paired/seed0",), (0,), ("--init-from", "runs/{level}/msvae_paired/best"),
+                                    config="msvae_then_paired"),
     "msvae_then_paired": Row("MS-VAE full, then 400 paired-only updates", "bleu", ("msvae/seed0",), (0,)),
     # The baseline speaker: self-trained, pre-trained on the front-cell task, both.
     "speaker_paired": Row("speaker (paired only), 1200 updates", "pretraining"),
-    "speaker_selftrain": Row("speaker self-trained (its own labels of D_u)", "pretraining", ("labels/speaker",)),
+    "speaker_selftrain": Row("speaker self-trained (its own labels of D_u)", "pretraining", ("labels/speaker",),
+                             overrides=_labels("speaker"), config="speaker_paired"),
     "speaker_msvae_labels": Row("speaker on MS-VAE labels of D_u (gamma = 1, alpha = 10)", "pretraining",
-                                ("labels/msvae_gamma1_alpha10",), (0,)),
+                                ("labels/msvae_gamma1_alpha10",), (0,), _labels("msvae_gamma1_alpha10"),
+                                config="speaker_paired"),
     "speaker_paired_selftrain": Row("speaker self-trained on the 1200-update speaker's labels of 40k of D_u",
-                                    "pretraining", ("labels/speaker_paired",)),
+                                    "pretraining", ("labels/speaker_paired",), overrides=_labels("speaker_paired"),
+                                    config="speaker_paired"),
     "speaker_front_paired": Row("speaker, front-cell pre-training on the paired trajectories", "pretraining",
-                                seeds=_FIVE, init="speaker_init_front_paired"),
+                                seeds=_FIVE, init="speaker_init_front_paired", config="speaker_paired"),
     "speaker_front_unpaired": Row("speaker, front-cell pre-training on D_u", "pretraining", seeds=_FIVE,
-                                  init=_FRONT_DU),
+                                  init=_FRONT_DU, config="speaker_paired"),
     "speaker_front_selftrain": Row("speaker, front-cell pre-training on D_u, self-trained on the seed-0 speaker's "
-                                   "labels", "pretraining", ("labels/speaker_front",), _FIVE, init=_FRONT_DU),
+                                   "labels", "pretraining", ("labels/speaker_front",), _FIVE, _labels("speaker_front"),
+                                   init=_FRONT_DU, config="speaker_paired"),
     # MS-VAE's speaker side from the seed-0 speaker pre-trained on D_u (its own observation encoder, which the
     # trajectory encoder was pre-trained with): does V raise BLEU once the speaker sees the objects?
     "msvae_front_paired": Row("MS-VAE paired only, speaker side from the front-cell pre-trained speaker",
-                              "pretraining", _FRONT_BASELINES),
+                              "pretraining", _FRONT_BASELINES, overrides=(*_OWN_OBS, *_FRONT_SPEAKER),
+                              config="msvae_paired"),
     "msvae_front_gamma1": Row("MS-VAE full, gamma = 1, speaker side from the front-cell pre-trained speaker",
-                              "pretraining", _FRONT_BASELINES),
+                              "pretraining", _FRONT_BASELINES, overrides=(*_GAMMA1, *_OWN_OBS, *_FRONT_SPEAKER),
+                              config="msvae"),
     "speaker_front_selftrain2": Row("speaker, front-cell pre-training on D_u, second round of self-training",
-                                    "pretraining", ("labels/speaker_front2",), (0, 1), init=_FRONT_DU),
+                                    "pretraining", ("labels/speaker_front2",), (0, 1), _labels("speaker_front2"),
+                                    init=_FRONT_DU, config="speaker_paired"),
     # the front-cell pre-trained, self-trained speaker here reaches BLEU 40 (the baseline speaker 25)
     "speaker_follower_front": _SPEAKER_FOLLOWER_FRONT,
     # Table 3's MS-VAE-speaker-follower with the best MS-VAE speaker by test BLEU (MS-VAE paired only, speaker side
     # from the front-cell pre-trained speaker: 27.0 against the full MS-VAE's 19.7) labelling all of D_u.
     "msvae_speaker_follower_front": Row("MS-VAE-speaker-follower, labels by MS-VAE paired only with the front-cell "
-                                        "pre-trained speaker", "speaker_follower", ("labels/msvae_front_paired",)),
+                                        "pre-trained speaker", "speaker_follower", ("labels/msvae_front_paired",),
+                                        overrides=_labels("msvae_front_paired"), config="speaker_follower"),
 }
 
 
@@ -262,18 +327,26 @@ class Cell:
 #: The objective's scale on both levels (model config ``loss_reduction``): App. D's statements (gamma 1 against
 #: 100, beta 1 against 0.1, alpha 1/2 against 1/20), one seed as the paper's preliminary runs, under each reading
 #: (``msvae*``: "sum", the default; ``mean_msvae*``: "mean"), and Table 2's MS-VAE rows under "mean".
+_MEAN = ("--model.loss_reduction", "mean")
+_BETA1 = ("--model.beta", "1.0")
 READING_ROWS: dict[str, Row] = {
-    "msvae_gamma1": Row("MS-VAE full, gamma = 1", "objective_scale", BASELINES, (0,)),
-    "msvae_beta1": Row("MS-VAE full, beta = 1", "objective_scale", BASELINES, (0,)),
-    "msvae_alpha05": Row("MS-VAE full, alpha = 1/2", "objective_scale", BASELINES, (0,)),
-    "mean_msvae_paired": Row("MS-VAE, paired only (mean reading)", "objective_scale", BASELINES),
-    "mean_msvae_v": Row("MS-VAE + V (mean reading)", "objective_scale", BASELINES),
-    "mean_msvae": Row("MS-VAE full (+ V + D') (mean reading)", "objective_scale", BASELINES),
-    "mean_msvae_gamma1": Row("MS-VAE full, gamma = 1 (mean reading)", "objective_scale", BASELINES, (0,)),
-    "mean_msvae_beta1": Row("MS-VAE full, beta = 1 (mean reading)", "objective_scale", BASELINES, (0,)),
-    "mean_msvae_alpha05": Row("MS-VAE full, alpha = 1/2 (mean reading)", "objective_scale", BASELINES, (0,)),
+    "msvae_gamma1": Row("MS-VAE full, gamma = 1", "objective_scale", BASELINES, (0,), _GAMMA1, config="msvae"),
+    "msvae_beta1": Row("MS-VAE full, beta = 1", "objective_scale", BASELINES, (0,), _BETA1, config="msvae"),
+    "msvae_alpha05": Row("MS-VAE full, alpha = 1/2", "objective_scale", BASELINES, (0,), ("--model.alpha", "0.5"),
+                         config="msvae"),
+    "mean_msvae_paired": Row("MS-VAE, paired only (mean reading)", "objective_scale", BASELINES, overrides=_MEAN,
+                             config="msvae_paired"),
+    "mean_msvae_v": Row("MS-VAE + V (mean reading)", "objective_scale", BASELINES, overrides=_MEAN, config="msvae_v"),
+    "mean_msvae": Row("MS-VAE full (+ V + D') (mean reading)", "objective_scale", BASELINES, overrides=_MEAN,
+                      config="msvae"),
+    "mean_msvae_gamma1": Row("MS-VAE full, gamma = 1 (mean reading)", "objective_scale", BASELINES, (0,),
+                             (*_MEAN, *_GAMMA1), config="msvae"),
+    "mean_msvae_beta1": Row("MS-VAE full, beta = 1 (mean reading)", "objective_scale", BASELINES, (0,),
+                            (*_MEAN, *_BETA1), config="msvae"),
+    "mean_msvae_alpha05": Row("MS-VAE full, alpha = 1/2 (mean reading)", "objective_scale", BASELINES, (0,),
+                              (*_MEAN, "--model.alpha", "0.5"), config="msvae"),
     "mean_msvae_alpha2": Row("MS-VAE full, alpha = 2, where D' pulls as J-bar does (mean reading)", "objective_scale",
-                             BASELINES),
+                             BASELINES, overrides=(*_MEAN, "--model.alpha", "2.0"), config="msvae"),
 }
 
 
@@ -319,6 +392,20 @@ def runs_read(level: str, command: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def train_command(level: str, row: str, threads: int = 1) -> list[str]:
+    """scripts/train.py's command for ``row`` of ``level``'s study: the method's config for the level, the row's own
+    flags (``{level}`` filled in); the cells add the seed, the run folder and what a seed starts from."""
+    spec = level_rows(level)[row]
+    return ["python", "scripts/train.py", "--config", f"configs/{spec.config or row}.yaml", "--level", LEVELS[level],
+            "--threads", str(threads), *(flag.replace("{level}", level) for flag in spec.overrides)]
+
+
+def row_config(level: str, row: str) -> TrainConfig:
+    """The TrainConfig of ``row``'s seed-0 run on ``level``, as scripts/train.py resolves its command."""
+    config, overrides = parse_args(train_command(level, row)[2:])
+    return load_config(str(REPO / config), {**overrides, "output_dir": str(run_dir(level, row, 0))})
+
+
 def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int = 1, num_proc: int = 2) -> list[Cell]:
     """Every cell of ``level``'s study, needs first. ``seeds``: None for each row's own seeds (the study as
     run), or the seeds to run every row on (seed 0 always: the others start from it); a comparison that reads
@@ -351,8 +438,7 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
             if seed not in row_seeds[row]:
                 continue
             out = run_dir(level, row, seed)
-            command = ["python", "scripts/train.py", "--config", f"configs/{level}/{row}.yaml",
-                       "--threads", str(threads), *spec.overrides]
+            command = train_command(level, row, threads)
             needs = ["demos", *spec.needs]
             if spec.own_baselines:
                 needs += [f"follower/seed{seed}", f"speaker/seed{seed}"]
@@ -367,14 +453,14 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                 init = run_dir(level, spec.init, seed)
                 pretrainings[init] = pretraining_cell(level, spec.init, seed, threads)
                 needs.append(pretrainings[init].name)
-                if seed:
-                    command += ["--init-from", str(init)]
+                command += ["--init-from", str(init)]
             after = ()
             if spec.continues is not None:
                 after = (f"{spec.continues}/seed{seed}",)
                 command += ["--continue-from", str(run_dir(level, spec.continues, seed))]
             if seed:
-                command += ["--seed", str(seed), "--output-dir", str(out)]
+                command += ["--seed", str(seed)]
+            command += ["--output-dir", str(out)]
             cells.append(Cell(f"{row}/seed{seed}", tuple(command), out / "results.json", tuple(needs), out,
                               spec.question, after=after))
     cells += pretrainings.values()
@@ -409,7 +495,7 @@ def pretraining_cell(level: str, name: str, seed: int, threads: int) -> Cell:
     out = run_dir(level, name, seed)
     command = ("python", "experiments/pretrain_speaker.py", "--demos", str(demos_dir(level)), "--split", split,
                "--updates", "600", "--seed", str(seed), "--threads", str(threads),
-               "--config", f"configs/{level}/speaker.yaml", "--out", str(out))
+               "--config", "configs/speaker.yaml", "--out", str(out))
     return Cell(f"{name}/seed{seed}", command, out / "pretraining.json", ("demos",), question="pretraining")
 
 

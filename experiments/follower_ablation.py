@@ -4,7 +4,7 @@
     python experiments/follower_ablation.py gotoseqlocal --jobs 2          # train every missing cell
     python experiments/follower_ablation.py gotoseqlocal --table           # the table, from results/ only
 
-Each cell trains the level's supervised follower (``configs/<level>/follower.yaml``: M = 1000 pairs, 1200 updates
+Each cell trains the level's supervised follower (``configs/follower.yaml``: M = 1000 pairs, 1200 updates
 of 128) with one variant of the action decoder (msvae_hf/modules.py, ActionDecoder), on ``data/<level>_pairs_1k``
 (``python scripts/make_demos.py --level LEVEL --paired 1000 --unpaired 0 --valid 500 --test 500 --seed 0 --out
 data/<level>_pairs_1k``: the study's 1000 pairs, valid and test episodes, the same seeds), three seeds a variant.
@@ -29,6 +29,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from cells import LEVELS
 from result_tables.follower import VARIANTS, table_follower_ablation
 
 from msvae_hf.run_folder import read_json, write_json
@@ -44,7 +45,8 @@ def record_path(level: str, variant: str, seed: int) -> Path:
 def command(level: str, variant: str, seed: int, threads: int) -> list[str]:
     conditioning, previous = VARIANTS[variant]
     return [
-        sys.executable, str(ROOT / "scripts" / "train.py"), "--config", f"configs/{level}/follower.yaml",
+        sys.executable, str(ROOT / "scripts" / "train.py"), "--config", "configs/follower.yaml",
+        "--level", LEVELS[level],
         "--demos", f"data/{level}_pairs_1k", "--seed", str(seed),
         "--output-dir", f"runs/{level}/follower_ablation/{variant}_seed{seed}", "--threads", str(threads),
         "--model.follower_conditioning", conditioning, "--model.previous_action_input", str(previous).lower(),
@@ -88,7 +90,7 @@ def run_cell(level: str, variant: str, seed: int, threads: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("level", choices=("gotoseqlocal", "bosslocal"))
+    parser.add_argument("level", choices=list(LEVELS))
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     parser.add_argument("--jobs", type=int, default=2, help="cells trained at once (each on --threads threads)")
@@ -99,7 +101,7 @@ def main() -> None:
         print("\n".join(table_follower_ablation(args.level)))
         return
     if not (ROOT / "data" / f"{args.level}_pairs_1k").is_dir():
-        name = {"gotoseqlocal": "GoToSeqLocal", "bosslocal": "BossLocal"}[args.level]
+        name = LEVELS[args.level]
         raise SystemExit(f"no data/{args.level}_pairs_1k: python scripts/make_demos.py --level {name} --paired 1000 "
                          f"--unpaired 0 --valid 500 --test 500 --seed 0 --out data/{args.level}_pairs_1k")
     todo = [(v, s) for s in args.seeds for v in args.variants if not record_path(args.level, v, s).exists()]

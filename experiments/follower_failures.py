@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from cells import LEVELS
 from result_tables.follower import STRUCTURES, failures_table
 from transformers import AutoModel
 
@@ -29,7 +30,6 @@ from msvae_hf.evaluation import bot_episodes, evaluate_follower
 from msvae_hf.run_folder import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
-LEVELS = {"gotoseqlocal": "GoToSeqLocal", "bosslocal": "BossLocal"}
 
 
 def structure(mission: str) -> str:

@@ -3,8 +3,8 @@
 for ``scripts/train.py --init-from``.
 
     python experiments/pretrain_speaker.py --demos data/bosslocal_100k --split unpaired --updates 600 \\
-        --config configs/bosslocal/speaker.yaml --out runs/bosslocal/speaker_init
-    python scripts/train.py --config configs/bosslocal/speaker.yaml --init-from runs/bosslocal/speaker_init
+        --config configs/speaker.yaml --out runs/bosslocal/speaker_init
+    python scripts/train.py --config configs/speaker.yaml --level BossLocal --init-from runs/bosslocal/speaker_init
 
 ``--split paired`` uses the paired trajectories only (their instructions unused): the control that tells
 what the unpaired ones add.
@@ -24,7 +24,7 @@ from msvae_hf.data.demos import load_demos
 from msvae_hf.extensions.pretraining import pretrain_speaker_encoder
 from msvae_hf.runtime import add_threads_flag, set_threads
 from msvae_hf.tokenization_msvae import MSVAETokenizer
-from msvae_hf.train_config import load_config
+from msvae_hf.train_config import load_config, read_config_file
 from msvae_hf.training import build_model
 
 
@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> None:
         data = data.select(range(min(args.num_trajectories, len(data))))
     torch.manual_seed(args.seed)
     tokenizer = MSVAETokenizer.from_grammar()
-    model = build_model(load_config(args.config, {"model_type": "speaker", "demos": args.demos}), tokenizer)
+    sizes = read_config_file(args.config)["model"] if args.config else {}  # its model section only
+    model = build_model(load_config(None, {"model_type": "speaker", "demos": args.demos, "model": sizes}), tokenizer)
     try:
         losses = pretrain_speaker_encoder(model, data, args.updates, args.batch_size, args.learning_rate,
                                           seed=args.seed, progress=True)

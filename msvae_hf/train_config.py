@@ -1,5 +1,7 @@
 """What a run is: :class:`TrainConfig` (every knob, documented and checked before anything is written), the
-config files (YAML or JSON, with a ``base:`` chain) and the command line of the training scripts."""
+config files (YAML or JSON, with a ``base:`` chain; ``{level}`` in a text value stands for the level's folder name,
+``runs/{level}/msvae`` -> ``runs/bosslocal/msvae`` with ``level: BossLocal``) and the command line of the training
+scripts."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import IO, Any
 import yaml
 
 from .configuration_msvae import MODEL_TYPE_CONFIGS
-from .envs.levels import resolve_level
+from .envs.levels import level_folder, resolve_level
 
 #: The models a run trains (msvae_hf.training.MODEL_TYPES gives their classes).
 MODEL_TYPE_NAMES = tuple(MODEL_TYPE_CONFIGS)
@@ -36,7 +38,8 @@ class TrainConfig:
     output_dir: str = "runs/msvae"
     """the run folder (msvae_hf/run_folder.py: checkpoints, best/, TensorBoard logs, results.json)"""
     level: str | None = None
-    """evaluation level; defaults to the level the demonstrations were made on"""
+    """evaluation level; defaults to the level the demonstrations were made on. A config file's ``{level}`` (in
+    ``output_dir: runs/{level}/msvae``) stands for its folder name (BossLocal: bosslocal), so such a file needs it"""
     model: dict = field(default_factory=dict)
     """overrides of the model config (the fields of model_type's config class: MSVAEConfig, FollowerConfig or
     SpeakerConfig), e.g. {gamma: 0, follower_attention: bottleneck}"""
@@ -295,6 +298,20 @@ def parse_train_args(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[
     return args, overrides
 
 
+def fill_level(values: dict[str, Any], path: str | None) -> None:
+    """``{level}`` in each text value replaced, in place, by the folder name of ``values["level"]``; a ValueError
+    naming the field where a value holds it and no level is given."""
+    holders = [name for name, value in values.items() if isinstance(value, str) and "{level}" in value]
+    if not holders:
+        return
+    if values.get("level") is None:
+        raise ValueError(f"{path or 'the config'} writes {{level}} in {', '.join(holders)}: give the level, "
+                         "e.g. --level BossLocal or --level GoToSeqLocal")
+    folder = level_folder(values["level"])
+    for name in holders:
+        values[name] = values[name].replace("{level}", folder)
+
+
 def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
     """A TrainConfig from a YAML/JSON file (with its ``base:`` chain) plus overrides (``model.gamma`` style
     keys reach ``model``)."""
@@ -309,6 +326,7 @@ def load_config(path: str | None = None, overrides: dict[str, Any] | None = None
     unknown = sorted(set(values) - set(fields))
     if unknown:
         raise ValueError(f"unknown config key(s): {unknown}; known keys: {sorted(fields)}")
+    fill_level(values, path)
     for name, value in values.items():  # `output_dir: 2024` in YAML is an int: a path field takes it as text
         is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if is_number and is_text_field(fields[name]):

@@ -116,7 +116,7 @@ def test_readme_python_example_names_exist():
 
 @pytest.mark.parametrize("command", [
     "python scripts/evaluate.py --model x --levle BossLocal",
-    "python scripts/train.py --config configs/bosslocal/msvae.yaml --model.gama 1",
+    "python scripts/train.py --config configs/msvae.yaml --level BossLocal --model.gama 1",
     "python scripts/train.py --config configs/nowhere.yaml",
     "bash scripts/nothing.sh",
 ])

@@ -4,7 +4,7 @@ is seen when it lands (and the records it would move are named in the change), n
 Two runs, each with its record in ``results/reproducibility/``:
 
 - ``tiny_msvae``: the tests' tiny model (``tests/conftest.py``), 6 updates of batch 8;
-- ``bosslocal_msvae_short``: BossLocal's MS-VAE cell (``configs/bosslocal/msvae.yaml``: the paper's model sizes
+- ``bosslocal_msvae_short``: BossLocal's MS-VAE cell (``configs/msvae.yaml`` for BossLocal: the paper's model sizes
   and weights) for 4 updates of 32 paired + 32 unpaired, from scratch, on the tiny demonstrations. Its products
   are large enough for the CPU's oneDNN linear layers (``msvae_hf.ops.linear``), which the tiny run never reaches.
 
@@ -84,15 +84,15 @@ SHORT_CELL = {"init_follower": None, "init_speaker": None, "num_paired": None, "
 
 
 def train_bosslocal_short(demos: Path, out: Path) -> None:
-    config = load_config(str(REPO / "configs" / "bosslocal" / "msvae.yaml"),
-                         {**SHORT_CELL, "demos": str(demos), "output_dir": str(out)})
+    config = load_config(str(REPO / "configs" / "msvae.yaml"),
+                         {**SHORT_CELL, "level": "BossLocal", "demos": str(demos), "output_dir": str(out)})
     train(config)
 
 
 RUNS = {
     "tiny_msvae": (train_tiny_msvae, "tests/conftest.py train_tiny('msvae', ...) on tiny_demos, 6 updates"),
-    "bosslocal_msvae_short": (train_bosslocal_short, "configs/bosslocal/msvae.yaml on tiny_demos, from scratch, "
-                              "4 updates of 32 + 32 (tests/test_reproducibility.py SHORT_CELL)"),
+    "bosslocal_msvae_short": (train_bosslocal_short, "configs/msvae.yaml --level BossLocal on tiny_demos, from "
+                              "scratch, 4 updates of 32 + 32 (tests/test_reproducibility.py SHORT_CELL)"),
 }
 
 

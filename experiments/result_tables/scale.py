@@ -7,14 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cells import CURVE, TABLE1_ROWS, UNPAIRED_POOL, row_label
+from cells import CURVE, TABLE1_ROWS, UNPAIRED_POOL, row_config, row_label
 
 from msvae_hf.configuration_msvae import MSVAEConfig
-from msvae_hf.train_config import load_config
 
 from .records import RESULTS, load_records, mean_sd, records_by_row, values
-
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 #: The paper's Table 1 (test SR %, followers trained on 1M pairs), by our row names.
 TABLE1_PAPER = {
@@ -59,7 +56,7 @@ def unpaired_curve(level: str, root: Path = RESULTS) -> list[CurvePoint]:
     rows = records_by_row(load_records(level, root))
     points = []
     for row in CURVE:
-        cfg = load_config(str(CONFIGS / level / f"{row}.yaml"))
+        cfg = row_config(level, row)
         n = (cfg.num_unpaired or UNPAIRED_POOL) if MSVAEConfig(**cfg.model).uses_unpaired else 0
         epochs = cfg.max_updates / (n // (cfg.unpaired_batch_size or cfg.batch_size)) if n else None
         runs = rows.get(row, [])

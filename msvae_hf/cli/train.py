@@ -1,8 +1,8 @@
 """Train a follower, a speaker or MS-VAE on BabyAI demonstrations.
 
-    python scripts/train.py --config configs/bosslocal/msvae.yaml --max-updates 500 --model.gamma 0
+    python scripts/train.py --config configs/msvae.yaml --level BossLocal --max-updates 500 --model.gamma 0
     accelerate launch --cpu --num_processes 2 scripts/train.py --config ... --mixed-precision bf16
-    msvae-train --config configs/bosslocal/msvae.yaml   # the same, as installed by pip
+    msvae-train --config configs/msvae.yaml --level BossLocal   # the same, as installed by pip
 
 Every field of msvae_hf.training.TrainConfig is a flag (``--max-updates``); ``--model.KEY VALUE`` overrides
 a model config field. Values are parsed as YAML (``--model.gamma 0`` is a number). An unknown flag or key

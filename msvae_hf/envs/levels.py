@@ -99,4 +99,10 @@ def resolve_level(name: str) -> str:
     raise ValueError(f"unknown level {name!r}; valid names: {valid} (or any registered BabyAI-*-v0 id)")
 
 
+def level_folder(name: str) -> str:
+    """The folder name of a level (``BossLocal`` or ``BabyAI-BossLocal-v0`` -> ``bosslocal``): what config files'
+    ``{level}`` stands for in ``runs/{level}/...`` and ``data/{level}_100k``."""
+    return resolve_level(name).removeprefix("BabyAI-").removesuffix("-v0").lower()
+
+
 register_levels()

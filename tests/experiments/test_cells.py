@@ -4,11 +4,15 @@ every run has a row and a label) without running any of them."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
-from cells import BOSSLOCAL_ROWS, LEVELS, QUESTIONS, level_cells, row_label, run_row
+from cells import BOSSLOCAL_ROWS, LEVELS, QUESTIONS, level_cells, level_rows, row_config, row_label, run_row
 from conftest import load_script
+from follower_ablation import SEEDS
+from follower_ablation import command as ablation_command
+from result_tables.follower import VARIANTS
 
 from msvae_hf.train_config import TrainConfig, load_config
 
@@ -24,10 +28,53 @@ def train_config(cell) -> TrainConfig:
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "configs").rglob("*.yaml")), ids=lambda p: p.name)
-def test_every_config_loads(path: Path) -> None:
-    cfg = load_config(str(path))
-    if path.name != "base.yaml":
-        assert cfg.output_dir == f"runs/{path.parent.name}/{path.stem}"
+def test_every_config_loads_for_either_level_and_names_its_run_folder(path: Path) -> None:
+    for folder, level in LEVELS.items():
+        cfg = load_config(str(path), {"level": level})
+        assert "{level}" not in "".join(str(v) for v in dataclasses.asdict(cfg).values())
+        if path.name != "base.yaml":
+            assert cfg.output_dir == f"runs/{folder}/{path.stem}"
+    assert len(list((REPO / "configs").rglob("*.yaml"))) < 50  # one file per method, the rows' settings as flags
+
+
+def test_a_config_that_names_the_level_needs_one() -> None:
+    with pytest.raises(ValueError, match=r"msvae.yaml writes \{level\} in demos, output_dir, .*--level BossLocal"):
+        load_config(str(REPO / "configs" / "msvae.yaml"))
+    with pytest.raises(ValueError, match="unknown level 'bosslocal'"):
+        load_config(str(REPO / "configs" / "msvae.yaml"), {"level": "bosslocal"})
+
+
+def resolved_cells() -> dict[str, dict]:
+    """Every training cell of both studies and of the follower ablation, and every row kept but not run: the
+    fields of its TrainConfig off their defaults (threads aside), by ``<level>/<cell>``."""
+    defaults = TrainConfig.defaults()
+
+    def slim(cfg: TrainConfig) -> dict:
+        return {k: v for k, v in dataclasses.asdict(cfg).items() if k != "threads" and v != defaults[k]}
+
+    out = {}
+    for level in LEVELS:
+        out |= {f"{level}/{cell.name}": slim(train_config(cell)) for cell in level_cells(level) if cell.run_dir}
+        out |= {f"{level}/{row}/seed0": slim(row_config(level, row))
+                for row, spec in level_rows(level).items() if not spec.seeds}
+        for variant in VARIANTS:
+            for seed in SEEDS:
+                config, overrides = load_script("train").parse_args(ablation_command(level, variant, seed, 1)[2:])
+                out[f"{level}/follower_ablation/{variant}_seed{seed}"] = slim(load_config(str(REPO / config),
+                                                                                          overrides))
+    return out
+
+
+def test_every_cell_resolves_to_the_settings_it_was_run_with() -> None:
+    """tests/experiments/data/study_configs.json holds each cell's settings as the per-level config files
+    (configs/<level>/<row>.yaml, a file per row) gave them; the method files and the rows' flags give the same,
+    the evaluation level now named (before: None, the demonstrations' level, the same level)."""
+    recorded = json.loads((Path(__file__).parent / "data" / "study_configs.json").read_text())
+    now = resolved_cells()
+    assert set(recorded) <= set(now)
+    for name, settings in recorded.items():
+        expected = {"level": LEVELS[name.split("/")[0]], **settings}
+        assert now[name] == expected, name
 
 
 @pytest.mark.parametrize(("level", "seeds"), CASES)
@@ -70,8 +117,7 @@ def test_every_run_has_its_row_and_a_label(level: str) -> None:
             row, seed = run_row(cell.run_dir.name)
             assert cell.name == f"{row}/seed{seed}"
             assert row_label(level, row)
-    rows = {p.stem for p in (REPO / "configs" / level).glob("*.yaml")} - {"base"}
-    assert all(row_label(level, row) for row in rows)  # also the configs the study keeps but does not run
+    assert all(row_label(level, row) for row in level_rows(level))  # also the rows the study keeps but does not run
     with pytest.raises(KeyError):
         row_label(level, "no_such_row")
 
@@ -118,10 +164,13 @@ def test_unknown_level() -> None:
 
 
 def test_config_fields_are_train_config_fields() -> None:
-    """The rows' overrides are train.py flags of TrainConfig fields."""
+    """The rows' overrides are flag-value pairs: train.py flags of TrainConfig fields or of the model config's."""
     flags = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(TrainConfig)}
-    for spec in BOSSLOCAL_ROWS.values():
-        assert set(spec.overrides[::2]) <= flags
+    for level in LEVELS:
+        for row, spec in level_rows(level).items():
+            names = set(spec.overrides[::2])
+            assert len(spec.overrides) % 2 == 0 and all(n.startswith("--") for n in names), row
+            assert {n for n in names if not n.startswith("--model.")} <= flags, row
 
 
 @pytest.mark.parametrize("level", ["bosslocal", "gotoseqlocal"])
