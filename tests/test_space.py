@@ -208,3 +208,49 @@ def test_a_headless_browser_shows_the_rollout_and_the_speakers_words(served, tmp
         assert iio.imread(shot).shape[0] > 0
     finally:
         driver.quit()
+
+
+@pytest.mark.skipif(shutil.which("chromedriver") is None, reason="needs Chromium's driver (chromium-driver)")
+def test_a_stranger_in_a_headless_browser_reads_the_reasons_in_the_page(served, saved):
+    """Typed into the page as a visitor types: a capitalised instruction with a full stop is followed as the model
+    reads it; an unknown word and an over-long instruction each show their reason in the page, and the next request
+    is served; the model menu offers only the model the Space was started with."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options)
+    try:
+        driver.get(served)
+        wait = WebDriverWait(driver, 120)
+        box = wait.until(lambda d: d.find_element(By.XPATH, "//label[contains(., 'instruction (empty')]//textarea"))
+        button = driver.find_element(By.XPATH, "//button[contains(@class, 'primary') and normalize-space()='Follow']")
+
+        def follow(instruction: str) -> None:
+            driver.execute_script("arguments[0].value = arguments[1];"
+                                  "arguments[0].dispatchEvent(new Event('input', {bubbles: true}));", box, instruction)
+            driver.execute_script("arguments[0].click();", button)
+
+        def outcome() -> str:
+            return driver.find_element(By.XPATH, "//label[contains(., 'what happened')]//textarea").get_attribute(
+                "value") or ""
+
+        def page_says(text: str) -> bool:
+            return text in driver.find_element(By.TAG_NAME, "body").text
+
+        follow("Go to the red ball.")
+        wait.until(lambda d: "instruction followed: go to the red ball" in outcome())
+        follow("go to the crimson ball")
+        wait.until(lambda d: page_says("unknown words: crimson; this model knows:"))
+        follow("go to the red ball " * 400)
+        wait.until(lambda d: page_says("the instruction has 7600 characters"))
+        follow("go to the blue key")  # served at once after the refusals
+        wait.until(lambda d: "instruction followed: go to the blue key" in outcome())
+        menus = [c["props"] for c in driver.execute_script("return window.gradio_config.components")
+                 if c.get("props", {}).get("label") == "model"]
+        assert len(menus) == 1 and [choice[0] for choice in menus[0]["choices"]] == [saved["msvae"]]
+    finally:
+        driver.quit()
