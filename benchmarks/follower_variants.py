@@ -25,7 +25,8 @@ from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel
 from msvae_hf.runtime import adam, provenance, retain_freed_memory
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
-VARIANTS = {"head_prev": ("head", True), "head": ("head", False), "film_prev": ("film", True), "film": ("film", False)}
+VARIANTS = {"head_prev": ("head", True), "head": ("head", False), "film_prev": ("film", True), "film": ("film", False),
+            "film_recurrent": ("film_recurrent", False)}
 
 
 def build(name: str, variant: str, tok: MSVAETokenizer, tiny: bool) -> torch.nn.Module:
