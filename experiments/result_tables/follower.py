@@ -65,11 +65,13 @@ MATCHED_UPDATES = (1000, 2000, 4000, 10000)
 
 def table_follower_scale(level: str, root: Path = RESULTS) -> list[str]:
     """Table 1's "w/ attention" follower on 100,000 pairs, head + a_{t-1} (the study's record) against FiLM without
-    a_{t-1}: the test metrics where the record has them, the validation SR at equal updates, and the teacher-forced
-    action accuracy on the valid pairs with their own and another pair's instruction at the last validation."""
+    a_{t-1}, read once per episode or at each step (film_recurrent): the test metrics where the record has them, the
+    validation SR at equal updates, and the teacher-forced action accuracy on the valid pairs with their own and another
+    pair's instruction at the last validation."""
     candidates = [("head", "yes", root / level / "runs" / "follower_m100k_attention.json"),
                   ("film", "no", root / level / "runs" / "follower_m100k_attention_film.json"),
-                  ("film", "no", root / level / "runs" / "follower_m100k_attention_film_10k.json")]
+                  ("film", "no", root / level / "runs" / "follower_m100k_attention_film_10k.json"),
+                  ("film_recurrent", "no", root / level / "runs" / "follower_m100k_attention_film_recurrent.json")]
     lines = ["| conditioning | reads a_{t-1} | updates | " + " | ".join(c[1] for c in COLUMNS) + " | "
              + " | ".join(f"valid SR % at {u}" for u in MATCHED_UPDATES)
              + " | valid action accuracy, own / another's instruction |",
