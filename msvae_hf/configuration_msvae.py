@@ -92,6 +92,14 @@ class ModulesConfig(PreTrainedConfig):
         "decoder_layers", "decoder_heads", "decoder_ffn_dim", "num_latent_tokens", "latent_dim",
     )
 
+    def to_dict(self) -> dict:
+        """The config as saved: without ``backend``, which says how this process runs the model, not what the model
+        is (as transformers keeps ``attn_implementation`` out of config.json); ``from_pretrained(..., backend=)``
+        sets it on loading."""
+        out = super().to_dict()
+        out.pop("backend", None)
+        return out
+
     def _fail(self, name: str, requirement: str) -> ValueError:
         return ValueError(f"{type(self).__name__}.{name} must be {requirement}, got {getattr(self, name)!r}")
 

@@ -380,8 +380,8 @@ class FollowerMixin:
 
     def action_log_likelihood(self, input_ids, attention_mask, observations, directions, actions, trajectory_mask):
         """Teacher-forced log p(a | y, o) = sum_t log p(a_t | y, o_1:t, a_1:t-1) (Eq. 5 with the instruction
-        memory): (log-likelihood [B], logits [B, T, A], zeros at padded steps). The decoder runs on the real
-        steps only."""
+        memory): (log-likelihood [B], logits [B, T, A], zeros at padded steps). The decoder's head runs on the real
+        steps only (its LSTM too, but for ``film_recurrent``, which steps over the padded batch)."""
         memory, memory_mask = self.instruction_memory(input_ids, attention_mask)
         frames = self.encode_frames(observations, directions, trajectory_mask)
         states = self.action_decoder.run(frames, actions, trajectory_mask, memory, memory_mask)

@@ -309,10 +309,19 @@ class FiLMGenerator(nn.Module):
         """memory [B, M, Dm], memory_mask [B, M] (None: every slot real), and for a keyed generator the memory
         LSTM's previous state [B, H] -> (gamma, beta) as [B, 2C]."""
         if hasattr(self, "key"):
-            queries = self.key(state).view(state.shape[0], self.heads, self.hidden_size)
-        else:
-            queries = self.queries.unsqueeze(0).expand(memory.shape[0], -1, -1)
+            return self.read(self.project(memory), memory_mask, state)
+        queries = self.queries.unsqueeze(0).expand(memory.shape[0], -1, -1)
         return self.out(self.attention(queries, memory, memory_mask).flatten(1))
+
+    def project(self, memory: torch.Tensor) -> torch.Tensor:
+        """The memory as the attention's values, [B, M, H]: computed once for all the steps that read it."""
+        return self.attention.memory_proj(memory)
+
+    def read(self, values: torch.Tensor, memory_mask: torch.Tensor | None, state: torch.Tensor) -> torch.Tensor:
+        """A keyed generator's (gamma, beta) [B, 2C] from the projected memory (:meth:`project`) and the memory
+        LSTM's previous state [B, H]."""
+        queries = self.key(state).view(state.shape[0], self.heads, self.hidden_size)
+        return self.out(_luong(queries, values, memory_mask).flatten(1))
 
 
 class ActionDecoder(nn.Module):
@@ -391,12 +400,12 @@ class ActionDecoder(nn.Module):
         """``film_recurrent``'s h'_t, step by step over the padded batch: maps [B, T, C, h, w] (the observation
         encoder's trunk), directions and actions [B, T] -> [B, T, H], zeros on padding. Step t's FiLM reads the
         memory keyed by h'_{t-1} (zeros at t = 1); the padded steps after a row's end are computed and zeroed."""
-        previous = self.previous_actions(actions)
+        previous, values = self.previous_actions(actions), self.film.project(memory)
         weights = (self.lstm.weight_ih_l0, self.lstm.weight_hh_l0, self.lstm.bias_ih_l0, self.lstm.bias_hh_l0)
         h = c = maps.new_zeros(mask.shape[0], self.lstm.hidden_size)
         states = []
         for t in range(mask.shape[1]):
-            features = encoder.head(maps[:, t], directions[:, t], self.film(memory, memory_mask, h))
+            features = encoder.head(maps[:, t], directions[:, t], self.film.read(values, memory_mask, h))
             h, c = torch.lstm_cell(self._inputs(features, previous[:, t]), (h, c), *weights)
             states.append(h)
         return torch.stack(states, 1) * mask.unsqueeze(-1).to(h.dtype)

@@ -305,8 +305,8 @@ def fill_level(values: dict[str, Any], path: str | None) -> None:
     if not holders:
         return
     if values.get("level") is None:
-        raise ValueError(f"{path or 'the config'} writes {{level}} in {', '.join(holders)}: give the level, "
-                         "e.g. --level BossLocal or --level GoToSeqLocal")
+        raise ValueError(f"{{level}} in {', '.join(holders)} (from {path or 'the command line'}) stands for the "
+                         "level's folder: give the level, e.g. --level BossLocal or --level GoToSeqLocal")
     folder = level_folder(values["level"])
     for name in holders:
         values[name] = values[name].replace("{level}", folder)

@@ -17,6 +17,7 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -146,12 +147,29 @@ def check_run_folder(cfg: TrainConfig) -> None:
     check_resume_config(cfg)
 
 
+def evaluated_level(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A saved or current config with ``level`` as the gymnasium id its run evaluates on: where it is None, the level
+    its demonstrations were made on (their stats.json), so that a run that named its level and one that left it to
+    the demonstrations compare equal; left as it is where neither can be read."""
+    level = config.get("level")
+    if level is None:
+        try:
+            level = read_json(Path(str(config.get("demos", ""))) / "stats.json").get("level")
+        except (OSError, ValueError):
+            return config
+    try:
+        return {**config, "level": resolve_level(level) if isinstance(level, str) else level}
+    except ValueError:
+        return config
+
+
 def check_resume_config(cfg: TrainConfig) -> None:
     """ValueError naming each field in which ``cfg`` differs from the ``train_config.json`` its ``output_dir``
     trained with (but :data:`RESUME_MAY_CHANGE`); a folder without one passes."""
     out = Path(cfg.output_dir)
     if (out / "train_config.json").is_file():
-        differ = config_differences(read_json(out / "train_config.json"), dataclasses.asdict(cfg), RESUME_MAY_CHANGE,
+        differ = config_differences(evaluated_level(read_json(out / "train_config.json")),
+                                    evaluated_level(dataclasses.asdict(cfg)), RESUME_MAY_CHANGE,
                                     TrainConfig.defaults())
         if differ:
             raise ValueError(f"--resume {out}: it trained with another config; " + "; ".join(differ)
@@ -194,7 +212,8 @@ def continuable_checkpoint(cfg: TrainConfig) -> Path:
     if not (source / "results.json").is_file() or not (source / "train_config.json").is_file():
         raise FileNotFoundError(f"continue_from {source} is not a finished run (results.json, train_config.json)")
     saved = read_json(source / "train_config.json")
-    differ = config_differences(saved, dataclasses.asdict(cfg), CONTINUE_MAY_CHANGE, TrainConfig.defaults())
+    differ = config_differences(evaluated_level(saved), evaluated_level(dataclasses.asdict(cfg)), CONTINUE_MAY_CHANGE,
+                                TrainConfig.defaults())
     if differ:
         raise ValueError(f"continue_from {source} trained with another config; " + "; ".join(differ))
     finished = read_json(source / "results.json", fix="continue from a finished run").get("updates")

@@ -105,6 +105,19 @@ def test_resume_refuses_a_changed_config(tiny_demos: Path, tmp_path: Path) -> No
     train_tiny("follower", out, tiny_demos, resume=True, threads=2, continue_from=str(tmp_path / "elsewhere"))
 
 
+def test_resume_and_continue_read_a_named_level_as_the_demonstrations_level(tiny_demos: Path, tmp_path: Path) -> None:
+    """A run that left its level to the demonstrations (level: None, as per-level config files did) resumes and
+    continues under commands that name that level (configs/*.yaml with --level), and not under another level."""
+    out = tmp_path / "run"
+    train_tiny("follower", out, tiny_demos)
+    with pytest.raises(ValueError, match=r"level: 'BabyAI-BossLocal-v0' there, 'BabyAI-GoToSeqLocal-v0' here"):
+        train_tiny("follower", out, tiny_demos, level="GoToSeqLocal", resume=True)
+    train_tiny("follower", out, tiny_demos, level="BossLocal", resume=True)
+    longer = train_tiny("follower", tmp_path / "longer", tiny_demos, level="BabyAI-BossLocal-v0",
+                        continue_from=str(out), max_updates=2 * TINY_TRAIN["max_updates"])
+    assert longer["updates"] == 2 * TINY_TRAIN["max_updates"]
+
+
 # ------------------------------------------------------------------------------------------------ one trainer
 def test_a_held_folder_is_refused_naming_its_holder(tiny_demos: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
