@@ -181,76 +181,73 @@ def test_both_tabs_share_one_rollout_at_a_time(saved):
     assert {d.concurrency_limit for d in clicks} == {1} and demo._queue.max_size == app.QUEUE_SIZE
 
 
-@pytest.mark.skipif(shutil.which("chromedriver") is None, reason="needs Chromium's driver (chromium-driver)")
-def test_a_headless_browser_shows_the_rollout_and_the_speakers_words(served, tmp_path):
+@pytest.fixture
+def browser(served):
+    """Headless Chromium on the served page; skipped where Chromium's driver or selenium is missing."""
+    if shutil.which("chromedriver") is None:
+        pytest.skip("needs Chromium's driver (chromium-driver)")
     webdriver = pytest.importorskip("selenium.webdriver")
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options)
+    try:
+        driver.get(served)
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_a_headless_browser_shows_the_rollout_and_the_speakers_words(browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    options = webdriver.ChromeOptions()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options)
-    try:
-        driver.get(served)
-        wait = WebDriverWait(driver, 120)
-        button = wait.until(ec.presence_of_element_located(
-            (By.XPATH, "//button[contains(@class, 'primary') and normalize-space()='Follow']")))
-        driver.execute_script("arguments[0].click();", button)
-        wait.until(lambda d: "the speaker says:" in " ".join(
-            t.get_attribute("value") or "" for t in d.find_elements(By.TAG_NAME, "textarea")))
-        images = wait.until(lambda d: [i for i in d.find_elements(By.TAG_NAME, "img")
-                                       if (i.get_attribute("src") or "").endswith(".gif")])
-        assert images and images[0].size["width"] > 0
-        shot = Path(os.environ.get("MSVAE_SPACE_SCREENSHOT", tmp_path / "space.png"))
-        driver.save_screenshot(str(shot))
-        assert iio.imread(shot).shape[0] > 0
-    finally:
-        driver.quit()
+    wait = WebDriverWait(browser, 120)
+    button = wait.until(ec.presence_of_element_located(
+        (By.XPATH, "//button[contains(@class, 'primary') and normalize-space()='Follow']")))
+    browser.execute_script("arguments[0].click();", button)
+    wait.until(lambda d: "the speaker says:" in " ".join(
+        t.get_attribute("value") or "" for t in d.find_elements(By.TAG_NAME, "textarea")))
+    images = wait.until(lambda d: [i for i in d.find_elements(By.TAG_NAME, "img")
+                                   if (i.get_attribute("src") or "").endswith(".gif")])
+    assert images and images[0].size["width"] > 0
+    shot = Path(os.environ.get("MSVAE_SPACE_SCREENSHOT", tmp_path / "space.png"))
+    browser.save_screenshot(str(shot))
+    assert iio.imread(shot).shape[0] > 0
 
 
-@pytest.mark.skipif(shutil.which("chromedriver") is None, reason="needs Chromium's driver (chromium-driver)")
-def test_a_stranger_in_a_headless_browser_reads_the_reasons_in_the_page(served, saved):
+def test_a_stranger_in_a_headless_browser_reads_the_reasons_in_the_page(browser, saved):
     """Typed into the page as a visitor types: a capitalised instruction with a full stop is followed as the model
     reads it; an unknown word and an over-long instruction each show their reason in the page, and the next request
     is served; the model menu offers only the model the Space was started with."""
-    webdriver = pytest.importorskip("selenium.webdriver")
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    options = webdriver.ChromeOptions()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options)
-    try:
-        driver.get(served)
-        wait = WebDriverWait(driver, 120)
-        box = wait.until(lambda d: d.find_element(By.XPATH, "//label[contains(., 'instruction (empty')]//textarea"))
-        button = driver.find_element(By.XPATH, "//button[contains(@class, 'primary') and normalize-space()='Follow']")
+    wait = WebDriverWait(browser, 120)
+    box = wait.until(lambda d: d.find_element(By.XPATH, "//label[contains(., 'instruction (empty')]//textarea"))
+    button = browser.find_element(By.XPATH, "//button[contains(@class, 'primary') and normalize-space()='Follow']")
 
-        def follow(instruction: str) -> None:
-            driver.execute_script("arguments[0].value = arguments[1];"
-                                  "arguments[0].dispatchEvent(new Event('input', {bubbles: true}));", box, instruction)
-            driver.execute_script("arguments[0].click();", button)
+    def follow(instruction: str) -> None:
+        browser.execute_script("arguments[0].value = arguments[1];"
+                               "arguments[0].dispatchEvent(new Event('input', {bubbles: true}));", box, instruction)
+        browser.execute_script("arguments[0].click();", button)
 
-        def outcome() -> str:
-            return driver.find_element(By.XPATH, "//label[contains(., 'what happened')]//textarea").get_attribute(
-                "value") or ""
+    def outcome() -> str:
+        return browser.find_element(By.XPATH, "//label[contains(., 'what happened')]//textarea").get_attribute(
+            "value") or ""
 
-        def page_says(text: str) -> bool:
-            return text in driver.find_element(By.TAG_NAME, "body").text
+    def page_says(text: str) -> bool:
+        return text in browser.find_element(By.TAG_NAME, "body").text
 
-        follow("Go to the red ball.")
-        wait.until(lambda d: "instruction followed: go to the red ball" in outcome())
-        follow("go to the crimson ball")
-        wait.until(lambda d: page_says("unknown words: crimson; this model knows:"))
-        follow("go to the red ball " * 400)
-        wait.until(lambda d: page_says("the instruction has 7600 characters"))
-        follow("go to the blue key")  # served at once after the refusals
-        wait.until(lambda d: "instruction followed: go to the blue key" in outcome())
-        menus = [c["props"] for c in driver.execute_script("return window.gradio_config.components")
-                 if c.get("props", {}).get("label") == "model"]
-        assert len(menus) == 1 and [choice[0] for choice in menus[0]["choices"]] == [saved["msvae"]]
-    finally:
-        driver.quit()
+    follow("Go to the red ball.")
+    wait.until(lambda d: "instruction followed: go to the red ball" in outcome())
+    follow("go to the crimson ball")
+    wait.until(lambda d: page_says("unknown words: crimson; this model knows:"))
+    follow("go to the red ball " * 400)
+    wait.until(lambda d: page_says("the instruction has 7600 characters"))
+    follow("go to the blue key")  # served at once after the refusals
+    wait.until(lambda d: "instruction followed: go to the blue key" in outcome())
+    menus = [c["props"] for c in browser.execute_script("return window.gradio_config.components")
+             if c.get("props", {}).get("label") == "model"]
+    assert len(menus) == 1 and [choice[0] for choice in menus[0]["choices"]] == [saved["msvae"]]
