@@ -101,7 +101,7 @@ def main() -> None:
               for name, model in three_models(tok, args.tiny).items()}
     peaks = [gemm_peaks(args.gemm_size, 10, device)]
     results: dict[str, Any] = {
-        "switch": args.switch, "settings": list(SWITCHES[args.switch][1]),
+        "switch": args.switch, "settings": list(SWITCHES[args.switch]),
         "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "torch": torch.__version__, "tiny": args.tiny, "level": args.level, "steps": args.steps,
         "batches": args.batches,
