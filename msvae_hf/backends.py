@@ -64,10 +64,6 @@ class Backend:
         follows the padded lengths; an accelerator runs the whole padded batch in one kernel instead."""
         return positions is not None and x.device.type == "cpu" and self.length_groups and not self.static
 
-    def frame_slots(self, mask: torch.Tensor) -> FrameSlots | None:
-        """The static layout's frame slots for a trajectory ``mask``, or None where every frame is encoded."""
-        return FrameSlots(mask, self.frames) if self.static and self.frames is not None else None
-
     def frame_layout(self, mask: torch.Tensor) -> tuple[Callable[[torch.Tensor], torch.Tensor],
                                                          Callable[[torch.Tensor], torch.Tensor]]:
         """Which frames of a trajectory ``mask`` [B, T] the observation encoder runs on: (select, [B, T, ...] ->
@@ -75,8 +71,8 @@ class Backend:
         frame slots, or every frame (padding holds zeros, valid values) with padding zeroed after."""
         if not self.static:
             return (lambda x: x[mask]), (lambda features: masked_scatter_frames(features, mask))
-        slots = self.frame_slots(mask)
-        if slots is not None:
+        if self.frames is not None:
+            slots = FrameSlots(mask, self.frames)
             return slots.gather, slots.scatter
 
         def place(features: torch.Tensor) -> torch.Tensor:

@@ -308,19 +308,21 @@ class FiLMGenerator(nn.Module):
     ) -> torch.Tensor:
         """memory [B, M, Dm], memory_mask [B, M] (None: every slot real), and for a keyed generator the memory
         LSTM's previous state [B, H] -> (gamma, beta) as [B, 2C]."""
-        if hasattr(self, "key"):
-            return self.read(self.project(memory), memory_mask, state)
-        queries = self.queries.unsqueeze(0).expand(memory.shape[0], -1, -1)
-        return self.out(self.attention(queries, memory, memory_mask).flatten(1))
+        return self.read(self.project(memory), memory_mask, state)
 
     def project(self, memory: torch.Tensor) -> torch.Tensor:
         """The memory as the attention's values, [B, M, H]: computed once for all the steps that read it."""
         return self.attention.memory_proj(memory)
 
-    def read(self, values: torch.Tensor, memory_mask: torch.Tensor | None, state: torch.Tensor) -> torch.Tensor:
-        """A keyed generator's (gamma, beta) [B, 2C] from the projected memory (:meth:`project`) and the memory
+    def read(
+        self, values: torch.Tensor, memory_mask: torch.Tensor | None, state: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """(gamma, beta) [B, 2C] from the projected memory (:meth:`project`) and, for a keyed generator, the memory
         LSTM's previous state [B, H]."""
-        queries = self.key(state).view(state.shape[0], self.heads, self.hidden_size)
+        if hasattr(self, "key"):
+            queries = self.key(state).view(state.shape[0], self.heads, self.hidden_size)
+        else:
+            queries = self.queries.unsqueeze(0).expand(values.shape[0], -1, -1)
         return self.out(_luong(queries, values, memory_mask).flatten(1))
 
 
