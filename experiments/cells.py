@@ -177,6 +177,19 @@ GOTOSEQLOCAL_ROWS: dict[str, Row] = {
         "architectures", ("demos_pairs_100k", "follower_m100k_attention_film_10k/seed0"), (0,),
         (*_FILM, "--init-from", "runs/{level}/follower_m100k_attention_film_10k/best", "--learning-rate", "1e-4",
          "--max-updates", "2000"), config="follower_m100k_attention"),
+    "follower_m100k_attention_film_both": Row(
+        "follower, w/ attention, FiLM read at each step by learned queries plus the LSTM's state, no previous action, "
+        "M = 100k pairs, 4000 updates", "architectures", ("demos_pairs_100k",), (0,),
+        ("--model.follower_conditioning", "film_both", "--model.previous_action_input", "false", *_UPDATES_4000),
+        config="follower_m100k_attention"),
+    # film_lr1e4's start and recipe with the FiLM's keys added (zero at the start): what reading by the state adds.
+    "follower_m100k_attention_film_both_lr1e4": Row(
+        "follower, w/ attention, FiLM (10,000 updates at 1e-3) grown into FiLM read by learned queries plus the "
+        "LSTM's state, 2000 more at 1e-4, no previous action, M = 100k pairs", "architectures",
+        ("demos_pairs_100k", "follower_m100k_attention_film_10k/seed0"), (0,),
+        ("--model.follower_conditioning", "film_both", "--model.previous_action_input", "false", "--init-from",
+         "runs/{level}/follower_m100k_attention_film_10k/best", "--learning-rate", "1e-4", "--max-updates", "2000"),
+        config="follower_m100k_attention"),
     "msvae_v_4000": Row("MS-VAE + V, 4000 updates", "budget", BASELINES, overrides=_UPDATES_4000,
                         continues="msvae_v", config="msvae_v"),
     "speaker_follower_4000": Row("speaker-follower, 4000 updates", "budget", ("labels/speaker",),

@@ -17,7 +17,7 @@ from transformers import PreTrainedConfig
 
 ATTENTION_KINDS = ("none", "attention", "bottleneck")
 #: Where the follower's memory (h_y, or z) enters the action decoder (``msvae_hf/modules.py``, ActionDecoder).
-CONDITIONING_KINDS = ("head", "film", "film_recurrent")
+CONDITIONING_KINDS = ("head", "film", "film_recurrent", "film_both")
 PRIOR_KINDS = ("autoregressive", "normal")
 #: How a model runs (``msvae_hf/backends.py``'s registry, ``BACKENDS``): the same values at real positions under each.
 BACKEND_NAMES = ("default", "eager", "static")
@@ -65,7 +65,8 @@ class ModulesConfig(PreTrainedConfig):
     # Where the memory conditions the follower (docs/design.md, "The follower"): "head", through the action head's
     # attention only; "film", also by FiLM on each frame's convolution map before the memory LSTM, its parameters
     # read once per episode; "film_recurrent", FiLM read at each step by attention keyed by the memory LSTM's
-    # previous state (BabyAI 1.1's model).
+    # previous state (BabyAI 1.1's model); "film_both", FiLM read at each step by film's learned queries plus
+    # film_recurrent's keys (the instruction read from the first step, the reading free to move from goal to goal).
     follower_conditioning: str = "head"
     # Whether the action decoder's LSTM reads the previous action a_{t-1} (BabyAI 1.1's model does not).
     previous_action_input: bool = True
@@ -195,7 +196,7 @@ class MSVAEConfig(ModulesConfig):
             raise self._fail("prior", f"one of {PRIOR_KINDS}")
         if not self.unpaired_trains_action_decoder and self.follower_conditioning != "head":
             raise ValueError("MSVAEConfig.unpaired_trains_action_decoder=False holds the action decoder fixed behind "
-                             "z, which follower_conditioning='film' or 'film_recurrent' also feeds into the frames: "
+                             "z, which every FiLM follower_conditioning also feeds into the frames: "
                              "use 'head'")
 
 

@@ -75,7 +75,10 @@ class MSVAEPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         """PyTorch-style fan-in init for linear/conv layers and RNNs; the bottleneck queries ~ N(0, 1/H); the
         observation encoder's channel offsets (a non-persistent buffer, rebuilt on load)."""
-        if isinstance(module, (nn.Linear, nn.Conv2d)):
+        if getattr(module, "starts_at_zero", False):  # film_both's keys: it starts as film
+            init.zeros_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, (nn.Linear, nn.Conv2d)):
             init.kaiming_uniform_(module.weight, a=5**0.5)
             if module.bias is not None:
                 bound = 1 / max(1, module.weight[0].numel()) ** 0.5
@@ -94,7 +97,7 @@ class MSVAEPreTrainedModel(PreTrainedModel):
             init.zeros_(module.in_proj_bias)
             init.zeros_(module.out_proj.bias)
         elif isinstance(module, (BottleneckAttention, FiLMGenerator)):
-            if hasattr(module, "queries"):  # a keyed FiLMGenerator's queries come from the LSTM's state
+            if hasattr(module, "queries"):  # film_recurrent's queries come from the LSTM's state alone
                 init.normal_(module.queries, std=module.queries.shape[-1] ** -0.5)
             if isinstance(module, FiLMGenerator):  # FiLM starts as the identity, gamma = beta = 0
                 init.zeros_(module.out.weight)
@@ -205,6 +208,8 @@ class MSVAEPreTrainedModel(PreTrainedModel):
             if "ignore_mismatched_sizes" not in str(err):
                 raise
             raise ValueError(_size_mismatch(cls, path, hub)) from err
+        grown = _grown_keys(model.config, config_file)
+        info["missing_keys"] = set(info.get("missing_keys", ())) - grown
         problems = {k: sorted(v) for k, v in info.items() if k in ("missing_keys", "unexpected_keys") and v}
         if problems:
             raise ValueError(f"checkpoint {path} does not match {cls.__name__}'s config: {problems}")
@@ -353,6 +358,17 @@ def _class_of(config) -> type:
     from transformers import AutoModel
 
     return AutoModel._model_mapping[type(config)]
+
+
+def _grown_keys(config: ModulesConfig, config_file: str | None) -> set[str]:
+    """The weights a model may lack in its checkpoint because its config grows the saved one: a ``film`` follower
+    loaded as ``film_both`` gains the FiLM's keys W, which start at zero (so it computes what the film follower did)."""
+    if config_file is None or getattr(config, "follower_conditioning", None) != "film_both":
+        return set()
+    with open(config_file, encoding="utf-8") as f:
+        if json.load(f).get("follower_conditioning") != "film":
+            return set()
+    return {"action_decoder.film.key.weight", "action_decoder.film.key.bias"}
 
 
 def _broken_weights(path: str) -> str:

@@ -287,18 +287,23 @@ class FiLMGenerator(nn.Module):
     """The FiLM parameters of the frames from a memory (h_y, or z): ``decoder_heads`` queries read the memory by
     :class:`LuongAttention`, their contexts -> (gamma, beta) for each of the map's C channels.
 
-    ``keyed=False`` (``follower_conditioning="film"``): the queries are learned constants, so the memory is read once
-    per episode and the memory LSTM runs over whole sequences. ``keyed=True`` (``"film_recurrent"``): the queries
-    are a linear map of the memory LSTM's previous state h'_{t-1}, as BabyAI 1.1 keys its attention over the
-    instruction, so that each step reads the part of the instruction it has reached; training runs step by step.
+    ``follower_conditioning="film"``: the queries are learned constants Q, so the memory is read once per episode
+    and the memory LSTM runs over whole sequences. ``"film_recurrent"``: the queries are a linear map W h'_{t-1} of
+    the memory LSTM's previous state, as BabyAI 1.1 keys its attention over the instruction, so that each step reads
+    the part of the instruction it has reached; training runs step by step. ``"film_both"``: Q + W h'_{t-1}, with W
+    starting at zero, so that it starts as ``film`` (the instruction read from the first step, which gives the state
+    something to key by) and learns to move its reading from goal to goal.
     """
 
-    def __init__(self, config, memory_size: int, keyed: bool = False) -> None:
+    def __init__(self, config, memory_size: int) -> None:
         super().__init__()
         self.heads, self.hidden_size = config.decoder_heads, config.hidden_size
-        if keyed:
+        kind = config.follower_conditioning
+        self.keyed = kind in ("film_recurrent", "film_both")
+        if self.keyed:
             self.key = Linear(config.hidden_size, config.decoder_heads * config.hidden_size)
-        else:
+            self.key.starts_at_zero = kind == "film_both"
+        if kind in ("film", "film_both"):
             self.queries = nn.Parameter(torch.empty(config.decoder_heads, config.hidden_size))
         self.attention = LuongAttention(config.hidden_size, memory_size)
         self.out = Linear(config.decoder_heads * config.hidden_size, 2 * config.obs_channels)
@@ -319,10 +324,9 @@ class FiLMGenerator(nn.Module):
     ) -> torch.Tensor:
         """(gamma, beta) [B, 2C] from the projected memory (:meth:`project`) and, for a keyed generator, the memory
         LSTM's previous state [B, H]."""
-        if hasattr(self, "key"):
-            queries = self.key(state).view(state.shape[0], self.heads, self.hidden_size)
-        else:
-            queries = self.queries.unsqueeze(0).expand(values.shape[0], -1, -1)
+        queries = self.queries.expand(values.shape[0], -1, -1) if hasattr(self, "queries") else 0
+        if self.keyed:
+            queries = queries + self.key(state).view(state.shape[0], self.heads, self.hidden_size)
         return self.out(_luong(queries, values, memory_mask).flatten(1))
 
 
@@ -333,8 +337,9 @@ class ActionDecoder(nn.Module):
 
     ``follower_conditioning="film"``: the memory also modulates the frames' convolution map,
     f(o_t) = ObservationEncoder.head(map(o_t), FiLM(memory)) (:class:`FiLMGenerator`), so that h'_t reads the
-    instruction; ``"film_recurrent"``: f(o_t) = head(map(o_t), FiLM(memory, h'_{t-1})), the memory read at each step
-    by attention keyed by the LSTM's previous state, as BabyAI 1.1's model (App. D) does (:meth:`film_states`);
+    instruction; ``"film_recurrent"`` and ``"film_both"``: f(o_t) = head(map(o_t), FiLM(memory, h'_{t-1})), the
+    memory read at each step by attention keyed by the LSTM's previous state, as BabyAI 1.1's model (App. D) does
+    (:meth:`film_states`);
     ``"head"``: the memory enters only through c_t.
     ``previous_action_input=False`` drops emb(a_{t-1}) from the LSTM's input (BabyAI's model has none).
     """
@@ -348,9 +353,8 @@ class ActionDecoder(nn.Module):
         extra = config.action_embed_dim if self.reads_previous_action else 0
         if self.reads_previous_action:
             self.action_embedding = nn.Embedding(config.num_actions + 1, config.action_embed_dim)
-        self.recurrent_film = config.follower_conditioning == "film_recurrent"
-        self.film = (FiLMGenerator(config, memory_size, keyed=self.recurrent_film)
-                     if config.follower_conditioning != "head" else None)
+        self.film = FiLMGenerator(config, memory_size) if config.follower_conditioning != "head" else None
+        self.recurrent_film = self.film is not None and self.film.keyed
         self.lstm = nn.LSTM(config.hidden_size + extra, config.hidden_size, batch_first=True)
         self.attention = LuongAttention(config.hidden_size, memory_size)
         self.head = nn.Sequential(
@@ -360,7 +364,7 @@ class ActionDecoder(nn.Module):
 
     def film_parameters(self, memory: torch.Tensor, memory_mask: torch.Tensor | None) -> torch.Tensor | None:
         """The frames' FiLM parameters [B, 2C] read once from a memory, or None where the memory enters at the
-        head only or is read at each step (``film_recurrent``)."""
+        head only or is read at each step (the keyed kinds)."""
         return None if self.film is None or self.recurrent_film else self.film(memory, memory_mask)
 
     def step_film(
@@ -371,7 +375,7 @@ class ActionDecoder(nn.Module):
         state: tuple[torch.Tensor, torch.Tensor] | None,
     ) -> torch.Tensor | None:
         """One step's FiLM parameters for online control: ``film`` (:meth:`film_parameters`' per-episode ones), or
-        for ``film_recurrent`` the memory read by the LSTM's previous state (``state``, (h, c) as [1, n, H]; None
+        for the keyed kinds the memory read by the LSTM's previous state (``state``, (h, c) as [1, n, H]; None
         at the first step)."""
         if not self.recurrent_film:
             return film
@@ -399,7 +403,7 @@ class ActionDecoder(nn.Module):
         memory: torch.Tensor,
         memory_mask: torch.Tensor | None,
     ) -> torch.Tensor:
-        """``film_recurrent``'s h'_t, step by step over the padded batch: maps [B, T, C, h, w] (the observation
+        """A keyed FiLM's h'_t, step by step over the padded batch: maps [B, T, C, h, w] (the observation
         encoder's trunk), directions and actions [B, T] -> [B, T, H], zeros on padding. Step t's FiLM reads the
         memory keyed by h'_{t-1} (zeros at t = 1); the padded steps after a row's end are computed and zeroed."""
         previous, values = self.previous_actions(actions), self.film.project(memory)

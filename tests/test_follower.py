@@ -21,10 +21,12 @@ VARIANTS = [
     pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": False}, id="film-recurrent"),
     pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": True},
                  id="film-recurrent-prev"),
+    pytest.param({"follower_conditioning": "film_both", "previous_action_input": False}, id="film-both"),
 ]
 FILM = {"follower_conditioning": "film", "previous_action_input": False}
 FILMS = [pytest.param(FILM, id="film"),
-         pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": False}, id="film-recurrent")]
+         pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": False}, id="film-recurrent"),
+         pytest.param({"follower_conditioning": "film_both", "previous_action_input": False}, id="film-both")]
 
 
 def built(kind: str, tok, **overrides):
@@ -36,6 +38,8 @@ def built(kind: str, tok, **overrides):
             generator = torch.Generator().manual_seed(1)
             film.out.weight.copy_(0.1 * torch.randn(film.out.weight.shape, generator=generator))
             film.out.bias.copy_(0.1 * torch.randn(film.out.bias.shape, generator=generator))
+            if film.keyed and hasattr(film, "queries"):  # film_both's keys start at zero
+                film.key.weight.copy_(0.1 * torch.randn(film.key.weight.shape, generator=generator))
     return model
 
 
@@ -55,7 +59,7 @@ def test_film_puts_the_instruction_into_the_memory_lstm_and_head_does_not(tok):
     """With FiLM the LSTM's states h'_t change with the instruction; with the head alone they cannot."""
     batch = real_batch(tok)
     other = {**batch, "input_ids": batch["input_ids"].roll(1, 0), "attention_mask": batch["attention_mask"].roll(1, 0)}
-    for conditioning, moves in (("film", True), ("film_recurrent", True), ("head", False)):
+    for conditioning, moves in (("film", True), ("film_recurrent", True), ("film_both", True), ("head", False)):
         model = built("follower-attention", tok, follower_conditioning=conditioning)
         states = []
         for inputs in (batch, other):
@@ -77,6 +81,26 @@ def test_film_recurrent_reads_the_instruction_by_the_lstms_state(tok):
     first, later = decoder.step_film(memory, mask, None, None), decoder.step_film(memory, mask, None, (h, h))
     assert first.shape == (len(memory), 2 * model.config.obs_channels)
     assert not torch.allclose(first, later)
+
+
+def test_film_both_starts_as_film_and_moves_its_reading_with_the_state(tok):
+    """film_both's keys start at zero: a fresh one given film's weights computes film's logits and the same FiLM at
+    every step; with its keys moved off zero its FiLM changes with the state."""
+    film = built("follower-attention", tok, **FILM)
+    both = build("follower-attention", tok, follower_conditioning="film_both", previous_action_input=False)
+    assert not both.action_decoder.film.key.weight.any() and not both.action_decoder.film.key.bias.any()
+    missing, unexpected = both.load_state_dict(film.state_dict(), strict=False)
+    assert missing == ["action_decoder.film.key.weight", "action_decoder.film.key.bias"] and not unexpected
+    batch = real_batch(tok)
+    with torch.no_grad():
+        torch.testing.assert_close(both(**batch).logits, film(**batch).logits, atol=1e-5, rtol=1e-5)
+    memory, mask = both.instruction_memory(batch["input_ids"], batch["attention_mask"])
+    h = torch.randn(1, len(memory), both.config.hidden_size, generator=torch.Generator().manual_seed(3))
+    per_episode = film.action_decoder.film_parameters(memory, mask)
+    torch.testing.assert_close(both.action_decoder.step_film(memory, mask, None, (h, h)), per_episode)
+    with torch.no_grad():
+        both.action_decoder.film.key.weight.normal_(std=0.1)
+    assert not torch.allclose(both.action_decoder.step_film(memory, mask, None, (h, h)), per_episode)
 
 
 def test_without_the_previous_action_the_logits_do_not_read_it(tok):
