@@ -22,11 +22,9 @@ import torch
 from train_step import TINY, load_batches, model_batch
 
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel
+from msvae_hf.configuration_msvae import FOLLOWER_VARIANTS as VARIANTS
 from msvae_hf.runtime import adam, provenance, retain_freed_memory
 from msvae_hf.tokenization_msvae import MSVAETokenizer
-
-VARIANTS = {"head_prev": ("head", True), "head": ("head", False), "film_prev": ("film", True), "film": ("film", False),
-            "film_recurrent": ("film_recurrent", False)}
 
 
 def build(name: str, variant: str, tok: MSVAETokenizer, tiny: bool) -> torch.nn.Module:

@@ -18,7 +18,9 @@ Variants (``follower_conditioning`` / ``previous_action_input``):
 - ``film_prev``: FiLM from the instruction on each frame's convolution map as well, with a_{t-1};
 - ``film``: FiLM, without a_{t-1}, its parameters read from the instruction once per episode;
 - ``film_recurrent``: FiLM read at each step by attention keyed by the memory LSTM's previous state, without
-  a_{t-1} (BabyAI 1.1's model, App. D).
+  a_{t-1} (BabyAI 1.1's model, App. D);
+- ``film_both``: FiLM read at each step by learned queries plus keys from the memory LSTM's previous state, without
+  a_{t-1} (it starts as ``film``).
 """
 
 from __future__ import annotations

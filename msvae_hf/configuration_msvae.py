@@ -18,6 +18,11 @@ from transformers import PreTrainedConfig
 ATTENTION_KINDS = ("none", "attention", "bottleneck")
 #: Where the follower's memory (h_y, or z) enters the action decoder (``msvae_hf/modules.py``, ActionDecoder).
 CONDITIONING_KINDS = ("head", "film", "film_recurrent", "film_both")
+#: The follower's named variants, (follower_conditioning, previous_action_input), as the ablation and the benchmark
+#: name them (experiments/follower_ablation.py, benchmarks/follower_variants.py).
+FOLLOWER_VARIANTS = {"head_prev": ("head", True), "head": ("head", False), "film_prev": ("film", True),
+                     "film": ("film", False), "film_recurrent": ("film_recurrent", False),
+                     "film_both": ("film_both", False)}
 PRIOR_KINDS = ("autoregressive", "normal")
 #: How a model runs (``msvae_hf/backends.py``'s registry, ``BACKENDS``): the same values at real positions under each.
 BACKEND_NAMES = ("default", "eager", "static")
@@ -224,5 +229,5 @@ FollowerConfig.ignored_keys = SpeakerConfig.ignored_keys = MSVAE_ONLY_FIELDS
 MODEL_TYPE_CONFIGS = {"follower": FollowerConfig, "speaker": SpeakerConfig, "msvae": MSVAEConfig}
 
 __all__ = ["ModulesConfig", "MSVAEConfig", "FollowerConfig", "SpeakerConfig", "ATTENTION_KINDS", "PRIOR_KINDS",
-           "CONDITIONING_KINDS",
+           "CONDITIONING_KINDS", "FOLLOWER_VARIANTS",
            "LOSS_REDUCTIONS", "MODEL_TYPE_CONFIGS"]

@@ -7,11 +7,10 @@ import json
 import statistics
 from pathlib import Path
 
+from msvae_hf.configuration_msvae import FOLLOWER_VARIANTS as VARIANTS
+
 from .records import RESULTS
 
-#: Each variant's (follower_conditioning, previous_action_input), in the table's order.
-VARIANTS = {"head_prev": ("head", True), "head": ("head", False), "film_prev": ("film", True), "film": ("film", False),
-            "film_recurrent": ("film_recurrent", False)}
 #: (key in a record's test, header, scale, digits)
 COLUMNS = (
     ("success_rate", "SR %", 100, 1),
