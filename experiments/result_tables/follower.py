@@ -60,34 +60,45 @@ def _mean_sd(values: list[float], digits: int) -> str:
 
 #: Validation points (updates) at which Table 1's followers are compared at equal budgets.
 MATCHED_UPDATES = (1000, 2000, 4000, 10000)
+#: Table 1's "w/ attention" followers on 100,000 pairs, in the table's order (results/<level>/runs/<run>.json).
+SCALE_RUNS = ("follower_m100k_attention", "follower_m100k_attention_film", "follower_m100k_attention_film_10k",
+              "follower_m100k_attention_film_lr1e4", "follower_m100k_attention_film_recurrent",
+              "follower_m100k_attention_film_both", "follower_m100k_attention_film_both_lr1e4",
+              "follower_m100k_attention_film_h512")
 
 
 def table_follower_scale(level: str, root: Path = RESULTS) -> list[str]:
-    """Table 1's "w/ attention" follower on 100,000 pairs, head + a_{t-1} (the study's record) against FiLM without
-    a_{t-1}, read once per episode or at each step (film_recurrent): the test metrics where the record has them, the
-    validation SR at equal updates, and the teacher-forced action accuracy on the valid pairs with their own and another
-    pair's instruction at the last validation."""
-    candidates = [("head", "yes", root / level / "runs" / "follower_m100k_attention.json"),
-                  ("film", "no", root / level / "runs" / "follower_m100k_attention_film.json"),
-                  ("film", "no", root / level / "runs" / "follower_m100k_attention_film_10k.json"),
-                  ("film_recurrent", "no", root / level / "runs" / "follower_m100k_attention_film_recurrent.json")]
-    lines = ["| conditioning | reads a_{t-1} | updates | " + " | ".join(c[1] for c in COLUMNS) + " | "
-             + " | ".join(f"valid SR % at {u}" for u in MATCHED_UPDATES)
+    """Table 1's "w/ attention" follower on 100,000 pairs in each variant that was run (:data:`SCALE_RUNS`), read
+    from its record: where the instruction enters, whether it reads a_{t-1}, its width, how it was trained (updates
+    at a learning rate, and the run it started from), the test metrics where the record has them, the validation SR
+    at equal updates (runs that start from another's weights: -), and the teacher-forced action accuracy on the
+    valid pairs with their own and another pair's instruction at the last validation."""
+    lines = ["| run | conditioning | reads a_{t-1} | hidden size | trained | " + " | ".join(c[1] for c in COLUMNS)
+             + " | " + " | ".join(f"valid SR % at {u}" for u in MATCHED_UPDATES)
              + " | valid action accuracy, own / another's instruction |",
-             "| --- " * (len(COLUMNS) + len(MATCHED_UPDATES) + 4) + "|"]
-    for conditioning, previous, path in candidates:
+             "| --- " * (len(COLUMNS) + len(MATCHED_UPDATES) + 6) + "|"]
+    for run in SCALE_RUNS:
+        path = root / level / "runs" / f"{run}.json"
         if not path.exists():
             continue
         record = json.loads(path.read_text())
+        config = record.get("config", {})
+        model = config.get("model", {})
+        start = config.get("init_from")
+        recipe = f"{record['updates']} at {config.get('learning_rate', 1e-3):g}"
+        if start:
+            recipe += f", from {Path(start).parent.name}"
         test = record.get("test") or {}
         cells = [f"{test[key] * scale:.{digits}f}" if key in test else "-" for key, _, scale, digits in COLUMNS]
-        valid = {h["step"]: h for h in record.get("history", [])}
+        valid = {} if start else {h["step"]: h for h in record.get("history", [])}
         at = [f"{100 * valid[u]['valid/success_rate']:.1f}" if u in valid else "-" for u in MATCHED_UPDATES]
         last = record["history"][-1] if record.get("history") else {}
         accuracy = (f"{last['valid/action_accuracy']:.3f} / {last['valid/action_accuracy_other_instruction']:.3f}"
                     if "valid/action_accuracy" in last else "-")
-        lines.append(f"| {conditioning} | {previous} | {record['updates']} | " + " | ".join(cells) + " | "
-                     + " | ".join(at) + f" | {accuracy} |")
+        previous = "yes" if model.get("previous_action_input", True) else "no"
+        lines.append(f"| {run.removeprefix('follower_m100k_attention').lstrip('_') or 'head'} "
+                     f"| {model.get('follower_conditioning', 'head')} | {previous} | {model.get('hidden_size', 128)} "
+                     f"| {recipe} | " + " | ".join(cells) + " | " + " | ".join(at) + f" | {accuracy} |")
     return lines
 
 
