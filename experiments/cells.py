@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from msvae_hf.cli.train import parse_args
+from msvae_hf.configuration_msvae import HEAD_FOLLOWER
 from msvae_hf.train_config import TrainConfig, load_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -422,7 +423,15 @@ def train_command(level: str, row: str, threads: int = 1) -> list[str]:
     flags (``{level}`` filled in); the cells add the seed, the run folder and what a seed starts from."""
     spec = level_rows(level)[row]
     return ["python", "scripts/train.py", "--config", f"configs/{spec.config or row}.yaml", "--level", LEVELS[level],
-            "--threads", str(threads), *(flag.replace("{level}", level) for flag in spec.overrides)]
+            "--threads", str(threads), *(flag.replace("{level}", level) for flag in spec.overrides),
+            *head_follower_flags(spec.overrides)]
+
+
+def head_follower_flags(overrides: tuple[str, ...]) -> list[str]:
+    """The study's rows were trained with :data:`~msvae_hf.configuration_msvae.HEAD_FOLLOWER` (the instruction at the
+    action head, a_{t-1} read): its flags for each of its settings a row's ``overrides`` leave to the default."""
+    return [flag for name, value in HEAD_FOLLOWER.items() if f"--model.{name}" not in overrides
+            for flag in (f"--model.{name}", str(value).lower())]
 
 
 def row_config(level: str, row: str) -> TrainConfig:

@@ -18,6 +18,9 @@ from transformers import PreTrainedConfig
 ATTENTION_KINDS = ("none", "attention", "bottleneck")
 #: Where the follower's memory (h_y, or z) enters the action decoder (``msvae_hf/modules.py``, ActionDecoder).
 CONDITIONING_KINDS = ("head", "film", "film_recurrent", "film_both")
+#: The follower of the study's records of Tables 1-3 and of the quickstart's recorded numbers:
+#: the instruction at the action head only, the LSTM reading a_{t-1}.
+HEAD_FOLLOWER = {"follower_conditioning": "head", "previous_action_input": True}
 #: The follower's named variants, (follower_conditioning, previous_action_input), as the ablation and the benchmark
 #: name them (experiments/follower_ablation.py, benchmarks/follower_variants.py).
 FOLLOWER_VARIANTS = {"head_prev": ("head", True), "head": ("head", False), "film_prev": ("film", True),
@@ -72,9 +75,12 @@ class ModulesConfig(PreTrainedConfig):
     # read once per episode; "film_recurrent", FiLM read at each step by attention keyed by the memory LSTM's
     # previous state (BabyAI 1.1's model); "film_both", FiLM read at each step by film's learned queries plus
     # film_recurrent's keys (the instruction read from the first step, the reading free to move from goal to goal).
-    follower_conditioning: str = "head"
+    # The default, "film" without a_{t-1}, is the follower that reads its instruction most of those measured
+    # (docs/results/gotoseqlocal.md, "The follower's conditioning"); the study's records of "head" with a_{t-1}
+    # (HEAD_FOLLOWER) name it in their settings.
+    follower_conditioning: str = "film"
     # Whether the action decoder's LSTM reads the previous action a_{t-1} (BabyAI 1.1's model does not).
-    previous_action_input: bool = True
+    previous_action_input: bool = False
     # How each term is reduced (the paper does not say; docs/design.md, "Loss scale"): "sum" over the sequence's
     # real positions and over the latent's K tokens x D dimensions, or "mean" over them (cross-entropy's default).
     loss_reduction: str = "sum"
@@ -229,5 +235,5 @@ FollowerConfig.ignored_keys = SpeakerConfig.ignored_keys = MSVAE_ONLY_FIELDS
 MODEL_TYPE_CONFIGS = {"follower": FollowerConfig, "speaker": SpeakerConfig, "msvae": MSVAEConfig}
 
 __all__ = ["ModulesConfig", "MSVAEConfig", "FollowerConfig", "SpeakerConfig", "ATTENTION_KINDS", "PRIOR_KINDS",
-           "CONDITIONING_KINDS", "FOLLOWER_VARIANTS",
+           "CONDITIONING_KINDS", "FOLLOWER_VARIANTS", "HEAD_FOLLOWER",
            "LOSS_REDUCTIONS", "MODEL_TYPE_CONFIGS"]

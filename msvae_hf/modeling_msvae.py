@@ -130,7 +130,7 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
 
     def __init__(self, config: MSVAEConfig) -> None:
         super().__init__(config)
-        self.obs_encoder = ObservationEncoder(config)
+        self.obs_encoder = ObservationEncoder(config, film=config.follower_conditioning != "head")
         self.instruction_encoder = InstructionEncoder(config)
         self.instruction_posterior = BottleneckAttention(config, config.hidden_size)
         self.trajectory_encoder = TrajectoryEncoder(config)
@@ -317,7 +317,11 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         for name, baseline in sources:
             source_name = "obs_encoder" if name == "trajectory_obs_encoder" else name
             try:
-                getattr(model, name).load_state_dict(getattr(baseline, source_name).state_dict())
+                target, weights = getattr(model, name), getattr(baseline, source_name).state_dict()
+                if name == "obs_encoder" and baseline is speaker and target.film_norm is not None:
+                    # a speaker's encoder has no FiLM norm: the follower side's starts as the identity
+                    weights = {**{f"film_norm.{k}": v for k, v in target.film_norm.state_dict().items()}, **weights}
+                target.load_state_dict(weights)
             except RuntimeError as err:
                 raise ValueError(f"cannot initialise MS-VAE's {name} from the baseline: {err}") from err
         model.tokenizer = source.tokenizer

@@ -338,18 +338,24 @@ def _size_mismatch(cls, path: str, hub: dict) -> str:
     wrong = [name for name in saved if name in expected and expected[name] != saved[name]]
     if not wrong:
         return f"config.json of {path} does not match its weights' shapes: restore the config.json saved with them"
+    fields = [name for name in SIZE_FIELDS if hasattr(config, name)]  # a baseline's config has no prior
+    tried = set()
+    for weight in wrong:  # a weight whose size is a field's (not, say, twice it) names the field
+        for field in fields:
+            for size in {b for a, b in zip(expected[weight], saved[weight]) if a == getattr(config, field) != b}:
+                if (field, size) in tried:
+                    continue
+                tried.add((field, size))
+                try:
+                    fits = all(shape == saved.get(name, shape) for name, shape in
+                               shapes(type(config)(**{**config.to_dict(), field: size})).items())
+                except (ValueError, TypeError):
+                    continue
+                if fits:
+                    return (f"config.json of {path} does not match its weights: its {field} is "
+                            f"{getattr(config, field)}, the weights were saved with {field} = {size} ({weight} is "
+                            f"{list(saved[weight])}): restore the config.json saved with them")
     first = wrong[0]
-    for field in SIZE_FIELDS:
-        for size in {b for a, b in zip(expected[first], saved[first]) if a == getattr(config, field) != b}:
-            try:
-                fits = all(shape == saved.get(name, shape) for name, shape in
-                           shapes(type(config)(**{**config.to_dict(), field: size})).items())
-            except (ValueError, TypeError):
-                continue
-            if fits:
-                return (f"config.json of {path} does not match its weights: its {field} is {getattr(config, field)}, "
-                        f"the weights were saved with {field} = {size} ({first} is {list(saved[first])}): restore "
-                        f"the config.json saved with them")
     return (f"config.json of {path} does not match its weights: {first} is {list(saved[first])} in the weights but "
             f"{list(expected[first])} by the config: restore the config.json saved with them")
 

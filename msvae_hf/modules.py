@@ -50,7 +50,7 @@ class ObservationEncoder(nn.Module):
 
     backend: Backend = BACKENDS["default"]
 
-    def __init__(self, config) -> None:
+    def __init__(self, config, film: bool = False) -> None:
         super().__init__()
         height, width, channels = config.obs_shape
         self.num_values = config.obs_num_values
@@ -72,7 +72,8 @@ class ObservationEncoder(nn.Module):
         pooled = (height // 2) * (width // 2) * config.obs_channels
         # FiLM's map is normalised after the modulation, per frame (BabyAI 1.1 puts a batch norm there): without it
         # the FiLMed features grow until the memory LSTM saturates and the gradients vanish.
-        self.film_norm = nn.GroupNorm(1, config.obs_channels) if config.follower_conditioning != "head" else None
+        # ``film``: this encoder feeds a follower whose instruction FiLMs its map (a speaker's reads no instruction).
+        self.film_norm = nn.GroupNorm(1, config.obs_channels) if film else None
         self.proj = Linear(pooled, config.hidden_size)
         self.num_directions = config.num_directions
         self.direction_embedding = nn.Embedding(config.num_directions, config.hidden_size)

@@ -81,6 +81,20 @@ def select(batch: dict[str, torch.Tensor], idx: list[int], trim: bool = True) ->
     return out
 
 
+def move_film(model, seed: int = 1):
+    """``model`` with its FiLM (zero at initialisation: the identity) and film_both's keys (zero too) moved off zero,
+    as training moves them, so that a test sees the frames modulated; a model without FiLM as it is."""
+    film = getattr(getattr(model, "action_decoder", None), "film", None)
+    if film is not None:
+        with torch.no_grad():
+            generator = torch.Generator().manual_seed(seed)
+            film.out.weight.copy_(0.1 * torch.randn(film.out.weight.shape, generator=generator))
+            film.out.bias.copy_(0.1 * torch.randn(film.out.bias.shape, generator=generator))
+            if film.keyed and hasattr(film, "queries"):
+                film.key.weight.copy_(0.1 * torch.randn(film.key.weight.shape, generator=generator))
+    return model
+
+
 def pad_more(batch: dict[str, torch.Tensor], extra_t: int = 3, extra_l: int = 4, seed: int = 0) -> dict:
     """Extra padding at the end of time and instruction axes, filled with GARBAGE (valid-range) values so
     that only the masks can keep it out of the real positions."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from model_helpers import build, pad_more, real_batch, select, unpaired
+from model_helpers import build, move_film, pad_more, real_batch, select, unpaired
 from test_graphed import assert_captured_update_is_the_eager_one
 
 from msvae_hf import evaluation
@@ -31,16 +31,7 @@ FILMS = [pytest.param(FILM, id="film"),
 
 def built(kind: str, tok, **overrides):
     """A tiny model whose FiLM (zero at initialisation: the identity) is moved off zero, as training moves it."""
-    model = build(kind, tok, **overrides)
-    film = model.action_decoder.film
-    if film is not None:
-        with torch.no_grad():
-            generator = torch.Generator().manual_seed(1)
-            film.out.weight.copy_(0.1 * torch.randn(film.out.weight.shape, generator=generator))
-            film.out.bias.copy_(0.1 * torch.randn(film.out.bias.shape, generator=generator))
-            if film.keyed and hasattr(film, "queries"):  # film_both's keys start at zero
-                film.key.weight.copy_(0.1 * torch.randn(film.key.weight.shape, generator=generator))
-    return model
+    return move_film(build(kind, tok, **overrides))
 
 
 # ------------------------------------------------------------------------------------------------ the model

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from model_helpers import LENGTHS, TERMS, build, pad_more, real_batch, select, tiny_kwargs, unpaired
+from model_helpers import LENGTHS, TERMS, build, move_film, pad_more, real_batch, select, tiny_kwargs, unpaired
 from torch.distributions import Normal, kl_divergence
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and Local levels)
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
-from msvae_hf.configuration_msvae import ModulesConfig
+from msvae_hf.configuration_msvae import HEAD_FOLLOWER, ModulesConfig
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 
@@ -286,7 +286,7 @@ def test_same_seed_same_model_and_outputs(kind: str, tok: MSVAETokenizer) -> Non
 @pytest.mark.parametrize("prior", ["autoregressive", "normal"])
 def test_every_parameter_gets_a_gradient(prior: str, tok: MSVAETokenizer) -> None:
     """The full loss (paired + unpaired, all of Eq. 10) reaches every parameter with a finite gradient."""
-    model = build("msvae", tok, prior=prior).train()
+    model = move_film(build("msvae", tok, prior=prior)).train()  # FiLM's output at zero passes its inputs none
     batch = real_batch(tok)
     out = model(**batch, **unpaired(real_batch(tok, lengths=(6, 2, 3), seed=2)))
     assert torch.isfinite(out.loss)
@@ -422,7 +422,8 @@ def test_unpaired_term_can_hold_the_action_decoder_fixed(tok: MSVAETokenizer, me
     batch = real_batch(tok)
     other = real_batch(tok, seed=1)
     inputs = {**batch, **unpaired(other)}
-    models = {flag: build("msvae", tok, seed=5, unpaired_trains_action_decoder=flag) for flag in (True, False)}
+    models = {flag: build("msvae", tok, seed=5, unpaired_trains_action_decoder=flag, **HEAD_FOLLOWER)
+              for flag in (True, False)}
     models[False].load_state_dict(models[True].state_dict())
     grads, values = {}, {}
     for flag, model in models.items():

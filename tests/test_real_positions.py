@@ -15,12 +15,13 @@ import random
 import pytest
 import torch
 import torch.nn.functional as F
-from model_helpers import TERMS, build, pad_more, real_batch, tiny_kwargs, unpaired
+from model_helpers import TERMS, build, move_film, pad_more, real_batch, tiny_kwargs, unpaired
 from transformers import DynamicCache
 
 import msvae_hf.modeling_msvae as modeling_msvae
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel
 from msvae_hf.backends import Backend
+from msvae_hf.configuration_msvae import HEAD_FOLLOWER
 from msvae_hf.losses import (
     domain_distance,
     kl_to_prior,
@@ -61,12 +62,20 @@ def padded_bottleneck(module, states: torch.Tensor, mask: torch.Tensor) -> tuple
     return module.to_mean(tokens), module.to_logvar(tokens).clamp(-10.0, 10.0)
 
 
-def padded_action_log_likelihood(model, frame_features, actions, memory, mask) -> torch.Tensor:
-    """log p(a | memory, o) with the LSTM over the whole padded batch and the head at every position."""
+def padded_action_log_likelihood(model, observations, directions, actions, memory, mask,
+                                 memory_mask=None) -> torch.Tensor:
+    """log p(a | memory, o) with every padded frame encoded (FiLMed by the memory where the follower has FiLM), the
+    LSTM over the whole padded batch and the head at every position."""
     decoder = model.action_decoder
-    x = torch.cat([frame_features, decoder.action_embedding(decoder.previous_actions(actions))], dim=-1)
-    states, _ = decoder.lstm(x)
-    memory_mask = torch.ones(memory.shape[:2], dtype=torch.bool)
+    film = decoder.film_parameters(memory, memory_mask)
+    b, t = actions.shape
+    features = model.obs_encoder(observations.flatten(0, 1), directions.flatten(0, 1),
+                                 None if film is None else film.repeat_interleave(t, 0)).view(b, t, -1)
+    inputs = [features]
+    if decoder.reads_previous_action:
+        inputs.append(decoder.action_embedding(decoder.previous_actions(actions)))
+    states, _ = decoder.lstm(torch.cat(inputs, dim=-1))
+    memory_mask = torch.ones(memory.shape[:2], dtype=torch.bool) if memory_mask is None else memory_mask
     logits = decoder.head(torch.cat([decoder.attention(states, memory, memory_mask), states], dim=-1))
     return padded_log_likelihood(logits, actions, mask)
 
@@ -92,11 +101,11 @@ def padded_reference(model: MSVAEModel, batch: dict, extra: dict) -> dict[str, t
         logits = model.instruction_decoder(ids[:, :-1], z, torch.ones(z.shape[:2], dtype=torch.bool))
         return padded_log_likelihood(logits, ids[:, 1:], batch["attention_mask"][:, 1:])
 
-    a_1_all = padded_action_log_likelihood(model, features, actions, z_tau, mask)
+    a_1_all = padded_action_log_likelihood(model, obs, dirs, actions, z_tau, mask)
     b_1_all = -kl_to_prior(mean_tau, logvar_tau, model.prior, z_tau)
     terms = {
         "a_1": a_1_all[p], "b_1": b_1_all[p],
-        "c_2": padded_action_log_likelihood(model, features[p], actions[p], z_y, mask[p]),
+        "c_2": padded_action_log_likelihood(model, obs[p], dirs[p], actions[p], z_y, mask[p]),
         "a_2": instruction_ll(z_y), "c_1": instruction_ll(z_tau[p]),
         "b_2": -kl_to_prior(mean_y, logvar_y, model.prior, z_y),
     }
@@ -111,11 +120,13 @@ def padded_reference(model: MSVAEModel, batch: dict, extra: dict) -> dict[str, t
     return terms
 
 
+@pytest.mark.parametrize("follower", [{}, HEAD_FOLLOWER], ids=["film", "head-prev"])
 @pytest.mark.parametrize("prior", ["autoregressive", "normal"])
-def test_msvae_objective_and_gradients_equal_the_padded_computation(tok: MSVAETokenizer, prior: str) -> None:
+def test_msvae_objective_and_gradients_equal_the_padded_computation(tok: MSVAETokenizer, prior: str,
+                                                                     follower: dict) -> None:
     """Every term of Eq. 10 and every parameter's gradient, against :func:`padded_reference` (same noise),
-    on batches with extra padding at the end of both axes."""
-    model = build("msvae", tok, prior=prior, gamma=0.7, alpha=2.0).train()
+    on batches with extra padding at the end of both axes, for the default follower and the study's."""
+    model = move_film(build("msvae", tok, prior=prior, gamma=0.7, alpha=2.0, **follower)).train()
     batch = pad_more(real_batch(tok, LENGTHS))
     extra = pad_more(real_batch(tok, (8, 3, 6), seed=1), seed=1)
 
@@ -135,20 +146,18 @@ def test_msvae_objective_and_gradients_equal_the_padded_computation(tok: MSVAETo
         torch.testing.assert_close(ours_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
-def test_follower_log_likelihood_equals_the_padded_lstm(tok: MSVAETokenizer) -> None:
+@pytest.mark.parametrize("follower", [{}, HEAD_FOLLOWER], ids=["film", "head-prev"])
+def test_follower_log_likelihood_equals_the_padded_lstm(tok: MSVAETokenizer, follower: dict) -> None:
     """The baseline follower's packed LSTM gives the padded LSTM's likelihood, with garbage in the padding."""
     torch.manual_seed(0)
-    model = FollowerModel(FollowerConfig(**tiny_kwargs(tok))).eval()
+    model = FollowerModel(FollowerConfig(**tiny_kwargs(tok), **follower)).eval()
+    move_film(model)
     batch = pad_more(real_batch(tok, LENGTHS))
     with torch.no_grad():
         ours = model(**batch, reduction="none").log_likelihood
         memory, memory_mask = model.instruction_memory(batch["input_ids"], batch["attention_mask"])
-        features = model.frame_features(batch["observations"], batch["directions"], batch["trajectory_mask"])
-        decoder = model.action_decoder
-        x = torch.cat([features, decoder.action_embedding(decoder.previous_actions(batch["actions"]))], dim=-1)
-        states, _ = decoder.lstm(x)
-        logits = decoder.logits(states, memory, memory_mask)
-        ref = padded_log_likelihood(logits, batch["actions"], batch["trajectory_mask"])
+        ref = padded_action_log_likelihood(model, batch["observations"], batch["directions"], batch["actions"],
+                                           memory, batch["trajectory_mask"], memory_mask)
     torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from model_helpers import TERMS, build, pad_more, real_batch, unpaired
+from model_helpers import TERMS, build, move_film, pad_more, real_batch, unpaired
 
+from msvae_hf.configuration_msvae import HEAD_FOLLOWER
 from msvae_hf.ops.positions import DensePositions, RealPositions
 from msvae_hf.ops.recurrence import _run_padded, packed_recurrence
 
@@ -28,9 +29,10 @@ def _terms_and_grads(model, batch, static: bool, seed: int = 0, frames: int | No
 
 @pytest.mark.parametrize("frames", [None, 26, 40])  # every frame; as many slots as real frames; more slots
 @pytest.mark.parametrize("overrides", [{}, {"prior": "autoregressive", "share_observation_encoder": False,
-                                            "unpaired_trains_action_decoder": False, "loss_reduction": "mean"}])
+                                            "unpaired_trains_action_decoder": False, "loss_reduction": "mean",
+                                            **HEAD_FOLLOWER}])
 def test_static_layout_gives_the_default_layouts_terms_and_gradients(tok, overrides, frames):
-    model = build("msvae", tok, **overrides)
+    model = move_film(build("msvae", tok, **overrides))
     paired = real_batch(tok)
     batch = {**paired, **unpaired(real_batch(tok, lengths=(2, 6, 3, 1), seed=1))}
     terms, grads = _terms_and_grads(model, batch, static=False)

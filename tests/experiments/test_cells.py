@@ -14,6 +14,7 @@ from follower_ablation import SEEDS
 from follower_ablation import command as ablation_command
 from result_tables.follower import VARIANTS
 
+from msvae_hf.configuration_msvae import HEAD_FOLLOWER
 from msvae_hf.train_config import TrainConfig, load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,12 +69,16 @@ def resolved_cells() -> dict[str, dict]:
 def test_every_cell_resolves_to_the_settings_it_was_run_with() -> None:
     """tests/experiments/data/study_configs.json holds each cell's settings as the per-level config files
     (configs/<level>/<row>.yaml, a file per row) gave them; the method files and the rows' flags give the same,
-    the evaluation level now named (before: None, the demonstrations' level, the same level)."""
+    the evaluation level now named (before: None, the demonstrations' level, the same level) and the follower's
+    conditioning named where the row left it to the model's default (HEAD_FOLLOWER's, which the default is no
+    longer)."""
     recorded = json.loads((Path(__file__).parent / "data" / "study_configs.json").read_text())
     now = resolved_cells()
     assert set(recorded) <= set(now)
     for name, settings in recorded.items():
         expected = {"level": LEVELS[name.split("/")[0]], **settings}
+        # the model's defaults then, HEAD_FOLLOWER, now named by the rows (the ablation names its variants)
+        expected["model"] = {**HEAD_FOLLOWER, **settings.get("model", {})}
         assert now[name] == expected, name
 
 

@@ -195,6 +195,7 @@ def test_continued_runs_wait_for_the_run_they_continue_or_train_the_whole_budget
     lines = dry_run("--cells", "msvae_4000/*")  # the runs to continue are not started for them
     assert lines["msvae_4000/seed2"] == (
         "python scripts/train.py --config configs/msvae.yaml --level BossLocal --threads 1 --max-updates 4000 "
+        "--model.follower_conditioning head --model.previous_action_input true "
         "--continue-from runs/bosslocal/msvae_seed2 --seed 2 --output-dir runs/bosslocal/msvae_4000_seed2")
     assert not any(name.startswith("msvae/") for name in lines)
     cell = next(c for c in level_cells("bosslocal") if c.name == "msvae_4000/seed2")
