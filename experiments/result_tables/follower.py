@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 
 from msvae_hf.configuration_msvae import FOLLOWER_VARIANTS as VARIANTS
+from msvae_hf.configuration_msvae import HEAD_FOLLOWER
 
 from .records import RESULTS
 
@@ -95,9 +96,10 @@ def table_follower_scale(level: str, root: Path = RESULTS) -> list[str]:
         last = record["history"][-1] if record.get("history") else {}
         accuracy = (f"{last['valid/action_accuracy']:.3f} / {last['valid/action_accuracy_other_instruction']:.3f}"
                     if "valid/action_accuracy" in last else "-")
-        previous = "yes" if model.get("previous_action_input", True) else "no"
+        model = {**HEAD_FOLLOWER, **model}  # a study record that names no follower was trained with this one
+        previous = "yes" if model["previous_action_input"] else "no"
         lines.append(f"| {run.removeprefix('follower_m100k_attention').lstrip('_') or 'head'} "
-                     f"| {model.get('follower_conditioning', 'head')} | {previous} | {model.get('hidden_size', 128)} "
+                     f"| {model['follower_conditioning']} | {previous} | {model.get('hidden_size', 128)} "
                      f"| {recipe} | " + " | ".join(cells) + " | " + " | ".join(at) + f" | {accuracy} |")
     return lines
 
