@@ -197,6 +197,10 @@ GOTOSEQLOCAL_ROWS: dict[str, Row] = {
         "follower, w/ attention, FiLM, no previous action, hidden size 512, M = 100k pairs, 2000 updates",
         "architectures", ("demos_pairs_100k",), (0,),
         (*_FILM, "--model.hidden_size", "512", "--max-updates", "2000"), config="follower_m100k_attention"),
+    "follower_m100k_attention_film_h512_4k": Row(
+        "follower, w/ attention, FiLM, no previous action, hidden size 512, M = 100k pairs, 4000 updates",
+        "architectures", ("demos_pairs_100k",), (0,), (*_FILM, "--model.hidden_size", "512", *_UPDATES_4000),
+        continues="follower_m100k_attention_film_h512", config="follower_m100k_attention"),
     "msvae_v_4000": Row("MS-VAE + V, 4000 updates", "budget", BASELINES, overrides=_UPDATES_4000,
                         continues="msvae_v", config="msvae_v"),
     "speaker_follower_4000": Row("speaker-follower, 4000 updates", "budget", ("labels/speaker",),

@@ -65,7 +65,7 @@ MATCHED_UPDATES = (1000, 2000, 4000, 10000)
 SCALE_RUNS = ("follower_m100k_attention", "follower_m100k_attention_film", "follower_m100k_attention_film_10k",
               "follower_m100k_attention_film_lr1e4", "follower_m100k_attention_film_recurrent",
               "follower_m100k_attention_film_both", "follower_m100k_attention_film_both_lr1e4",
-              "follower_m100k_attention_film_h512")
+              "follower_m100k_attention_film_h512", "follower_m100k_attention_film_h512_4k")
 
 
 def table_follower_scale(level: str, root: Path = RESULTS) -> list[str]:
