@@ -4,6 +4,9 @@ pair's own instruction against the same trajectories with another pair's instruc
 
     python experiments/probe_follower.py --demos data/gotoseqlocal_100k --split valid \
         --model "1k pairs=runs/gotoseqlocal/follower/best" --model "MS-VAE full=runs/gotoseqlocal/msvae/best"
+    python experiments/probe_follower.py --demos data/gotoseqlocal_pairs_100k --split paired --limit 2000 \
+        --model film=runs/gotoseqlocal/follower_m100k_attention_film_lr1e4/best \
+        --out results/gotoseqlocal/follower_fit_paired.json
 
 Each batch's instructions are rolled by one (pair i gets pair i-1's instruction, trajectories unchanged), so every
 trajectory is scored under a real instruction of the same level that describes another episode. A follower that
@@ -56,6 +59,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--demos", required=True)
     parser.add_argument("--split", default="valid", help="a split with instructions (paired, valid, test)")
+    parser.add_argument("--limit", type=int, help="score the split's first LIMIT pairs only (e.g. of the training "
+                        "pairs, to compare how well a follower fits them with its valid pairs)")
     parser.add_argument("--model", action="append", required=True, metavar="NAME=DIR")
     parser.add_argument("--batch-size", type=int, default=250)
     parser.add_argument("--rollouts", type=int, default=0, help="test seeds to roll out on (0: none)")
@@ -70,7 +75,11 @@ def main() -> None:
     if args.split not in demos:
         raise SystemExit(f"{args.demos} has no split {args.split!r}; it has {sorted(demos)}")
     dataset = demos[args.split]
-    report: dict = {"demos": args.demos, "split": args.split, "models": {}}
+    if args.limit is not None:
+        if args.limit < 2:
+            raise SystemExit(f"--limit must be at least 2 (each pair is given another's instruction), got {args.limit}")
+        dataset = dataset.select(range(min(args.limit, len(dataset))))
+    report: dict = {"demos": args.demos, "split": args.split, "pairs": len(dataset), "models": {}}
     print("| follower | NLL / step, own instruction | another pair's | difference | action accuracy, own | "
           "another pair's |\n| --- | --- | --- | --- | --- | --- |")
     for spec in args.model:

@@ -186,3 +186,22 @@ def test_table_gives_each_row_its_seeds_mean(tmp_path: Path):
                                "8.0 (n = 1) | 0.500 (n = 1) |")
     assert lines[3].startswith("| MS-VAE + V | 62.0 +- 2.8 (n = 2) | 59.0 +- 1.4 (n = 2) | 3.0 +- 1.4 (n = 2) |")
     assert lines[-1] == "\nRollouts on the first 500 test seeds each."
+
+
+def test_limit_scores_the_splits_first_pairs(follower, tiny_demos, tmp_path: Path, monkeypatch):
+    """--limit N: the split's first N pairs, scored as instruction_use scores them; under 2 is refused."""
+    from msvae_hf.data.demos import load_demos
+
+    follower.save_pretrained(tmp_path / "model")
+    out = tmp_path / "probe.json"
+    argv = ["probe_follower.py", "--demos", str(tiny_demos), "--split", "paired", "--limit", "6",
+            "--model", f"tiny={tmp_path / 'model'}", "--out", str(out)]
+    monkeypatch.setattr("sys.argv", argv)
+    probe_follower.main()
+    report = json.loads(out.read_text())
+    expected = evaluation.instruction_use(follower, load_demos(tiny_demos)["paired"].select(range(6)))
+    assert report["pairs"] == 6 and report["models"]["tiny"]["pairs"] == 6
+    assert report["models"]["tiny"]["nll_own"] == pytest.approx(expected["nll_own"], abs=1e-6)
+    monkeypatch.setattr("sys.argv", [*argv[:6], "1", *argv[7:]])
+    with pytest.raises(SystemExit, match="--limit must be at least 2"):
+        probe_follower.main()
