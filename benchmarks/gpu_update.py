@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 from report import write_report
-from train_step import TINY, synchronize
+from train_step import TIMED_FOLLOWER, TINY, synchronize
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf import MSVAEConfig, MSVAEModel
@@ -55,7 +55,8 @@ def load_batches(args: argparse.Namespace, tok: MSVAETokenizer, count: int) -> l
 
 def make_model(args: argparse.Namespace, vocab_size: int, seed: int, device: torch.device) -> MSVAEModel:
     torch.manual_seed(seed)
-    return MSVAEModel(MSVAEConfig(**(TINY if args.tiny else {}), vocab_size=vocab_size)).to(device).train()
+    config = MSVAEConfig(**(TINY if args.tiny else {}), **TIMED_FOLLOWER, vocab_size=vocab_size)
+    return MSVAEModel(config).to(device).train()
 
 
 def profile(step, updates: int, device: torch.device) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 from report import write_report
+from train_step import TIMED_FOLLOWER
 
 import msvae_hf  # noqa: F401  (registers the Local levels and Auto classes)
 from msvae_hf import MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
@@ -76,7 +77,7 @@ def main() -> None:
 
         models = {"/".join(Path(d).parts[-2:]): AutoModel.from_pretrained(d) for d in args.model_dir}
     else:
-        extra = {**(TINY if args.tiny else {}), "vocab_size": len(tok)}
+        extra = {**(TINY if args.tiny else {}), "vocab_size": len(tok), **TIMED_FOLLOWER}
         models = {"msvae": MSVAEModel(MSVAEConfig(**extra)), "speaker": SpeakerModel(SpeakerConfig(**extra))}
     results: dict[str, Any] = {
         "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),

@@ -47,6 +47,7 @@ from report import write_report
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
+from msvae_hf.configuration_msvae import HEAD_FOLLOWER
 from msvae_hf.data.collator import DemoCollator, for_loader
 from msvae_hf.evaluation import device_name, resolve_device
 from msvae_hf.ops.linear import AVAILABLE as ONEDNN_AVAILABLE
@@ -88,9 +89,15 @@ def _collate_batches(tok: MSVAETokenizer, paired: Dataset, unpaired: Dataset, ba
             for k in range(count)]
 
 
+#: The follower the benchmarks time, so that a benchmark run against another commit times the same model (their
+#: records were made with it); benchmarks/follower_variants.py times the others.
+TIMED_FOLLOWER = HEAD_FOLLOWER
+
+
 def three_models(tok: MSVAETokenizer, tiny: bool = False) -> dict[str, torch.nn.Module]:
-    """The follower, the speaker and MS-VAE (App. D sizes unless ``tiny``), built in that order."""
-    extra = {**(TINY if tiny else {}), "vocab_size": len(tok)}
+    """The follower, the speaker and MS-VAE (App. D sizes unless ``tiny``; :data:`TIMED_FOLLOWER`), built in that
+    order."""
+    extra = {**(TINY if tiny else {}), "vocab_size": len(tok), **TIMED_FOLLOWER}
     return {"follower": FollowerModel(FollowerConfig(**extra)), "speaker": SpeakerModel(SpeakerConfig(**extra)),
             "msvae": MSVAEModel(MSVAEConfig(**extra))}
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from train_step import TINY
+from train_step import TIMED_FOLLOWER, TINY
 
 import msvae_hf  # noqa: F401
 from msvae_hf import MSVAEConfig, MSVAEModel
@@ -175,7 +175,7 @@ def main() -> None:
 
     tok = MSVAETokenizer.from_grammar()
     torch.manual_seed(0)
-    model = MSVAEModel(MSVAEConfig(**(TINY if args.tiny else {}), vocab_size=len(tok))).train()
+    model = MSVAEModel(MSVAEConfig(**(TINY if args.tiny else {}), **TIMED_FOLLOWER, vocab_size=len(tok))).train()
     results: dict[str, Any] = {"tiny": args.tiny, "batch_paired": args.batch_size, "batch_unpaired": args.batch_size,
                                "torch": torch.__version__, "layouts": []}
     for length in args.lengths:

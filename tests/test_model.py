@@ -368,7 +368,9 @@ def test_from_baselines_shape_mismatch_raises(tok: MSVAETokenizer) -> None:
 def test_own_trajectory_observation_encoder(tok: MSVAETokenizer, tmp_path: Path) -> None:
     """share_observation_encoder=False: q(z|a,o) reads its own observation encoder, copied from the speaker
     baseline (App. D), the follower path the follower's; each path depends on its own encoder only."""
-    follower, speaker = build("follower-bottleneck", tok, seed=1), build("speaker", tok, seed=2)
+    # the head follower: its path's frame features are the encoder's alone (a FiLM follower's are modulated by z)
+    follower = build("follower-bottleneck", tok, seed=1, **HEAD_FOLLOWER)
+    speaker = build("speaker", tok, seed=2)
     follower.tokenizer = tok
     model = MSVAEModel.from_baselines(follower, speaker, share_observation_encoder=False).eval()
     pairs = ((model.trajectory_obs_encoder, speaker.obs_encoder), (model.obs_encoder, follower.obs_encoder))
