@@ -28,7 +28,7 @@ from accelerate.utils import set_seed
 from datasets import concatenate_datasets
 from tqdm.auto import tqdm
 
-from .configuration_msvae import MODEL_TYPE_CONFIGS
+from .configuration_msvae import HEAD_FOLLOWER, MODEL_TYPE_CONFIGS, ModulesConfig
 from .data.collator import DemoCollator
 from .data.demos import load_demos
 from .data.prefetch import UpdateBatches, prefetched
@@ -163,13 +163,22 @@ def evaluated_level(config: Mapping[str, Any]) -> Mapping[str, Any]:
         return config
 
 
+def with_follower(config: Mapping[str, Any], saved: bool) -> dict[str, Any]:
+    """A train config with its model's follower fields named (``follower_conditioning``, ``previous_action_input``):
+    where a saved train_config.json names none it was written under the head default (:data:`HEAD_FOLLOWER`), where
+    the current one names none the model config's default holds."""
+    defaults = HEAD_FOLLOWER if saved else {name: ModulesConfig.__dataclass_fields__[name].default
+                                            for name in HEAD_FOLLOWER}
+    return {**config, "model": {**defaults, **(config.get("model") or {})}}
+
+
 def check_resume_config(cfg: TrainConfig) -> None:
     """ValueError naming each field in which ``cfg`` differs from the ``train_config.json`` its ``output_dir``
     trained with (but :data:`RESUME_MAY_CHANGE`); a folder without one passes."""
     out = Path(cfg.output_dir)
     if (out / "train_config.json").is_file():
-        differ = config_differences(evaluated_level(read_json(out / "train_config.json")),
-                                    evaluated_level(dataclasses.asdict(cfg)), RESUME_MAY_CHANGE,
+        differ = config_differences(with_follower(evaluated_level(read_json(out / "train_config.json")), True),
+                                    with_follower(evaluated_level(dataclasses.asdict(cfg)), False), RESUME_MAY_CHANGE,
                                     TrainConfig.defaults())
         if differ:
             raise ValueError(f"--resume {out}: it trained with another config; " + "; ".join(differ)
@@ -212,7 +221,8 @@ def continuable_checkpoint(cfg: TrainConfig) -> Path:
     if not (source / "results.json").is_file() or not (source / "train_config.json").is_file():
         raise FileNotFoundError(f"continue_from {source} is not a finished run (results.json, train_config.json)")
     saved = read_json(source / "train_config.json")
-    differ = config_differences(evaluated_level(saved), evaluated_level(dataclasses.asdict(cfg)), CONTINUE_MAY_CHANGE,
+    differ = config_differences(with_follower(evaluated_level(saved), True),
+                                with_follower(evaluated_level(dataclasses.asdict(cfg)), False), CONTINUE_MAY_CHANGE,
                                 TrainConfig.defaults())
     if differ:
         raise ValueError(f"continue_from {source} trained with another config; " + "; ".join(differ))
@@ -353,7 +363,7 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
                                                 if isinstance(v, (int, float, str, bool))})
         if accelerator.is_main_process:
             out.mkdir(parents=True, exist_ok=True)
-            write_json(out / "train_config.json", dataclasses.asdict(cfg))
+            write_json(out / "train_config.json", with_follower(dataclasses.asdict(cfg), saved=False))
             if command:
                 if world > 1 and command.startswith("python "):
                     command = f"accelerate launch --num_processes {world} " + command[len("python "):]
