@@ -14,13 +14,14 @@ import math
 import numbers
 import re
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import yaml
 
-from .configuration_msvae import MODEL_TYPE_CONFIGS
+from .configuration_msvae import HEAD_FOLLOWER, MODEL_TYPE_CONFIGS, ModulesConfig
 from .envs.levels import level_folder, resolve_level
 
 #: The models a run trains (msvae_hf.training.MODEL_TYPES gives their classes).
@@ -332,3 +333,12 @@ def load_config(path: str | None = None, overrides: dict[str, Any] | None = None
         if is_number and is_text_field(fields[name]):
             values[name] = str(value)
     return TrainConfig(**values)
+
+
+def with_follower(config: Mapping[str, Any], saved: bool) -> dict[str, Any]:
+    """A train config with its model's follower fields named (``follower_conditioning``, ``previous_action_input``):
+    where a saved train_config.json names none it was written under the head default (:data:`HEAD_FOLLOWER`), where
+    the current one names none the model config's default holds."""
+    defaults = HEAD_FOLLOWER if saved else {name: ModulesConfig.__dataclass_fields__[name].default
+                                            for name in HEAD_FOLLOWER}
+    return {**config, "model": {**defaults, **(config.get("model") or {})}}

@@ -28,7 +28,7 @@ from accelerate.utils import set_seed
 from datasets import concatenate_datasets
 from tqdm.auto import tqdm
 
-from .configuration_msvae import HEAD_FOLLOWER, MODEL_TYPE_CONFIGS, ModulesConfig
+from .configuration_msvae import MODEL_TYPE_CONFIGS
 from .data.collator import DemoCollator
 from .data.demos import load_demos
 from .data.prefetch import UpdateBatches, prefetched
@@ -63,7 +63,7 @@ from .run_folder import (
 )
 from .runtime import adam, provenance, retain_freed_memory
 from .tokenization_msvae import MSVAETokenizer
-from .train_config import TrainConfig
+from .train_config import TrainConfig, with_follower
 
 MODEL_TYPES = {name: (model_cls, model_cls.config_class)
                for name, model_cls in (("follower", FollowerModel), ("speaker", SpeakerModel), ("msvae", MSVAEModel))}
@@ -161,15 +161,6 @@ def evaluated_level(config: Mapping[str, Any]) -> Mapping[str, Any]:
         return {**config, "level": resolve_level(level) if isinstance(level, str) else level}
     except ValueError:
         return config
-
-
-def with_follower(config: Mapping[str, Any], saved: bool) -> dict[str, Any]:
-    """A train config with its model's follower fields named (``follower_conditioning``, ``previous_action_input``):
-    where a saved train_config.json names none it was written under the head default (:data:`HEAD_FOLLOWER`), where
-    the current one names none the model config's default holds."""
-    defaults = HEAD_FOLLOWER if saved else {name: ModulesConfig.__dataclass_fields__[name].default
-                                            for name in HEAD_FOLLOWER}
-    return {**config, "model": {**defaults, **(config.get("model") or {})}}
 
 
 def check_resume_config(cfg: TrainConfig) -> None:

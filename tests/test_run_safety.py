@@ -265,24 +265,20 @@ def test_a_start_that_failed_before_its_first_checkpoint_can_start_again(tiny_de
 
 def test_a_run_folder_made_under_the_head_default_resumes_only_as_the_head_follower(tmp_path: Path) -> None:
     """A train_config.json that names no follower was written when the model's default was the head follower with
-    a_{t-1}: a command naming that follower resumes it, one left to the FiLM default is refused naming the model's
-    fields (not torch's missing-keys error at load); a folder started now names the follower it trains."""
+    a_{t-1}: read as resume reads it (train_config.with_follower, then run_folder.config_differences), a command
+    naming that follower matches it, one left to the FiLM default differs in the model's fields (refused, not
+    torch's missing-keys error at load); a config written now names the follower it trains."""
     import dataclasses
 
     from msvae_hf.configuration_msvae import HEAD_FOLLOWER
-    from msvae_hf.train_config import TrainConfig
-    from msvae_hf.training import check_resume_config, with_follower
+    from msvae_hf.run_folder import config_differences
+    from msvae_hf.train_config import TrainConfig, with_follower
 
-    old = TrainConfig(model_type="follower", level="BossLocal", output_dir=str(tmp_path / "old"))
-    Path(old.output_dir).mkdir()
-    (Path(old.output_dir) / "train_config.json").write_text(json.dumps(dataclasses.asdict(old)))
-    check_resume_config(dataclasses.replace(old, model=dict(HEAD_FOLLOWER)))
-    with pytest.raises(ValueError, match=r"--resume .*model: \{'follower_conditioning': 'head'.* there, "
-                                         r"\{'follower_conditioning': 'film'"):
-        check_resume_config(old)
-    new = dataclasses.replace(old, output_dir=str(tmp_path / "new"))
-    Path(new.output_dir).mkdir()
-    written = with_follower(dataclasses.asdict(new), saved=False)
+    old = dataclasses.asdict(TrainConfig(model_type="follower", level="BossLocal"))
+    saved = with_follower(json.loads(json.dumps(old)), saved=True)
+    assert not config_differences(saved, with_follower({**old, "model": dict(HEAD_FOLLOWER)}, saved=False), ())
+    differ = config_differences(saved, with_follower(old, saved=False), ())
+    assert len(differ) == 1 and differ[0].startswith("model: {'follower_conditioning': 'head'")
+    written = with_follower(old, saved=False)
     assert written["model"] == {"follower_conditioning": "film", "previous_action_input": False}
-    (Path(new.output_dir) / "train_config.json").write_text(json.dumps(written))
-    check_resume_config(new)
+    assert not config_differences(with_follower(written, saved=True), with_follower(old, saved=False), ())
