@@ -188,9 +188,11 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         path = str(pretrained_model_name_or_path)
         hub = {name: kwargs[name] for name in HUB_KWARGS if name in kwargs}
         config_file = _hub_file(path, "config.json", hub)
+        saved_config: dict = {}
         if config_file is not None:
             with open(config_file, encoding="utf-8") as f:
-                saved_type = json.load(f).get("model_type")
+                saved_config = json.load(f)
+            saved_type = saved_config.get("model_type")
             if cls.config_class.model_type != saved_type and cls is not MSVAEPreTrainedModel:
                 raise ValueError(
                     f"{path} holds a {saved_type!r} checkpoint, not {cls.config_class.model_type!r}: "
@@ -208,7 +210,7 @@ class MSVAEPreTrainedModel(PreTrainedModel):
             if "ignore_mismatched_sizes" not in str(err):
                 raise
             raise ValueError(_size_mismatch(cls, path, hub)) from err
-        grown = _grown_keys(model.config, config_file)
+        grown = _grown_keys(model.config, saved_config)
         info["missing_keys"] = set(info.get("missing_keys", ())) - grown
         problems = {k: sorted(v) for k, v in info.items() if k in ("missing_keys", "unexpected_keys") and v}
         if problems:
@@ -366,14 +368,12 @@ def _class_of(config) -> type:
     return AutoModel._model_mapping[type(config)]
 
 
-def _grown_keys(config: ModulesConfig, config_file: str | None) -> set[str]:
-    """The weights a model may lack in its checkpoint because its config grows the saved one: a ``film`` follower
-    loaded as ``film_both`` gains the FiLM's keys W, which start at zero (so it computes what the film follower did)."""
-    if config_file is None or getattr(config, "follower_conditioning", None) != "film_both":
+def _grown_keys(config: ModulesConfig, saved: dict) -> set[str]:
+    """The weights a model may lack in its checkpoint because its config grows the saved one (``saved``, the
+    checkpoint's config.json): a ``film`` follower loaded as ``film_both`` gains the FiLM's keys W, which start at
+    zero (so it computes what the film follower did)."""
+    if getattr(config, "follower_conditioning", None) != "film_both" or saved.get("follower_conditioning") != "film":
         return set()
-    with open(config_file, encoding="utf-8") as f:
-        if json.load(f).get("follower_conditioning") != "film":
-            return set()
     return {"action_decoder.film.key.weight", "action_decoder.film.key.bias"}
 
 
