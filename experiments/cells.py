@@ -161,7 +161,7 @@ _FILM = ("--model.follower_conditioning", "film", "--model.previous_action_input
 #: GoToSeqLocal's rows still rising at 2000 updates, continued to 4000 with the rows they are compared with.
 GOTOSEQLOCAL_ROWS: dict[str, Row] = {
     "follower_m100k_attention_film": Row("follower, w/ attention, FiLM, no previous action, M = 100k pairs, 4000 "
-                                         "updates", "architectures", ("demos_pairs_100k",), (0,),
+                                         "updates", "architectures", ("demos_pairs_100k",), (0, 1),
                                          (*_FILM, *_UPDATES_4000), config="follower_m100k_attention"),
     "follower_m100k_attention_film_10k": Row("follower, w/ attention, FiLM, no previous action, M = 100k pairs, "
                                              "10,000 updates", "architectures", ("demos_pairs_100k",), (0,), _FILM,
