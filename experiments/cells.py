@@ -201,6 +201,12 @@ GOTOSEQLOCAL_ROWS: dict[str, Row] = {
         "follower, w/ attention, FiLM, no previous action, hidden size 512, M = 100k pairs, 4000 updates",
         "architectures", ("demos_pairs_100k",), (0,), (*_FILM, "--model.hidden_size", "512", *_UPDATES_4000),
         continues="follower_m100k_attention_film_h512", config="follower_m100k_attention"),
+    # The architecture suspect: FiLM on both convolution maps, the second convolution combining what the instruction
+    # selected in the first (BabyAI 1.1 puts a convolution after each FiLM), against film's seeds at 4000 updates.
+    "follower_m100k_attention_film2": Row(
+        "follower, w/ attention, FiLM on both convolution maps, no previous action, M = 100k pairs, 4000 updates",
+        "architectures", ("demos_pairs_100k",), (0,), (*_FILM, "--model.film_layers", "2", *_UPDATES_4000),
+        config="follower_m100k_attention"),
     "msvae_v_4000": Row("MS-VAE + V, 4000 updates", "budget", BASELINES, overrides=_UPDATES_4000,
                         continues="msvae_v", config="msvae_v"),
     "speaker_follower_4000": Row("speaker-follower, 4000 updates", "budget", ("labels/speaker",),

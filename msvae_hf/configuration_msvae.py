@@ -79,6 +79,11 @@ class ModulesConfig(PreTrainedConfig):
     # (docs/results/gotoseqlocal.md, "The follower's conditioning"); the study's records of "head" with a_{t-1}
     # (HEAD_FOLLOWER) name it in their settings.
     follower_conditioning: str = "film"
+    # How many of the observation encoder's two convolution maps a FiLM follower_conditioning modulates: 1, the
+    # second's (then pooled, so the instruction selects channels that a linear layer reads); 2, the first's too, so
+    # that the second convolution combines, cell by cell, the features the instruction selected (BabyAI 1.1 puts a
+    # convolution after each of its two FiLM layers).
+    film_layers: int = 1
     # Whether the action decoder's LSTM reads the previous action a_{t-1} (BabyAI 1.1's model does not).
     previous_action_input: bool = False
     # How each term is reduced (the paper does not say; docs/design.md, "Loss scale"): "sum" over the sequence's
@@ -129,6 +134,8 @@ class ModulesConfig(PreTrainedConfig):
             raise self._fail("follower_attention", f"one of {ATTENTION_KINDS}")
         if self.follower_conditioning not in CONDITIONING_KINDS:
             raise self._fail("follower_conditioning", f"one of {CONDITIONING_KINDS}")
+        if self.film_layers not in (1, 2) or isinstance(self.film_layers, bool):
+            raise self._fail("film_layers", "1 or 2")
         if not isinstance(self.previous_action_input, bool):
             raise self._fail("previous_action_input", "true or false")
         if self.loss_reduction not in LOSS_REDUCTIONS:

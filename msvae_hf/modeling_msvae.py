@@ -319,8 +319,8 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
             try:
                 target, weights = getattr(model, name), getattr(baseline, source_name).state_dict()
                 if name == "obs_encoder" and baseline is speaker and target.film_norm is not None:
-                    # a speaker's encoder has no FiLM norm: the follower side's starts as the identity
-                    weights = {**{f"film_norm.{k}": v for k, v in target.film_norm.state_dict().items()}, **weights}
+                    # a speaker's encoder has no FiLM norms: the follower side's start as the identity
+                    weights = {**{k: v for k, v in target.state_dict().items() if "film_norm." in k}, **weights}
                 target.load_state_dict(weights)
             except RuntimeError as err:
                 raise ValueError(f"cannot initialise MS-VAE's {name} from the baseline: {err}") from err

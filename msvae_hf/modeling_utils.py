@@ -150,7 +150,7 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         film: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Encode real frames only, once: [B, T, 7, 7, 3] -> [B, T, H] (zeros on padding), with ``encoder``
-        (default: the model's ``obs_encoder``), each row's frames FiLMed by ``film`` [B, 2C] where given."""
+        (default: the model's ``obs_encoder``), each row's frames FiLMed by ``film`` [B, 2CL] where given."""
         return self.encode_frames(observations, directions, trajectory_mask, encoder).features(film)
 
     def encode_frames(
@@ -281,7 +281,7 @@ class EncodedFrames:
         self.maps, self.directions = encoder.trunk(select(observations)), select(directions)
 
     def features(self, film: torch.Tensor | None = None) -> torch.Tensor:
-        """[B, T, H] frame features, zeros on padding; ``film`` [B, 2C]: each row's FiLM parameters."""
+        """[B, T, H] frame features, zeros on padding; ``film`` [B, 2CL]: each row's FiLM parameters."""
         if film is not None:
             film = self.select(film.unsqueeze(1).expand(-1, self.steps, -1))
         return self.place(self.encoder.head(self.maps, self.directions, film))

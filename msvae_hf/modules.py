@@ -40,6 +40,15 @@ MAX_CELL_TABLE = 1 << 16
 """The most cell values (obs_num_values ** channels) the observation encoder embeds from one table."""
 
 
+def _modulate(maps: torch.Tensor, film: torch.Tensor | None, norm: nn.Module | None) -> torch.Tensor:
+    """FiLM on a map [N, C, h, w]: norm(maps * (1 + gamma) + beta) for ``film`` = (gamma, beta) [N, 2C]; the map
+    itself where ``film`` is None."""
+    if film is None:
+        return maps
+    gamma, beta = film.unsqueeze(-1).unsqueeze(-1).chunk(2, dim=1)
+    return norm(maps * (1 + gamma) + beta)
+
+
 class ObservationEncoder(nn.Module):
     """BabyAI symbolic observation (7x7x3 integers) -> feature vector.
 
@@ -72,8 +81,13 @@ class ObservationEncoder(nn.Module):
         pooled = (height // 2) * (width // 2) * config.obs_channels
         # FiLM's map is normalised after the modulation, per frame (BabyAI 1.1 puts a batch norm there): without it
         # the FiLMed features grow until the memory LSTM saturates and the gradients vanish.
-        # ``film``: this encoder feeds a follower whose instruction FiLMs its map (a speaker's reads no instruction).
+        # ``film``: this encoder feeds a follower whose instruction FiLMs its maps (a speaker's reads no instruction):
+        # the second convolution's map, and with ``film_layers`` = 2 the first's too (``first_film_norm``), the
+        # trunk then ending at the first convolution.
         self.film_norm = nn.GroupNorm(1, config.obs_channels) if film else None
+        two = film and config.film_layers == 2
+        self.first_film_norm = nn.GroupNorm(1, config.obs_channels) if two else None
+        self.trunk_layers = 1 if two else 3
         self.proj = Linear(pooled, config.hidden_size)
         self.num_directions = config.num_directions
         self.direction_embedding = nn.Embedding(config.num_directions, config.hidden_size)
@@ -81,12 +95,13 @@ class ObservationEncoder(nn.Module):
     def forward(
         self, observations: torch.Tensor, directions: torch.Tensor, film: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """observations: integer [N, 7, 7, 3]; directions: [N]; film: [N, 2C] or None -> features [N, H]."""
+        """observations: integer [N, 7, 7, 3]; directions: [N]; film: [N, 2CL] or None -> features [N, H]."""
         return self.head(self.trunk(observations), directions, film)
 
     def trunk(self, observations: torch.Tensor) -> torch.Tensor:
-        """The part that reads no instruction: the cell embeddings and both convolutions, [N, 7, 7, 3] -> the
-        map [N, C, h, w] (before the pooling), computed once per frame whatever memory modulates it."""
+        """The part that reads no instruction: the cell embeddings and the convolutions before the first FiLM (both,
+        or the first where ``film_layers`` = 2), [N, 7, 7, 3] -> the map [N, C, h, w] (before the pooling),
+        computed once per frame whatever memory modulates it."""
         if tuple(observations.shape[1:]) != self.obs_shape:
             raise ValueError(
                 f"observations must have shape [N, {', '.join(map(str, self.obs_shape))}] per frame, "
@@ -98,19 +113,22 @@ class ObservationEncoder(nn.Module):
                 f"observation values must be in [0, obs_num_values={self.num_values}), "
                 f"got range [{int(obs.min())}, {int(obs.max())}]"
             )
-        return self.conv[:3](self.embed_cells(obs).permute(0, 3, 1, 2))
+        return self.conv[:self.trunk_layers](self.embed_cells(obs).permute(0, 3, 1, 2))
 
     def head(self, maps: torch.Tensor, directions: torch.Tensor, film: torch.Tensor | None = None) -> torch.Tensor:
-        """The map [N, C, h, w] -> features [N, H]: FiLM (Perez et al. 2018, as BabyAI 1.1 conditions perception on
-        its instruction) where ``film`` [N, 2C] holds each frame's (gamma, beta), norm(x * (1 + gamma) + beta) with
-        the norm over each frame's map; then the max-pool, the ReLU, the linear layer and the agent's direction."""
+        """The trunk's map [N, C, h, w] -> features [N, H]: FiLM (Perez et al. 2018, as BabyAI 1.1 conditions
+        perception on its instruction) where ``film`` [N, 2CL] (L = film_layers) holds each frame's (gamma, beta)
+        for each modulated map, norm(x * (1 + gamma) + beta) with the norm over each frame's map (where L = 2, the
+        first map's, then the ReLU and the second convolution, then the second's); then the max-pool, the ReLU,
+        the linear layer and the agent's direction. Without ``film``, the maps go unmodulated."""
         if (self.backend.checks_values and directions.numel()
                 and (directions.min() < 0 or directions.max() >= self.num_directions)):
             raise ValueError(f"directions must be in [0, num_directions={self.num_directions}), got range "
                              f"[{int(directions.min())}, {int(directions.max())}]")
-        if film is not None:
-            gamma, beta = film.unsqueeze(-1).unsqueeze(-1).chunk(2, dim=1)
-            maps = self.film_norm(maps * (1 + gamma) + beta)
+        if self.trunk_layers == 1:
+            first, film = (None, None) if film is None else film.chunk(2, dim=1)
+            maps = self.conv[1:3](_modulate(maps, first, self.first_film_norm))
+        maps = _modulate(maps, film, self.film_norm)
         x = self.conv[3:](maps).permute(0, 2, 3, 1)  # [N, h, w, C], as it lies in memory
         # proj reads the pooled map in (C, h, w) order; its columns are reordered rather than the map, which
         # would cost a copy of the map and one of its gradient.
@@ -307,13 +325,13 @@ class FiLMGenerator(nn.Module):
         if kind in ("film", "film_both"):
             self.queries = nn.Parameter(torch.empty(config.decoder_heads, config.hidden_size))
         self.attention = LuongAttention(config.hidden_size, memory_size)
-        self.out = Linear(config.decoder_heads * config.hidden_size, 2 * config.obs_channels)
+        self.out = Linear(config.decoder_heads * config.hidden_size, 2 * config.obs_channels * config.film_layers)
 
     def forward(
         self, memory: torch.Tensor, memory_mask: torch.Tensor | None, state: torch.Tensor | None = None
     ) -> torch.Tensor:
         """memory [B, M, Dm], memory_mask [B, M] (None: every slot real), and for a keyed generator the memory
-        LSTM's previous state [B, H] -> (gamma, beta) as [B, 2C]."""
+        LSTM's previous state [B, H] -> (gamma, beta) as [B, 2CL]."""
         return self.read(self.project(memory), memory_mask, state)
 
     def project(self, memory: torch.Tensor) -> torch.Tensor:
@@ -323,7 +341,7 @@ class FiLMGenerator(nn.Module):
     def read(
         self, values: torch.Tensor, memory_mask: torch.Tensor | None, state: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """(gamma, beta) [B, 2C] from the projected memory (:meth:`project`) and, for a keyed generator, the memory
+        """(gamma, beta) [B, 2CL] from the projected memory (:meth:`project`) and, for a keyed generator, the memory
         LSTM's previous state [B, H]."""
         queries = self.queries.expand(values.shape[0], -1, -1) if hasattr(self, "queries") else 0
         if self.keyed:
@@ -364,7 +382,7 @@ class ActionDecoder(nn.Module):
         )
 
     def film_parameters(self, memory: torch.Tensor, memory_mask: torch.Tensor | None) -> torch.Tensor | None:
-        """The frames' FiLM parameters [B, 2C] read once from a memory, or None where the memory enters at the
+        """The frames' FiLM parameters [B, 2CL] read once from a memory, or None where the memory enters at the
         head only or is read at each step (the keyed kinds)."""
         return None if self.film is None or self.recurrent_film else self.film(memory, memory_mask)
 
