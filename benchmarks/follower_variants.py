@@ -28,9 +28,7 @@ from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 
 def build(name: str, variant: str, tok: MSVAETokenizer, tiny: bool) -> torch.nn.Module:
-    conditioning, previous = VARIANTS[variant]
-    extra = {**(TINY if tiny else {}), "vocab_size": len(tok), "follower_conditioning": conditioning,
-             "previous_action_input": previous}
+    extra = {**(TINY if tiny else {}), "vocab_size": len(tok), **VARIANTS[variant]}
     torch.manual_seed(0)
     if name == "follower":
         return FollowerModel(FollowerConfig(follower_attention="attention", **extra)).train()

@@ -45,13 +45,14 @@ def record_path(level: str, variant: str, seed: int) -> Path:
 
 
 def command(level: str, variant: str, seed: int, threads: int) -> list[str]:
-    conditioning, previous = VARIANTS[variant]
+    fields = [(f"--model.{name}", str(value).lower() if isinstance(value, bool) else str(value))
+              for name, value in VARIANTS[variant].items()]
     return [
         sys.executable, str(ROOT / "scripts" / "train.py"), "--config", "configs/follower.yaml",
         "--level", LEVELS[level],
         "--demos", f"data/{level}_pairs_1k", "--seed", str(seed),
         "--output-dir", f"runs/{level}/follower_ablation/{variant}_seed{seed}", "--threads", str(threads),
-        "--model.follower_conditioning", conditioning, "--model.previous_action_input", str(previous).lower(),
+        *(part for field in fields for part in field),
     ]
 
 
@@ -63,7 +64,7 @@ def write_record(out: Path, path: Path, level: str, name: str, seed: int, comman
     record = {
         "level": level, "variant": name, "seed": seed,
         "model": {k: v for k, v in read_json(out / "best" / "config.json").items()
-                  if k in ("follower_attention", "follower_conditioning", "previous_action_input")},
+                  if k in ("follower_attention", "follower_conditioning", "previous_action_input", "film_layers")},
         "command": command, "commit": results.get("commit"), "machine": results.get("machine"),
         "updates": results["updates"], "seconds_per_update": round(train_s / results["updates"], 4),
         "best": results["best"], "paper_protocol_valid_sr": results.get("paper_protocol_valid_sr"),

@@ -21,11 +21,15 @@ CONDITIONING_KINDS = ("head", "film", "film_recurrent", "film_both")
 #: The follower of the study's records of Tables 1-3 and of the quickstart's recorded numbers:
 #: the instruction at the action head only, the LSTM reading a_{t-1}.
 HEAD_FOLLOWER = {"follower_conditioning": "head", "previous_action_input": True}
-#: The follower's named variants, (follower_conditioning, previous_action_input), as the ablation and the benchmark
-#: name them (experiments/follower_ablation.py, benchmarks/follower_variants.py).
-FOLLOWER_VARIANTS = {"head_prev": ("head", True), "head": ("head", False), "film_prev": ("film", True),
-                     "film": ("film", False), "film_recurrent": ("film_recurrent", False),
-                     "film_both": ("film_both", False)}
+#: The follower's named variants, each the model fields it sets, as the ablation and the benchmark name them
+#: (experiments/follower_ablation.py, benchmarks/follower_variants.py).
+FOLLOWER_VARIANTS = {
+    name: {"follower_conditioning": conditioning, "previous_action_input": previous, **extra}
+    for name, conditioning, previous, extra in (
+        ("head_prev", "head", True, {}), ("head", "head", False, {}), ("film_prev", "film", True, {}),
+        ("film", "film", False, {}), ("film_recurrent", "film_recurrent", False, {}),
+        ("film_both", "film_both", False, {}), ("film2", "film", False, {"film_layers": 2}))
+}
 PRIOR_KINDS = ("autoregressive", "normal")
 #: How a model runs (``msvae_hf/backends.py``'s registry, ``BACKENDS``): the same values at real positions under each.
 BACKEND_NAMES = ("default", "eager", "static")

@@ -324,7 +324,8 @@ def test_follower_variants_times_every_variant_against_head_prev(tmp_path: Path)
     data = json.loads(out.read_text())
     for name in ("follower", "msvae"):
         variants = data["models"][name]
-        assert set(variants) == {"head_prev", "head", "film_prev", "film", "film_recurrent", "film_both"}
+        assert set(variants) == {"head_prev", "head", "film_prev", "film", "film_recurrent", "film_both",
+                                 "film2"}
         assert variants["head_prev"]["ratio_to_head_prev"] == 1.0
         # FiLM adds parameters, dropping a_{t-1} removes its embedding
         assert variants["film"]["parameters"] > variants["head"]["parameters"] < variants["head_prev"]["parameters"]

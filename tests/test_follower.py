@@ -22,11 +22,15 @@ VARIANTS = [
     pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": True},
                  id="film-recurrent-prev"),
     pytest.param({"follower_conditioning": "film_both", "previous_action_input": False}, id="film-both"),
+    pytest.param({"follower_conditioning": "film", "previous_action_input": False, "film_layers": 2}, id="film-2"),
 ]
 FILM = {"follower_conditioning": "film", "previous_action_input": False}
 FILMS = [pytest.param(FILM, id="film"),
          pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": False}, id="film-recurrent"),
-         pytest.param({"follower_conditioning": "film_both", "previous_action_input": False}, id="film-both")]
+         pytest.param({"follower_conditioning": "film_both", "previous_action_input": False}, id="film-both"),
+         pytest.param({**FILM, "film_layers": 2}, id="film-2"),
+         pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": False, "film_layers": 2},
+                      id="film-recurrent-2")]
 
 
 def built(kind: str, tok, **overrides):
@@ -184,6 +188,9 @@ def test_msvae_with_film_refuses_a_fixed_action_decoder(tok):
         build("msvae", tok, follower_conditioning="film", unpaired_trains_action_decoder=False)
     with pytest.raises(ValueError, match="follower_conditioning must be one of"):
         build("follower-attention", tok, follower_conditioning="late")
+    for layers in (0, 3, True, "2"):
+        with pytest.raises(ValueError, match="film_layers must be 1 or 2"):
+            build("follower-attention", tok, film_layers=layers)
 
 
 def test_a_follower_that_ignores_its_instruction_is_found_out(tok, tiny_demos):
@@ -298,3 +305,33 @@ def test_film_starts_as_the_identity_and_keeps_the_frames_scale(tok):
     huge = torch.cat([torch.full_like(zero[:, : maps.shape[1]], 1e4), torch.full_like(zero[:, maps.shape[1]:], 1e4)], 1)
     torch.testing.assert_close(encoder.head(maps, directions, huge), encoder.head(maps, directions, huge / 1e2),
                                rtol=1e-3, atol=1e-3)
+
+
+def test_film_on_both_maps_modulates_the_first_before_the_second_convolution(tok):
+    """film_layers = 2: (gamma_1, beta_1) FiLM the first convolution's map, then the ReLU and the second convolution,
+    then (gamma_2, beta_2) FiLM its map, computed here from the encoder's weights by torch.nn.functional; without
+    FiLM parameters the encoder is the one-layer FiLM encoder, and FiLM at zero is each map's norm alone."""
+    import torch.nn.functional as F
+
+    two = built("follower-attention", tok, **FILM, film_layers=2)
+    one = build("follower-attention", tok, **FILM)
+    one.obs_encoder.load_state_dict({k: v for k, v in two.obs_encoder.state_dict().items() if "first_" not in k})
+    batch = real_batch(tok)
+    mask = batch["trajectory_mask"].bool()
+    obs, directions = batch["observations"][mask], batch["directions"][mask]
+    encoder, channels = two.obs_encoder, two.config.obs_channels
+    film = torch.randn(len(obs), 4 * channels, generator=torch.Generator().manual_seed(3))
+    (g1, b1), (g2, b2) = [(g[..., None, None], b[..., None, None]) for g, b in
+                          (part.chunk(2, dim=1) for part in film.chunk(2, dim=1))]
+    conv1, conv2 = encoder.conv[0], encoder.conv[2]
+    x = F.conv2d(encoder.embed_cells(obs.long()).permute(0, 3, 1, 2), conv1.weight, conv1.bias, padding=1)
+    x = F.group_norm(x * (1 + g1) + b1, 1, encoder.first_film_norm.weight, encoder.first_film_norm.bias)
+    x = F.conv2d(F.relu(x), conv2.weight, conv2.bias, padding=1)
+    x = F.group_norm(x * (1 + g2) + b2, 1, encoder.film_norm.weight, encoder.film_norm.bias)
+    expected = F.relu(encoder.proj(F.relu(F.max_pool2d(x, 2)).flatten(1)) + encoder.direction_embedding(directions))
+    with torch.no_grad():
+        torch.testing.assert_close(encoder(obs, directions, film), expected, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(encoder(obs, directions), one.obs_encoder(obs, directions), atol=0, rtol=0)
+        second_only = one.obs_encoder(obs, directions, film[:, 2 * channels:])
+        assert not torch.allclose(encoder(obs, directions, film), second_only)
+    assert tuple(two.action_decoder.film.out.weight.shape)[0] == 4 * channels

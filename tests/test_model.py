@@ -353,6 +353,10 @@ def test_from_baselines_copies_modules_exactly(tok: MSVAETokenizer) -> None:
     # a speaker alone gives the observation encoder too
     only_speaker = MSVAEModel.from_baselines(speaker=speaker)
     torch.testing.assert_close(only_speaker.obs_encoder.proj.weight, speaker.obs_encoder.proj.weight, rtol=0, atol=0)
+    # whose FiLM norms (a speaker has none) start as the identity, on both maps where FiLM modulates two
+    two = MSVAEModel.from_baselines(speaker=speaker, follower_conditioning="film", film_layers=2)
+    for norm in (two.obs_encoder.film_norm, two.obs_encoder.first_film_norm):
+        assert bool((norm.weight == 1).all()) and not norm.bias.any()
 
 
 def test_from_baselines_shape_mismatch_raises(tok: MSVAETokenizer) -> None:

@@ -41,7 +41,9 @@ def table_follower_ablation(level: str, root: Path = RESULTS) -> list[str]:
     for variant, records in ablation_records(level, root).items():
         if not records:
             continue
-        conditioning, previous = VARIANTS[variant]
+        fields = VARIANTS[variant]
+        conditioning = fields["follower_conditioning"] + (", both maps" if fields.get("film_layers") == 2 else "")
+        previous = fields["previous_action_input"]
         cells = []
         for key, _, scale, digits in COLUMNS:
             cells.append(_mean_sd([r["test"][key] * scale for r in records], digits))
