@@ -207,6 +207,16 @@ GOTOSEQLOCAL_ROWS: dict[str, Row] = {
         "follower, w/ attention, FiLM on both convolution maps, no previous action, M = 100k pairs, 4000 updates",
         "architectures", ("demos_pairs_100k",), (0,), (*_FILM, "--model.film_layers", "2", *_UPDATES_4000),
         config="follower_m100k_attention"),
+    "follower_m100k_attention_film2_10k": Row(
+        "follower, w/ attention, FiLM on both convolution maps, no previous action, M = 100k pairs, 10,000 updates",
+        "architectures", ("demos_pairs_100k",), (0,), (*_FILM, "--model.film_layers", "2"),
+        continues="follower_m100k_attention_film2", config="follower_m100k_attention"),
+    "follower_m100k_attention_film2_lr1e4": Row(
+        "follower, w/ attention, FiLM on both convolution maps, no previous action, M = 100k pairs, 10,000 updates "
+        "at 1e-3 then 2000 at 1e-4", "architectures",
+        ("demos_pairs_100k", "follower_m100k_attention_film2_10k/seed0"), (0,),
+        (*_FILM, "--model.film_layers", "2", "--init-from", "runs/{level}/follower_m100k_attention_film2_10k/best",
+         "--learning-rate", "1e-4", "--max-updates", "2000"), config="follower_m100k_attention"),
     "msvae_v_4000": Row("MS-VAE + V, 4000 updates", "budget", BASELINES, overrides=_UPDATES_4000,
                         continues="msvae_v", config="msvae_v"),
     "speaker_follower_4000": Row("speaker-follower, 4000 updates", "budget", ("labels/speaker",),
