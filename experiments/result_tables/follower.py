@@ -42,8 +42,7 @@ def table_follower_ablation(level: str, root: Path = RESULTS) -> list[str]:
         if not records:
             continue
         fields = VARIANTS[variant]
-        conditioning = fields["follower_conditioning"] + (", both maps" if fields.get("film_layers") == 2 else "")
-        previous = fields["previous_action_input"]
+        conditioning, previous = conditioning_label(fields), fields["previous_action_input"]
         cells = []
         for key, _, scale, digits in COLUMNS:
             cells.append(_mean_sd([r["test"][key] * scale for r in records], digits))
@@ -56,6 +55,12 @@ def table_follower_ablation(level: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
+def conditioning_label(model: dict) -> str:
+    """Where a follower's instruction enters, from its model fields: the conditioning, and the maps a FiLM modulates
+    where it is both."""
+    return model["follower_conditioning"] + (", both maps" if model.get("film_layers", 1) == 2 else "")
+
+
 def _mean_sd(values: list[float], digits: int) -> str:
     text = f"{statistics.fmean(values):.{digits}f}"
     return text + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
@@ -64,10 +69,12 @@ def _mean_sd(values: list[float], digits: int) -> str:
 #: Validation points (updates) at which Table 1's followers are compared at equal budgets.
 MATCHED_UPDATES = (1000, 2000, 4000, 10000)
 #: Table 1's "w/ attention" followers on 100,000 pairs, in the table's order (results/<level>/runs/<run>.json).
-SCALE_RUNS = ("follower_m100k_attention", "follower_m100k_attention_film", "follower_m100k_attention_film_10k",
-              "follower_m100k_attention_film_lr1e4", "follower_m100k_attention_film_recurrent",
-              "follower_m100k_attention_film_both", "follower_m100k_attention_film_both_lr1e4",
-              "follower_m100k_attention_film_h512", "follower_m100k_attention_film_h512_4k")
+SCALE_RUNS = ("follower_m100k_attention", "follower_m100k_attention_film", "follower_m100k_attention_film_seed1",
+              "follower_m100k_attention_film_10k", "follower_m100k_attention_film_lr1e4",
+              "follower_m100k_attention_film_recurrent", "follower_m100k_attention_film_both",
+              "follower_m100k_attention_film_both_lr1e4", "follower_m100k_attention_film_h512",
+              "follower_m100k_attention_film_h512_4k", "follower_m100k_attention_film2",
+              "follower_m100k_attention_film2_10k", "follower_m100k_attention_film2_lr1e4")
 
 
 def table_follower_scale(level: str, root: Path = RESULTS) -> list[str]:
@@ -101,7 +108,7 @@ def table_follower_scale(level: str, root: Path = RESULTS) -> list[str]:
         model = {**HEAD_FOLLOWER, **model}  # a study record that names no follower was trained with this one
         previous = "yes" if model["previous_action_input"] else "no"
         lines.append(f"| {run.removeprefix('follower_m100k_attention').lstrip('_') or 'head'} "
-                     f"| {model['follower_conditioning']} | {previous} | {model.get('hidden_size', 128)} "
+                     f"| {conditioning_label(model)} | {previous} | {model.get('hidden_size', 128)} "
                      f"| {recipe} | " + " | ".join(cells) + " | " + " | ".join(at) + f" | {accuracy} |")
     return lines
 
