@@ -156,7 +156,9 @@ _SPEAKER_FOLLOWER_FRONT = Row("speaker-follower, labels by the front-cell pre-tr
                               "speaker_follower", ("labels/speaker_front_selftrain",),
                               overrides=("--pseudo-labels", "data/pseudo_labels/{level}/speaker_front_selftrain"),
                               config="speaker_follower")
-_FILM = ("--model.follower_conditioning", "film", "--model.previous_action_input", "false")
+#: The FiLM followers' flags: FiLM on one map (film_layers 1) or on both (2), no a_{t-1}.
+_FILM = ("--model.follower_conditioning", "film", "--model.previous_action_input", "false", "--model.film_layers", "1")
+_FILM2 = (*_FILM[:-1], "2")
 
 #: GoToSeqLocal's rows still rising at 2000 updates, continued to 4000 with the rows they are compared with.
 GOTOSEQLOCAL_ROWS: dict[str, Row] = {
@@ -170,7 +172,8 @@ GOTOSEQLOCAL_ROWS: dict[str, Row] = {
     "follower_m100k_attention_film_recurrent": Row(
         "follower, w/ attention, FiLM read at each step by the LSTM's state (BabyAI 1.1), no previous action, M = "
         "100k pairs, 4000 updates", "architectures", ("demos_pairs_100k",), (0,),
-        ("--model.follower_conditioning", "film_recurrent", "--model.previous_action_input", "false", *_UPDATES_4000),
+        ("--model.follower_conditioning", "film_recurrent", "--model.previous_action_input", "false",
+         "--model.film_layers", "1", *_UPDATES_4000),
         config="follower_m100k_attention"),
     # The recipe suspect: the FiLM follower's 10,000 updates at 1e-3, then 2000 more at BabyAI's 1e-4.
     "follower_m100k_attention_film_lr1e4": Row(
@@ -181,14 +184,16 @@ GOTOSEQLOCAL_ROWS: dict[str, Row] = {
     "follower_m100k_attention_film_both": Row(
         "follower, w/ attention, FiLM read at each step by learned queries plus the LSTM's state, no previous action, "
         "M = 100k pairs, 4000 updates", "architectures", ("demos_pairs_100k",), (0,),
-        ("--model.follower_conditioning", "film_both", "--model.previous_action_input", "false", *_UPDATES_4000),
+        ("--model.follower_conditioning", "film_both", "--model.previous_action_input", "false",
+         "--model.film_layers", "1", *_UPDATES_4000),
         config="follower_m100k_attention"),
     # film_lr1e4's start and recipe with the FiLM's keys added (zero at the start): what reading by the state adds.
     "follower_m100k_attention_film_both_lr1e4": Row(
         "follower, w/ attention, FiLM (10,000 updates at 1e-3) grown into FiLM read by learned queries plus the "
         "LSTM's state, 2000 more at 1e-4, no previous action, M = 100k pairs", "architectures",
         ("demos_pairs_100k", "follower_m100k_attention_film_10k/seed0"), (0,),
-        ("--model.follower_conditioning", "film_both", "--model.previous_action_input", "false", "--init-from",
+        ("--model.follower_conditioning", "film_both", "--model.previous_action_input", "false",
+         "--model.film_layers", "1", "--init-from",
          "runs/{level}/follower_m100k_attention_film_10k/best", "--learning-rate", "1e-4", "--max-updates", "2000"),
         config="follower_m100k_attention"),
     # The capacity suspect: the FiLM follower fits its training pairs little better than its valid ones (step
@@ -205,17 +210,17 @@ GOTOSEQLOCAL_ROWS: dict[str, Row] = {
     # selected in the first (BabyAI 1.1 puts a convolution after each FiLM), against film's seeds at 4000 updates.
     "follower_m100k_attention_film2": Row(
         "follower, w/ attention, FiLM on both convolution maps, no previous action, M = 100k pairs, 4000 updates",
-        "architectures", ("demos_pairs_100k",), (0,), (*_FILM, "--model.film_layers", "2", *_UPDATES_4000),
+        "architectures", ("demos_pairs_100k",), (0,), (*_FILM2, *_UPDATES_4000),
         config="follower_m100k_attention"),
     "follower_m100k_attention_film2_10k": Row(
         "follower, w/ attention, FiLM on both convolution maps, no previous action, M = 100k pairs, 10,000 updates",
-        "architectures", ("demos_pairs_100k",), (0,), (*_FILM, "--model.film_layers", "2"),
+        "architectures", ("demos_pairs_100k",), (0,), _FILM2,
         continues="follower_m100k_attention_film2", config="follower_m100k_attention"),
     "follower_m100k_attention_film2_lr1e4": Row(
         "follower, w/ attention, FiLM on both convolution maps, no previous action, M = 100k pairs, 10,000 updates "
         "at 1e-3 then 2000 at 1e-4", "architectures",
         ("demos_pairs_100k", "follower_m100k_attention_film2_10k/seed0"), (0,),
-        (*_FILM, "--model.film_layers", "2", "--init-from", "runs/{level}/follower_m100k_attention_film2_10k/best",
+        (*_FILM2, "--init-from", "runs/{level}/follower_m100k_attention_film2_10k/best",
          "--learning-rate", "1e-4", "--max-updates", "2000"), config="follower_m100k_attention"),
     "msvae_v_4000": Row("MS-VAE + V, 4000 updates", "budget", BASELINES, overrides=_UPDATES_4000,
                         continues="msvae_v", config="msvae_v"),

@@ -21,14 +21,17 @@ CONDITIONING_KINDS = ("head", "film", "film_recurrent", "film_both")
 #: The follower of the study's records of Tables 1-3 and of the quickstart's recorded numbers:
 #: the instruction at the action head only, the LSTM reading a_{t-1}.
 HEAD_FOLLOWER = {"follower_conditioning": "head", "previous_action_input": True}
+#: The follower's fields a train config names (train_config.json), with the values they had before each was a choice,
+#: which a saved config that lacks one was made with: the head follower, a FiLM on one map.
+FOLLOWER_FIELDS = {**HEAD_FOLLOWER, "film_layers": 1}
 #: The follower's named variants, each the model fields it sets, as the ablation and the benchmark name them
 #: (experiments/follower_ablation.py, benchmarks/follower_variants.py).
 FOLLOWER_VARIANTS = {
     name: {"follower_conditioning": conditioning, "previous_action_input": previous, **extra}
     for name, conditioning, previous, extra in (
-        ("head_prev", "head", True, {}), ("head", "head", False, {}), ("film_prev", "film", True, {}),
-        ("film", "film", False, {}), ("film_recurrent", "film_recurrent", False, {}),
-        ("film_both", "film_both", False, {}), ("film2", "film", False, {"film_layers": 2}))
+        ("head_prev", "head", True, {}), ("head", "head", False, {}), ("film_prev", "film", True, {"film_layers": 1}),
+        ("film", "film", False, {"film_layers": 1}), ("film_recurrent", "film_recurrent", False, {"film_layers": 1}),
+        ("film_both", "film_both", False, {"film_layers": 1}), ("film2", "film", False, {"film_layers": 2}))
 }
 PRIOR_KINDS = ("autoregressive", "normal")
 #: How a model runs (``msvae_hf/backends.py``'s registry, ``BACKENDS``): the same values at real positions under each.
@@ -112,6 +115,14 @@ class ModulesConfig(PreTrainedConfig):
         "obs_embed_dim", "obs_channels", "hidden_size", "word_embed_dim", "action_embed_dim",
         "decoder_layers", "decoder_heads", "decoder_ffn_dim", "num_latent_tokens", "latent_dim",
     )
+
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs):
+        """A saved config (config.json): one that names its follower's conditioning but not ``film_layers`` was saved
+        when a FiLM modulated one map, and loads so."""
+        if "follower_conditioning" in config_dict and "film_layers" not in config_dict:
+            config_dict = {**config_dict, "film_layers": FOLLOWER_FIELDS["film_layers"]}
+        return super().from_dict(config_dict, **kwargs)
 
     def to_dict(self) -> dict:
         """The config as saved: without ``backend``, which says how this process runs the model, not what the model
@@ -246,5 +257,5 @@ FollowerConfig.ignored_keys = SpeakerConfig.ignored_keys = MSVAE_ONLY_FIELDS
 MODEL_TYPE_CONFIGS = {"follower": FollowerConfig, "speaker": SpeakerConfig, "msvae": MSVAEConfig}
 
 __all__ = ["ModulesConfig", "MSVAEConfig", "FollowerConfig", "SpeakerConfig", "ATTENTION_KINDS", "PRIOR_KINDS",
-           "CONDITIONING_KINDS", "FOLLOWER_VARIANTS", "HEAD_FOLLOWER",
+           "CONDITIONING_KINDS", "FOLLOWER_FIELDS", "FOLLOWER_VARIANTS", "HEAD_FOLLOWER",
            "LOSS_REDUCTIONS", "MODEL_TYPE_CONFIGS"]

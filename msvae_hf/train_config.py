@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import yaml
 
-from .configuration_msvae import HEAD_FOLLOWER, MODEL_TYPE_CONFIGS, ModulesConfig
+from .configuration_msvae import FOLLOWER_FIELDS, MODEL_TYPE_CONFIGS, ModulesConfig
 from .envs.levels import level_folder, resolve_level
 
 #: The models a run trains (msvae_hf.training.MODEL_TYPES gives their classes).
@@ -336,9 +336,12 @@ def load_config(path: str | None = None, overrides: dict[str, Any] | None = None
 
 
 def with_follower(config: Mapping[str, Any], saved: bool) -> dict[str, Any]:
-    """A train config with its model's follower fields named (``follower_conditioning``, ``previous_action_input``):
-    where a saved train_config.json names none it was written under the head default (:data:`HEAD_FOLLOWER`), where
-    the current one names none the model config's default holds."""
-    defaults = HEAD_FOLLOWER if saved else {name: ModulesConfig.__dataclass_fields__[name].default
-                                            for name in HEAD_FOLLOWER}
-    return {**config, "model": {**defaults, **(config.get("model") or {})}}
+    """A train config with its model's follower fields named (:data:`FOLLOWER_FIELDS`; a head follower's without
+    ``film_layers``): where a saved train_config.json lacks one it was written before that field was a choice (the
+    head follower, a FiLM on one map), where the current one lacks one the model config's default holds."""
+    defaults = FOLLOWER_FIELDS if saved else {name: ModulesConfig.__dataclass_fields__[name].default
+                                              for name in FOLLOWER_FIELDS}
+    model = {**defaults, **(config.get("model") or {})}
+    if model["follower_conditioning"] == "head":  # no FiLM: its layers are no part of the model
+        model.pop("film_layers")
+    return {**config, "model": model}

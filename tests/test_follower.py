@@ -335,3 +335,25 @@ def test_film_on_both_maps_modulates_the_first_before_the_second_convolution(tok
         second_only = one.obs_encoder(obs, directions, film[:, 2 * channels:])
         assert not torch.allclose(encoder(obs, directions, film), second_only)
     assert tuple(two.action_decoder.film.out.weight.shape)[0] == 4 * channels
+
+
+def test_a_config_saved_before_film_layers_loads_with_one_modulated_map(tok, tmp_path):
+    """config.json written before ``film_layers`` was a field names a FiLM follower without it: it modulated one map,
+    and loads so (with its weights) whatever the default; a config that names the layers keeps them."""
+    import json
+
+    from msvae_hf import FollowerModel
+    from msvae_hf.configuration_msvae import FollowerConfig
+
+    model = built("follower-attention", tok, **FILM, film_layers=1)
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    del saved["film_layers"]
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    loaded = FollowerModel.from_pretrained(tmp_path)
+    assert loaded.config.film_layers == 1
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(loaded.state_dict()[name], tensor, rtol=0, atol=0, msg=name)
+    assert FollowerConfig.from_dict({**saved, "film_layers": 2}).film_layers == 2
+    no_follower = {k: v for k, v in saved.items() if k != "follower_conditioning"}
+    assert FollowerConfig.from_dict(no_follower).film_layers == FollowerConfig().film_layers

@@ -280,5 +280,14 @@ def test_a_run_folder_made_under_the_head_default_resumes_only_as_the_head_follo
     differ = config_differences(saved, with_follower(old, saved=False), ())
     assert len(differ) == 1 and differ[0].startswith("model: {'follower_conditioning': 'head'")
     written = with_follower(old, saved=False)
-    assert written["model"] == {"follower_conditioning": "film", "previous_action_input": False}
+    assert written["model"] == {"follower_conditioning": "film", "previous_action_input": False, "film_layers": 1}
     assert not config_differences(with_follower(written, saved=True), with_follower(old, saved=False), ())
+    # a FiLM run's folder written before film_layers was a choice modulated one map: it resumes as that follower
+    film = {**old, "model": {"follower_conditioning": "film", "previous_action_input": False}}
+    one, two = ({**film, "model": {**film["model"], "film_layers": n}} for n in (1, 2))
+    assert not config_differences(with_follower(film, saved=True), with_follower(one, saved=False), ())
+    differ = config_differences(with_follower(film, saved=True), with_follower(two, saved=False), ())
+    assert len(differ) == 1 and "'film_layers': 1" in differ[0]
+    # film_layers is no part of a head follower: a head run's folder resumes whatever the default layers
+    head = {**old, "model": {**HEAD_FOLLOWER, "film_layers": 2}}
+    assert not config_differences(saved, with_follower(head, saved=False), ())

@@ -69,9 +69,9 @@ def resolved_cells() -> dict[str, dict]:
 def test_every_cell_resolves_to_the_settings_it_was_run_with() -> None:
     """tests/experiments/data/study_configs.json holds each cell's settings as the per-level config files
     (configs/<level>/<row>.yaml, a file per row) gave them; the method files and the rows' flags give the same,
-    the evaluation level now named (before: None, the demonstrations' level, the same level) and the follower's
+    the evaluation level now named (before: None, the demonstrations' level, the same level), the follower's
     conditioning named where the row left it to the model's default (HEAD_FOLLOWER's, which the default is no
-    longer)."""
+    longer), and a FiLM follower's one modulated map (film_layers 1, the only one before it was a choice)."""
     recorded = json.loads((Path(__file__).parent / "data" / "study_configs.json").read_text())
     now = resolved_cells()
     assert set(recorded) <= set(now)
@@ -79,6 +79,8 @@ def test_every_cell_resolves_to_the_settings_it_was_run_with() -> None:
         expected = {"level": LEVELS[name.split("/")[0]], **settings}
         # the model's defaults then, HEAD_FOLLOWER, now named by the rows (the ablation names its variants)
         expected["model"] = {**HEAD_FOLLOWER, **settings.get("model", {})}
+        if expected["model"]["follower_conditioning"] != "head":
+            expected["model"].setdefault("film_layers", 1)
         assert now[name] == expected, name
 
 
