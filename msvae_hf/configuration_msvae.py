@@ -82,15 +82,16 @@ class ModulesConfig(PreTrainedConfig):
     # read once per episode; "film_recurrent", FiLM read at each step by attention keyed by the memory LSTM's
     # previous state (BabyAI 1.1's model); "film_both", FiLM read at each step by film's learned queries plus
     # film_recurrent's keys (the instruction read from the first step, the reading free to move from goal to goal).
-    # The default, "film" without a_{t-1}, is the follower that reads its instruction most of those measured
-    # (docs/results/gotoseqlocal.md, "The follower's conditioning"); the study's records of "head" with a_{t-1}
-    # (HEAD_FOLLOWER) name it in their settings.
+    # The default, "film" (on both maps: film_layers) without a_{t-1}, is the follower that reads its instruction
+    # most of those measured (docs/results/gotoseqlocal.md, "The follower's conditioning"); the study's records of
+    # "head" with a_{t-1} (HEAD_FOLLOWER) name it in their settings.
     follower_conditioning: str = "film"
     # How many of the observation encoder's two convolution maps a FiLM follower_conditioning modulates: 1, the
     # second's (then pooled, so the instruction selects channels that a linear layer reads); 2, the first's too, so
     # that the second convolution combines, cell by cell, the features the instruction selected (BabyAI 1.1 puts a
-    # convolution after each of its two FiLM layers).
-    film_layers: int = 1
+    # convolution after each of its two FiLM layers). The default, 2, reads its instruction far sooner and more
+    # (docs/results/gotoseqlocal.md, "FiLM on both maps"); a saved config that lacks the field modulated one map.
+    film_layers: int = 2
     # Whether the action decoder's LSTM reads the previous action a_{t-1} (BabyAI 1.1's model does not).
     previous_action_input: bool = False
     # How each term is reduced (the paper does not say; docs/design.md, "Loss scale"): "sum" over the sequence's

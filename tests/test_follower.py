@@ -74,7 +74,7 @@ def test_film_recurrent_reads_the_instruction_by_the_lstms_state(tok):
     assert decoder.film_parameters(memory, mask) is None
     h = torch.randn(1, len(memory), model.config.hidden_size, generator=torch.Generator().manual_seed(3))
     first, later = decoder.step_film(memory, mask, None, None), decoder.step_film(memory, mask, None, (h, h))
-    assert first.shape == (len(memory), 2 * model.config.obs_channels)
+    assert first.shape == (len(memory), 2 * model.config.obs_channels * model.config.film_layers)
     assert not torch.allclose(first, later)
 
 
@@ -292,8 +292,8 @@ def test_msvae_from_a_film_follower_keeps_its_film(tok):
 
 def test_film_starts_as_the_identity_and_keeps_the_frames_scale(tok):
     """At initialisation FiLM leaves the map as it is (gamma = beta = 0); whatever (gamma, beta) become, the FiLMed
-    map is normalised per frame, so the features the memory LSTM reads keep their scale."""
-    model = build("follower-attention", tok, **FILM)
+    map is normalised per frame, so the features the memory LSTM reads keep their scale (FiLM on the last map)."""
+    model = build("follower-attention", tok, **FILM, film_layers=1)
     batch = real_batch(tok)
     mask = batch["trajectory_mask"].bool()
     encoder = model.obs_encoder
@@ -314,7 +314,7 @@ def test_film_on_both_maps_modulates_the_first_before_the_second_convolution(tok
     import torch.nn.functional as F
 
     two = built("follower-attention", tok, **FILM, film_layers=2)
-    one = build("follower-attention", tok, **FILM)
+    one = build("follower-attention", tok, **FILM, film_layers=1)
     one.obs_encoder.load_state_dict({k: v for k, v in two.obs_encoder.state_dict().items() if "first_" not in k})
     batch = real_batch(tok)
     mask = batch["trajectory_mask"].bool()

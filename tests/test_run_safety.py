@@ -280,7 +280,7 @@ def test_a_run_folder_made_under_the_head_default_resumes_only_as_the_head_follo
     differ = config_differences(saved, with_follower(old, saved=False), ())
     assert len(differ) == 1 and differ[0].startswith("model: {'follower_conditioning': 'head'")
     written = with_follower(old, saved=False)
-    assert written["model"] == {"follower_conditioning": "film", "previous_action_input": False, "film_layers": 1}
+    assert written["model"] == {"follower_conditioning": "film", "previous_action_input": False, "film_layers": 2}
     assert not config_differences(with_follower(written, saved=True), with_follower(old, saved=False), ())
     # a FiLM run's folder written before film_layers was a choice modulated one map: it resumes as that follower
     film = {**old, "model": {"follower_conditioning": "film", "previous_action_input": False}}
