@@ -150,7 +150,7 @@ class ModulesConfig(PreTrainedConfig):
             raise self._fail("follower_attention", f"one of {ATTENTION_KINDS}")
         if self.follower_conditioning not in CONDITIONING_KINDS:
             raise self._fail("follower_conditioning", f"one of {CONDITIONING_KINDS}")
-        if self.film_layers not in (1, 2) or isinstance(self.film_layers, bool):
+        if type(self.film_layers) is not int or self.film_layers not in (1, 2):
             raise self._fail("film_layers", "1 or 2")
         if not isinstance(self.previous_action_input, bool):
             raise self._fail("previous_action_input", "true or false")

@@ -21,7 +21,7 @@ import torch
 from transformers import GenerationMixin
 from transformers.utils import ModelOutput
 
-from .configuration_msvae import MSVAEConfig
+from .configuration_msvae import FOLLOWER_FIELDS, MSVAEConfig
 from .losses import (
     domain_distance,
     kl_to_prior,
@@ -300,7 +300,10 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         source = follower if follower is not None else speaker
         if source is None:
             raise ValueError("from_baselines needs a trained follower, a speaker, or both")
-        config_dict = {k: v for k, v in source.config.to_dict().items() if k not in ("model_type", "architectures")}
+        # a speaker's config names no follower of its own (its follower fields are whatever its config held): MS-VAE
+        # from a speaker alone takes the default follower, or the one config_overrides names
+        dropped = ("model_type", "architectures", *(FOLLOWER_FIELDS if follower is None else ()))
+        config_dict = {k: v for k, v in source.config.to_dict().items() if k not in dropped}
         config_dict.update(config_overrides)
         model = cls(MSVAEConfig(**config_dict))
         sources: list[tuple[str, MSVAEPreTrainedModel]] = []

@@ -341,10 +341,12 @@ def _size_mismatch(cls, path: str, hub: dict) -> str:
     if not wrong:
         return f"config.json of {path} does not match its weights' shapes: restore the config.json saved with them"
     fields = [name for name in SIZE_FIELDS if hasattr(config, name)]  # a baseline's config has no prior
-    tried = set()
+    # film_layers multiplies the FiLM's output (2C per map), which no single size field names
+    tried = {("film_layers", layers) for layers in (1, 2) if layers == getattr(config, "film_layers", layers)}
     for weight in wrong:  # a weight whose size is a field's (not, say, twice it) names the field
-        for field in fields:
-            for size in {b for a, b in zip(expected[weight], saved[weight]) if a == getattr(config, field) != b}:
+        for field in [*fields, "film_layers"]:
+            sizes = {b for a, b in zip(expected[weight], saved[weight]) if a == getattr(config, field, None) != b}
+            for size in sizes if field != "film_layers" else {1, 2} - {getattr(config, field, None)}:
                 if (field, size) in tried:
                     continue
                 tried.add((field, size))

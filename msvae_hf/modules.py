@@ -304,7 +304,7 @@ def _luong(query: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None)
 
 class FiLMGenerator(nn.Module):
     """The FiLM parameters of the frames from a memory (h_y, or z): ``decoder_heads`` queries read the memory by
-    :class:`LuongAttention`, their contexts -> (gamma, beta) for each of the map's C channels.
+    :class:`LuongAttention`, their contexts -> (gamma, beta) for the C channels of each modulated map (film_layers).
 
     ``follower_conditioning="film"``: the queries are learned constants Q, so the memory is read once per episode
     and the memory LSTM runs over whole sequences. ``"film_recurrent"``: the queries are a linear map W h'_{t-1} of

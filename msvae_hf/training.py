@@ -28,7 +28,7 @@ from accelerate.utils import set_seed
 from datasets import concatenate_datasets
 from tqdm.auto import tqdm
 
-from .configuration_msvae import MODEL_TYPE_CONFIGS
+from .configuration_msvae import FOLLOWER_FIELDS, MODEL_TYPE_CONFIGS
 from .data.collator import DemoCollator
 from .data.demos import load_demos
 from .data.prefetch import UpdateBatches, prefetched
@@ -95,8 +95,25 @@ def build_model(cfg: TrainConfig, tokenizer: MSVAETokenizer) -> torch.nn.Module:
     else:
         model_cls, config_cls = MODEL_TYPES[cfg.model_type]
         model = model_cls(config_cls(**overrides))
+    if cfg.model_type != "speaker":
+        check_follower(cfg, model)
     model.tokenizer = tokenizer
     return model
+
+
+def check_follower(cfg: TrainConfig, model: torch.nn.Module) -> None:
+    """ValueError where a model built from saved weights has another follower than ``cfg`` names (its own or the
+    default's, which train_config.json records): a checkpoint saved with a FiLM on one map trains under a command
+    that names ``film_layers`` 1, not the default."""
+    named = with_follower(dataclasses.asdict(cfg), saved=False)["model"]
+    wrong = {name: getattr(model.config, name) for name in FOLLOWER_FIELDS
+             if name in named and getattr(model.config, name) != named[name]}
+    if wrong:
+        source = cfg.init_from or cfg.init_follower or cfg.init_speaker
+        raise ValueError(f"{source} holds a follower with " + ", ".join(f"{k}={v!r}" for k, v in wrong.items())
+                         + ", where this run names " + ", ".join(f"{k}={named[k]!r}" for k in wrong)
+                         + ": name its follower (" + " ".join(f"--model.{k} {str(v).lower()}" for k, v in wrong.items())
+                         + ")")
 
 
 # ---------------------------------------------------------------------------------------------- data

@@ -22,15 +22,15 @@ VARIANTS = [
     pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": True},
                  id="film-recurrent-prev"),
     pytest.param({"follower_conditioning": "film_both", "previous_action_input": False}, id="film-both"),
-    pytest.param({"follower_conditioning": "film", "previous_action_input": False, "film_layers": 2}, id="film-2"),
+    pytest.param({"follower_conditioning": "film", "previous_action_input": False, "film_layers": 1}, id="film-1"),
 ]
 FILM = {"follower_conditioning": "film", "previous_action_input": False}
 FILMS = [pytest.param(FILM, id="film"),
          pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": False}, id="film-recurrent"),
          pytest.param({"follower_conditioning": "film_both", "previous_action_input": False}, id="film-both"),
-         pytest.param({**FILM, "film_layers": 2}, id="film-2"),
-         pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": False, "film_layers": 2},
-                      id="film-recurrent-2")]
+         pytest.param({**FILM, "film_layers": 1}, id="film-1"),
+         pytest.param({"follower_conditioning": "film_recurrent", "previous_action_input": False, "film_layers": 1},
+                      id="film-recurrent-1")]
 
 
 def built(kind: str, tok, **overrides):
@@ -188,7 +188,7 @@ def test_msvae_with_film_refuses_a_fixed_action_decoder(tok):
         build("msvae", tok, follower_conditioning="film", unpaired_trains_action_decoder=False)
     with pytest.raises(ValueError, match="follower_conditioning must be one of"):
         build("follower-attention", tok, follower_conditioning="late")
-    for layers in (0, 3, True, "2"):
+    for layers in (0, 3, True, "2", 2.0):
         with pytest.raises(ValueError, match="film_layers must be 1 or 2"):
             build("follower-attention", tok, film_layers=layers)
 

@@ -144,7 +144,7 @@ def test_load_other_model_type_is_a_clear_error(tok: MSVAETokenizer, tmp_path: P
 
 @pytest.mark.parametrize(("kind", "field", "value", "saved"), [
     ("msvae", "hidden_size", 64, 32), ("msvae", "vocab_size", 40, None), ("msvae", "num_latent_tokens", 8, 4),
-    ("follower-attention", "obs_channels", 8, 16)])
+    ("follower-attention", "obs_channels", 8, 16), ("follower-attention", "film_layers", 1, 2)])
 def test_load_with_edited_config_names_the_field(tok: MSVAETokenizer, tmp_path: Path, kind, field, value, saved):
     """A config.json whose sizes no longer match the weights is refused in one ValueError naming the field, its
     value and the weights' (AutoModel and the class alike)."""
@@ -357,6 +357,10 @@ def test_from_baselines_copies_modules_exactly(tok: MSVAETokenizer) -> None:
     two = MSVAEModel.from_baselines(speaker=speaker, follower_conditioning="film", film_layers=2)
     for norm in (two.obs_encoder.film_norm, two.obs_encoder.first_film_norm):
         assert bool((norm.weight == 1).all()) and not norm.bias.any()
+    # a speaker's follower fields are none of its own: MS-VAE from it alone takes the default follower
+    old_speaker = build("speaker", tok, seed=2, follower_conditioning="head", film_layers=1)
+    default = MSVAEModel.from_baselines(speaker=old_speaker).config
+    assert (default.follower_conditioning, default.film_layers) == ("film", 2)
 
 
 def test_from_baselines_shape_mismatch_raises(tok: MSVAETokenizer) -> None:

@@ -23,7 +23,7 @@ from datasets import DatasetDict
 from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoTokenizer
 
-from msvae_hf.configuration_msvae import MSVAEConfig
+from msvae_hf.configuration_msvae import FollowerConfig, MSVAEConfig
 from msvae_hf.data.sampler import StepSampler
 from msvae_hf.modeling_baselines import FollowerModel, SpeakerModel
 from msvae_hf.modeling_msvae import MSVAEModel
@@ -166,6 +166,15 @@ def test_init_from_a_saved_model(baseline_runs, tiny_demos, tmp_path):
 
     with pytest.raises(ValueError, match="holds a 'msvae_follower' model, not 'msvae'"):
         build_model(load_config(None, {"model_type": "msvae", "init_from": str(follower)}), tokenizer)
+    # weights saved with a FiLM on one map train under a command that names it, not the default's two maps
+    tiny = {k: v for k, v in TINY_MODEL.items() if k in FollowerConfig.__dataclass_fields__}
+    one_map = FollowerModel(FollowerConfig(**tiny, vocab_size=len(tokenizer), film_layers=1))
+    one_map.save_pretrained(tmp_path / "one_map")
+    follower_cfg = {"model_type": "follower", "init_from": str(tmp_path / "one_map")}
+    with pytest.raises(ValueError, match=r"film_layers=1, where this run names film_layers=2: name its follower "
+                                         r"\(--model.film_layers 1\)"):
+        build_model(load_config(None, follower_cfg), tokenizer)
+    assert build_model(load_config(None, {**follower_cfg, "model.film_layers": 1}), tokenizer).config.film_layers == 1
     with pytest.raises(FileNotFoundError, match="no saved model"):
         build_model(load_config(None, {"model_type": "msvae", "init_from": str(tmp_path / "nope")}), tokenizer)
     with pytest.raises(ValueError, match="leave init_follower"):

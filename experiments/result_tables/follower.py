@@ -58,7 +58,8 @@ def table_follower_ablation(level: str, root: Path = RESULTS) -> list[str]:
 def conditioning_label(model: dict) -> str:
     """Where a follower's instruction enters, from its model fields: the conditioning, and the maps a FiLM modulates
     where it is both."""
-    return model["follower_conditioning"] + (", both maps" if model.get("film_layers", 1) == 2 else "")
+    both = model["follower_conditioning"] != "head" and model.get("film_layers", 1) == 2
+    return model["follower_conditioning"] + (", both maps" if both else "")
 
 
 def _mean_sd(values: list[float], digits: int) -> str:
