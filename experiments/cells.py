@@ -158,7 +158,7 @@ _SPEAKER_FOLLOWER_FRONT = Row("speaker-follower, labels by the front-cell pre-tr
                               config="speaker_follower")
 #: The FiLM followers' flags: FiLM on one map (film_layers 1) or on both (2), no a_{t-1}.
 _FILM = ("--model.follower_conditioning", "film", "--model.previous_action_input", "false", "--model.film_layers", "1")
-_FILM2 = (*_FILM[:-1], "2")
+_FILM2 = ("--model.follower_conditioning", "film", "--model.previous_action_input", "false", "--model.film_layers", "2")
 
 #: GoToSeqLocal's rows still rising at 2000 updates, continued to 4000 with the rows they are compared with.
 GOTOSEQLOCAL_ROWS: dict[str, Row] = {
@@ -455,8 +455,12 @@ def train_command(level: str, row: str, threads: int = 1) -> list[str]:
 def head_follower_flags(overrides: tuple[str, ...]) -> list[str]:
     """The study's rows were trained with :data:`~msvae_hf.configuration_msvae.HEAD_FOLLOWER` (the instruction at the
     action head, a_{t-1} read): its flags for each of its settings a row's ``overrides`` leave to the default."""
-    return [flag for name, value in HEAD_FOLLOWER.items() if f"--model.{name}" not in overrides
-            for flag in (f"--model.{name}", str(value).lower())]
+    return model_flags({name: value for name, value in HEAD_FOLLOWER.items() if f"--model.{name}" not in overrides})
+
+
+def model_flags(fields: dict) -> list[str]:
+    """train.py's flags setting each model field: ``--model.<name> <value>`` (booleans as true / false)."""
+    return [flag for name, value in fields.items() for flag in (f"--model.{name}", str(value).lower())]
 
 
 def row_config(level: str, row: str) -> TrainConfig:

@@ -31,7 +31,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from cells import LEVELS
+from cells import LEVELS, model_flags
 from result_tables.follower import VARIANTS, table_follower_ablation
 
 from msvae_hf.run_folder import read_json, write_json
@@ -45,14 +45,12 @@ def record_path(level: str, variant: str, seed: int) -> Path:
 
 
 def command(level: str, variant: str, seed: int, threads: int) -> list[str]:
-    fields = [(f"--model.{name}", str(value).lower() if isinstance(value, bool) else str(value))
-              for name, value in VARIANTS[variant].items()]
     return [
         sys.executable, str(ROOT / "scripts" / "train.py"), "--config", "configs/follower.yaml",
         "--level", LEVELS[level],
         "--demos", f"data/{level}_pairs_1k", "--seed", str(seed),
         "--output-dir", f"runs/{level}/follower_ablation/{variant}_seed{seed}", "--threads", str(threads),
-        *(part for field in fields for part in field),
+        *model_flags(VARIANTS[variant]),
     ]
 
 

@@ -341,24 +341,25 @@ def _size_mismatch(cls, path: str, hub: dict) -> str:
     if not wrong:
         return f"config.json of {path} does not match its weights' shapes: restore the config.json saved with them"
     fields = [name for name in SIZE_FIELDS if hasattr(config, name)]  # a baseline's config has no prior
-    # film_layers multiplies the FiLM's output (2C per map), which no single size field names
-    tried = {("film_layers", layers) for layers in (1, 2) if layers == getattr(config, "film_layers", layers)}
+    # film_layers multiplies the FiLM's output (2C per map), so no weight's size is its value: its other value is tried
+    layers = [("film_layers", 3 - config.film_layers)] if hasattr(config, "film_layers") else []
+    tried = set()
     for weight in wrong:  # a weight whose size is a field's (not, say, twice it) names the field
-        for field in [*fields, "film_layers"]:
-            sizes = {b for a, b in zip(expected[weight], saved[weight]) if a == getattr(config, field, None) != b}
-            for size in sizes if field != "film_layers" else {1, 2} - {getattr(config, field, None)}:
-                if (field, size) in tried:
-                    continue
-                tried.add((field, size))
-                try:
-                    fits = all(shape == saved.get(name, shape) for name, shape in
-                               shapes(type(config)(**{**config.to_dict(), field: size})).items())
-                except (ValueError, TypeError):
-                    continue
-                if fits:
-                    return (f"config.json of {path} does not match its weights: its {field} is "
-                            f"{getattr(config, field)}, the weights were saved with {field} = {size} ({weight} is "
-                            f"{list(saved[weight])}): restore the config.json saved with them")
+        sizes = [(field, b) for field in fields
+                 for b in {b for a, b in zip(expected[weight], saved[weight]) if a == getattr(config, field) != b}]
+        for field, size in sizes + layers:
+            if (field, size) in tried:
+                continue
+            tried.add((field, size))
+            try:
+                fits = all(shape == saved.get(name, shape) for name, shape in
+                           shapes(type(config)(**{**config.to_dict(), field: size})).items())
+            except (ValueError, TypeError):
+                continue
+            if fits:
+                return (f"config.json of {path} does not match its weights: its {field} is "
+                        f"{getattr(config, field)}, the weights were saved with {field} = {size} ({weight} is "
+                        f"{list(saved[weight])}): restore the config.json saved with them")
     first = wrong[0]
     return (f"config.json of {path} does not match its weights: {first} is {list(saved[first])} in the weights but "
             f"{list(expected[first])} by the config: restore the config.json saved with them")
