@@ -72,6 +72,8 @@ class Row:
     """the row whose finished seed-k run seed k continues to this row's budget (train.py's --continue-from)"""
     own_baselines: bool = False
     """seed k starts from the seed-k baseline follower and speaker (App. D), not from the seed-0 ones"""
+    baselines: tuple[str, str] = ("follower", "speaker")
+    """the rows of the baseline follower and speaker an ``own_baselines`` row starts from"""
     teacher: str | None = None
     """the row whose seed-k run (its ``best``) labels D_u for seed k (``labels/<teacher>[_seed<k>]``), where a
     row's ``pseudo_labels`` names the seed-0 teacher's labels for every seed"""
@@ -206,16 +208,6 @@ GOTOSEQLOCAL_ROWS: dict[str, Row] = {
         "follower, w/ attention, FiLM, no previous action, hidden size 512, M = 100k pairs, 4000 updates",
         "architectures", ("demos_pairs_100k",), (0,), (*_FILM, "--model.hidden_size", "512", *_UPDATES_4000),
         continues="follower_m100k_attention_film_h512", config="follower_m100k_attention"),
-    # The architecture suspect: FiLM on both convolution maps, the second convolution combining what the instruction
-    # selected in the first (BabyAI 1.1 puts a convolution after each FiLM), against film's seeds at 4000 updates.
-    "follower_m100k_attention_film2": Row(
-        "follower, w/ attention, FiLM on both convolution maps, no previous action, M = 100k pairs, 4000 updates",
-        "architectures", ("demos_pairs_100k",), (0,), (*_FILM2, *_UPDATES_4000),
-        config="follower_m100k_attention"),
-    "follower_m100k_attention_film2_10k": Row(
-        "follower, w/ attention, FiLM on both convolution maps, no previous action, M = 100k pairs, 10,000 updates",
-        "architectures", ("demos_pairs_100k",), (0,), _FILM2,
-        continues="follower_m100k_attention_film2", config="follower_m100k_attention"),
     "follower_m100k_attention_film2_lr1e4": Row(
         "follower, w/ attention, FiLM on both convolution maps, no previous action, M = 100k pairs, 10,000 updates "
         "at 1e-3 then 2000 at 1e-4", "architectures",
@@ -237,6 +229,43 @@ GOTOSEQLOCAL_ROWS: dict[str, Row] = {
                                    "pretraining", ("labels/speaker_front",), (0,), _labels("speaker_front"),
                                    init=_FRONT_DU, config="speaker_paired"),
     "speaker_follower_front": _SPEAKER_FOLLOWER_FRONT,
+}
+
+#: Table 1's "w/ attention" follower as the package builds it by default (FiLM on both convolution maps, the second
+#: convolution combining what the instruction selected in the first, as BabyAI 1.1 puts a convolution after each
+#: FiLM; no a_{t-1}), on both levels: 4000 updates, then continued to 10,000.
+FILM2_TABLE1_ROWS: dict[str, Row] = {
+    "follower_m100k_attention_film2": Row(
+        "follower, w/ attention, FiLM on both convolution maps, no previous action, M = 100k pairs, 4000 updates",
+        "architectures", ("demos_pairs_100k",), (0,), (*_FILM2, *_UPDATES_4000),
+        config="follower_m100k_attention"),
+    "follower_m100k_attention_film2_10k": Row(
+        "follower, w/ attention, FiLM on both convolution maps, no previous action, M = 100k pairs, 10,000 updates",
+        "architectures", ("demos_pairs_100k",), (0,), _FILM2,
+        continues="follower_m100k_attention_film2", config="follower_m100k_attention"),
+}
+
+#: Tables 2 and 3 with the default follower (FiLM on both maps, no a_{t-1}; its flags spelled out, so that the rows
+#: keep their follower whatever the default), on both levels, with independent seeds: seed k of an MS-VAE row
+#: starts from the seed-k ``follower_film2`` and ``speaker_film2``, seed k of a speaker-follower row reads the
+#: seed-k teacher's labels.
+_FILM2_BASELINES = ("follower_film2", "speaker_film2")
+FILM2_ROWS: dict[str, Row] = {
+    "follower_film2": Row("supervised follower, FiLM on both maps", "follower", overrides=_FILM2, config="follower"),
+    "speaker_film2": Row("supervised speaker (beside the FiLM follower)", "speaker", overrides=_FILM2,
+                         config="speaker"),
+    "msvae_paired_film2": Row("MS-VAE, paired only, FiLM on both maps", "follower", overrides=_FILM2,
+                              own_baselines=True, baselines=_FILM2_BASELINES, config="msvae_paired"),
+    "msvae_v_film2": Row("MS-VAE + V, FiLM on both maps", "follower", overrides=_FILM2, own_baselines=True,
+                         baselines=_FILM2_BASELINES, config="msvae_v"),
+    "msvae_film2": Row("MS-VAE full (+ V + D'), FiLM on both maps", "follower", overrides=_FILM2,
+                       own_baselines=True, baselines=_FILM2_BASELINES, config="msvae"),
+    "speaker_follower_film2": Row("speaker-follower, FiLM on both maps, each seed on its own speaker's labels",
+                                  "speaker_follower", overrides=_FILM2, teacher="speaker_film2",
+                                  config="speaker_follower"),
+    "msvae_speaker_follower_film2": Row("MS-VAE-speaker-follower, FiLM on both maps, each seed on its own MS-VAE's "
+                                        "labels", "speaker_follower", overrides=_FILM2, teacher="msvae_film2",
+                                        config="msvae_speaker_follower"),
 }
 
 _FIVE = (0, 1, 2, 3, 4)
@@ -406,7 +435,8 @@ def level_rows(level: str) -> dict[str, Row]:
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; known: {sorted(LEVELS)}")
     extra = BOSSLOCAL_ROWS if level == "bosslocal" else GOTOSEQLOCAL_ROWS
-    return {**TABLE_ROWS, **BUDGET_ROWS, **READING_ROWS, **INDEPENDENT_ROWS, **TABLE1_ROWS, **CURVE_ROWS, **extra}
+    return {**TABLE_ROWS, **BUDGET_ROWS, **READING_ROWS, **INDEPENDENT_ROWS, **TABLE1_ROWS, **FILM2_TABLE1_ROWS,
+            **CURVE_ROWS, **FILM2_ROWS, **extra}
 
 
 def run_dir(level: str, row: str, seed: int) -> Path:
@@ -504,9 +534,10 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
             command = train_command(level, row, threads)
             needs = ["demos", *spec.needs]
             if spec.own_baselines:
-                needs += [f"follower/seed{seed}", f"speaker/seed{seed}"]
-                command += ["--init-follower", str(run_dir(level, "follower", seed) / "best"),
-                            "--init-speaker", str(run_dir(level, "speaker", seed) / "best")]
+                follower, speaker = spec.baselines
+                needs += [f"{follower}/seed{seed}", f"{speaker}/seed{seed}"]
+                command += ["--init-follower", str(run_dir(level, follower, seed) / "best"),
+                            "--init-speaker", str(run_dir(level, speaker, seed) / "best")]
             if spec.teacher is not None:
                 taught = run_dir(level, spec.teacher, seed).name
                 teachers[taught] = Labeller(f"{taught}/best", spec.question)

@@ -248,9 +248,9 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
             states_y = decoder.film_states(frames.encoder, maps[p], dirs[p], actions[p], trajectory_mask[p], z_y, None)
         else:  # FiLM: the frames read z, one LSTM pass per z (z_y's on the paired rows only)
             states = decoder.states(frames.features(decoder.film_parameters(z_tau, None)), actions, trajectory_mask)
-            film_y = decoder.film_parameters(z_y, None)
-            film_y = torch.cat([film_y, film_y.new_zeros(actions.shape[0] - num_paired, film_y.shape[1])])
-            states_y = decoder.states(frames.features(film_y)[p], actions[p], trajectory_mask[p])
+            paired_frames = frames.first_rows(num_paired)
+            states_y = decoder.states(paired_frames.features(decoder.film_parameters(z_y, None)), actions[p],
+                                      trajectory_mask[p])
         if unpaired_actions is not None and not self.config.unpaired_trains_action_decoder:
             u = slice(num_paired, None)
             a_1_all = torch.cat([

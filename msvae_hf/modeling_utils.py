@@ -164,8 +164,7 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         from which each memory's features are finished without running it again."""
         mask = trajectory_mask.bool()
         encoder = self.obs_encoder if encoder is None else encoder
-        select, place = self.backend.frame_layout(mask)
-        return EncodedFrames(encoder, observations, directions, select, place, mask.shape[1])
+        return EncodedFrames(encoder, self.backend.frame_layout, mask, observations=observations, directions=directions)
 
     # ----------------------------------------------------------------- tokenizer travels with the model
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
@@ -274,11 +273,27 @@ class MSVAEPreTrainedModel(PreTrainedModel):
 
 class EncodedFrames:
     """A batch's frames through the observation encoder's trunk (:meth:`ObservationEncoder.trunk`), once; each
-    call of :meth:`features` finishes them with its own FiLM parameters (or none) into [B, T, H]."""
+    call of :meth:`features` finishes them with its own FiLM parameters (or none) into [B, T, H].
 
-    def __init__(self, encoder, observations, directions, select, place, steps: int) -> None:
-        self.encoder, self.select, self.place, self.steps = encoder, select, place, steps
-        self.maps, self.directions = encoder.trunk(select(observations)), select(directions)
+    ``layout`` is the backend's ``frame_layout``: it lays out the frames of ``mask`` [B, T] row-major, so the
+    frames of the first rows are a prefix of the batch's (:meth:`first_rows` relies on it)."""
+
+    def __init__(self, encoder, layout, mask: torch.Tensor, *, observations=None, directions=None,
+                 maps=None) -> None:
+        self.encoder, self.layout, self.mask, self.steps = encoder, layout, mask, mask.shape[1]
+        self.select, self.place = layout(mask)
+        if maps is None:  # from the frames [B, T, ...]
+            self.maps, self.directions = encoder.trunk(self.select(observations)), self.select(directions)
+        else:  # already laid out (first_rows)
+            self.maps, self.directions = maps, directions
+
+    def first_rows(self, rows: int) -> EncodedFrames:
+        """The frames of the batch's first ``rows`` rows, without running the trunk again: their maps are the
+        first ones of the layout (as many as the layout of ``mask[:rows]`` selects)."""
+        mask = self.mask[:rows]
+        count = self.layout(mask)[0](mask).shape[0]
+        return EncodedFrames(self.encoder, self.layout, mask, maps=self.maps[:count],
+                             directions=self.directions[:count])
 
     def features(self, film: torch.Tensor | None = None) -> torch.Tensor:
         """[B, T, H] frame features, zeros on padding; ``film`` [B, 2CL]: each row's FiLM parameters."""

@@ -64,6 +64,24 @@ def test_film_puts_the_instruction_into_the_memory_lstm_and_head_does_not(tok):
         assert (not torch.allclose(*states)) == moves, conditioning
 
 
+@pytest.mark.parametrize("layout", [{"backend": "default"}, {"backend": "static"},
+                                    {"backend": "static", "frames": 40}], ids=["real", "every", "slots"])
+def test_the_first_rows_frames_finish_as_the_whole_batchs_do(tok, layout):
+    """EncodedFrames.first_rows (MS-VAE's z_y pass on the paired rows) finishes the first rows' frames with their
+    FiLM as the whole batch's frames finish them, in every frame layout, without running the trunk again."""
+    model = built("follower-attention", tok, **FILM)
+    batch = real_batch(tok)
+    memory, mask = model.instruction_memory(batch["input_ids"], batch["attention_mask"])
+    film = model.action_decoder.film_parameters(memory, mask)
+    with torch.no_grad(), model.using_backend(**layout):
+        frames = model.encode_frames(batch["observations"], batch["directions"], batch["trajectory_mask"])
+        whole = frames.features(film)
+        for rows in (1, 2, len(film)):
+            first = frames.first_rows(rows)
+            assert first.maps.data_ptr() == frames.maps.data_ptr()
+            torch.testing.assert_close(first.features(film[:rows]), whole[:rows], atol=1e-6, rtol=0)
+
+
 def test_film_recurrent_reads_the_instruction_by_the_lstms_state(tok):
     """film_recurrent's FiLM at step t depends on h'_{t-1}: the same memory gives other parameters in other states,
     where film's are one per episode."""
