@@ -30,6 +30,7 @@ from .card_templates import template_path
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
 from .repo_ids import is_hub_repo_id
 from .run_folder import primary_metric, read_json, selections
+from .train_config import with_follower
 
 #: model_kind -> (card title, what the checkpoint is).
 MODEL_KINDS: dict[str, tuple[str, str]] = {
@@ -285,9 +286,10 @@ def _relative_command(text: str, roots: Sequence[PurePath]) -> str:
 
 
 def _shown_config(run_dir: Path, train_config: Mapping[str, Any], dataset: str | None) -> dict[str, Any]:
-    """``train_config`` as pushed: absolute paths relative (``_training_roots``), ``demos`` the Hub ``dataset``
-    id when given."""
-    shown = _relative_values(dict(train_config), _training_roots(run_dir, train_config))
+    """``train_config`` as pushed: its follower named as it was trained (``with_follower``: a file written before
+    a follower field was a choice holds its value then, so ``--config train_config.json`` builds that follower
+    again), absolute paths relative (``_training_roots``), ``demos`` the Hub ``dataset`` id when given."""
+    shown = _relative_values(with_follower(train_config, saved=True), _training_roots(run_dir, train_config))
     return {**shown, "demos": dataset} if dataset else shown
 
 

@@ -13,7 +13,9 @@ from conftest import TINY_LEVEL, TINY_TRAIN, load_script, tiny_cli_args, tree_di
 from hub_helpers import FakeHfApi
 from huggingface_hub import ModelCard
 
+from msvae_hf.configuration_msvae import FOLLOWER_FIELDS
 from msvae_hf.hub import push_run, render_run_card
+from msvae_hf.train_config import load_config
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +80,24 @@ def test_dry_run_and_fallback_command(msvae_run, tmp_path):
     assert "python scripts/train.py --config train_config.json" in readme and (stage / "train_config.json").exists()
     assert ModelCard(readme).data.datasets == ["someone/bosslocal-demos"]
     assert (stage / "model.safetensors").is_file()
+
+
+def test_fallback_config_builds_the_follower_the_run_trained(msvae_run, tmp_path):
+    """A run saved before the follower was a choice (no command.txt, its train_config.json naming no follower field)
+    is pushed with a train_config.json that names the follower it trained, the head follower with a_{t-1}: the
+    card's ``--config train_config.json`` builds that one, not today's default."""
+    run = tmp_path / "old_run"
+    shutil.copytree(msvae_run[0], run)
+    (run / "command.txt").unlink()
+    config = json.loads((run / "train_config.json").read_text())
+    for name in FOLLOWER_FIELDS:
+        config["model"].pop(name, None)
+    (run / "train_config.json").write_text(json.dumps(config))
+    stage = tmp_path / "stage"
+    load_script("push_to_hub").main(["--run", str(run), "--repo", "someone/x", "--dry-run", str(stage)])
+    pushed = load_config(str(stage / "train_config.json"))
+    assert (pushed.model["follower_conditioning"], pushed.model["previous_action_input"]) == ("head", True)
+    assert "film_layers" not in pushed.model
 
 
 @pytest.mark.parametrize("kind", ["follower", "speaker", "msvae"])
