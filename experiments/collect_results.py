@@ -20,6 +20,8 @@ Tables: ``paper`` (Tables 2 and 3 beside the paper's numbers), ``headline`` (the
 ``tests`` (the paper's one-sided t-tests over seeds), ``paper_own``, ``headline_own`` (the same from the
 independent seeds: seed k of each row from the seed-k baselines or teacher, the supervised rows those
 baselines), ``tests_own`` (the t-tests from the independent seeds beside the shared-start ones),
+``headline_film2``, ``claims_film2`` (Tables 2 and 3 with the FiLM follower, independent seeds: SR, SR told another
+mission and their difference, SPL, steps beside the bot's; the paper's claims tested on them),
 ``readings`` (the paper's statements about its weights and Table 2 under each reading of the objective's
 scale), ``runs:ROW,...`` (every run of those rows, one line each, with the random floor), ``seeds:ROW,...``
 (mean +- sd over seeds, t-tests against the first row),

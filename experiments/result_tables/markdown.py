@@ -29,7 +29,9 @@ from .benchmarks import (
 )
 from .follower import table_follower_ablation, table_follower_failures, table_follower_scale
 from .paper import (
+    table_claims_film2,
     table_headline,
+    table_headline_film2,
     table_headline_own,
     table_paper,
     table_paper_own,
@@ -84,7 +86,8 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "resume": table_resume, "reruns": table_reruns, "readings": table_readings,
     "gradient_sweep": table_gradient_sweep, "architectures": table_architectures, "unpaired": table_unpaired,
     "speed": table_speed, "paper_own": table_paper_own, "headline_own": table_headline_own,
-    "tests_own": table_tests_own, "follower_ablation": table_follower_ablation,
+    "tests_own": table_tests_own, "headline_film2": table_headline_film2, "claims_film2": table_claims_film2,
+    "follower_ablation": table_follower_ablation,
     "follower_scale": table_follower_scale, "follower_failures": table_follower_failures,
 }
 

@@ -1,5 +1,6 @@
 """The paper's Tables 2 and 3 beside ours: ``paper``, ``headline`` and ``tests`` (App. D's t-tests), from the
-shared-start rows or (``paper_own``, ``headline_own``, ``tests_own``) from the independent seeds."""
+shared-start rows or (``paper_own``, ``headline_own``, ``tests_own``) from the independent seeds; ``headline_film2``
+and ``claims_film2`` from the rows with the FiLM follower (independent seeds), with what its SR owes to reading."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
-from cells import INDEPENDENT_ROWS, LEVELS, row_label, run_row
+from cells import FILM2_ROWS, INDEPENDENT_ROWS, LEVELS, row_label, run_row
 
 from .records import (
     METRICS,
@@ -209,3 +210,72 @@ def table_paper_own(level: str, root: Path = RESULTS) -> list[str]:
 def table_headline_own(level: str, root: Path = RESULTS) -> list[str]:
     """:func:`table_headline` from the independent seeds (:func:`independent_rows`)."""
     return table_headline(level, root, independent_rows(level, root))
+
+
+#: Tables 2 and 3 with the FiLM follower (experiments/cells.py, ``FILM2_ROWS``, each named ``<row>_film2``; seed k
+#: of each MS-VAE row from the seed-k supervised rows, of each speaker-follower on the seed-k teacher's labels):
+#: row -> its row with the FiLM follower.
+FILM2 = {row.removesuffix("_film2"): row for row in FILM2_ROWS}
+
+#: The paper's claims on the FiLM rows, and whether each gain comes from reading the instruction: (claim, metric,
+#: row, row it must beat). Each direction is the paper's, stated before these runs: the one-sided p tests it.
+FILM2_CLAIMS = (
+    ("V raises SR (+ V > paired only)", "sr", "msvae_v", "msvae_paired"),
+    ("V raises SR by reading (+ V > paired only)", "sr_reading", "msvae_v", "msvae_paired"),
+    ("V raises SPL (+ V > paired only)", "spl", "msvae_v", "msvae_paired"),
+    ("D' adds (full > + V)", "sr", "msvae", "msvae_v"),
+    ("MS-VAE full > supervised", "sr", "msvae", "follower"),
+    ("MS-VAE full > supervised", "sr_reading", "msvae", "follower"),
+    ("MS-VAE full > paired only", "sr", "msvae", "msvae_paired"),
+    ("MS-VAE full > supervised", "bleu", "msvae", "speaker"),
+    ("MS-VAE full > paired only", "bleu", "msvae", "msvae_paired"),
+    ("+ V > paired only", "bleu", "msvae_v", "msvae_paired"),
+    ("speaker-follower > follower", "sr", "speaker_follower", "follower"),
+    ("MS-VAE-speaker-follower > speaker-follower", "sr", "msvae_speaker_follower", "speaker_follower"),
+    ("MS-VAE-speaker-follower > speaker-follower", "sr_reading", "msvae_speaker_follower", "speaker_follower"),
+)
+
+
+def film2_rows(level: str, root: Path = RESULTS) -> dict[str, list[dict]]:
+    """Tables 2 and 3's rows with the FiLM follower: row -> the records of its :data:`FILM2` row, in seed order."""
+    by_row = records_by_row(load_records(level, root))
+    return {row: by_row.get(film2, []) for row, film2 in FILM2.items()}
+
+
+def table_headline_film2(level: str, root: Path = RESULTS) -> list[str]:
+    """One line per method of Tables 2 and 3 with the FiLM follower: test SR, SR told another episode's mission,
+    their difference (what reading adds), SPL against the bot, mean steps beside the bot's, App. D's SR and BLEU
+    (mean +- sd, n), beside the paper's."""
+    rows, paper = film2_rows(level, root), PAPER[level]
+    lines = [f"| {LEVELS[level]} | SR % | told another % | SR by reading (points) | SPL | mean steps (bot) | "
+             "App. D SR % | paper SR | BLEU-4 | paper BLEU |", "|" + " --- |" * 10]
+    methods = (("supervised follower / speaker", "follower", "speaker", "sr"),
+               ("MS-VAE, paired only", "msvae_paired", "msvae_paired", "sr"),
+               ("MS-VAE + V", "msvae_v", "msvae_v", "sr"), ("MS-VAE full", "msvae", "msvae", "sr"),
+               ("speaker-follower", "speaker_follower", None, "table3_sr"),
+               ("MS-VAE-speaker-follower", "msvae_speaker_follower", None, "table3_sr"))
+    for label, follower, speaker, key in methods:
+        runs = rows[follower]
+        steps, bot = values(runs, "steps"), values(runs, "bot_steps")
+        steps_text = "-" if not steps else (f"{statistics.fmean(steps):.1f}"
+                                            + (f" ({statistics.fmean(bot):.1f})" if bot else ""))
+        cells = [mean_sd(values(runs, "sr")), mean_sd(values(runs, "sr_other")),
+                 mean_sd(values(runs, "sr_reading")), mean_sd(values(runs, "spl"), 3), steps_text,
+                 mean_sd(values(runs, "app_d_sr")), fmt(paper.get(follower, {}).get(key), ".1f"),
+                 mean_sd(values(rows[speaker], "bleu"), 2) if speaker else "-",
+                 fmt(paper.get(speaker, {}).get("bleu") if speaker else None, ".2f")]
+        lines.append(f"| {label} | {' | '.join(cells)} |")
+    return lines
+
+
+def table_claims_film2(level: str, root: Path = RESULTS) -> list[str]:
+    """:data:`FILM2_CLAIMS` on the FiLM rows: Student's t-test over seeds (pooled variance; one-sided in the
+    paper's direction, two-sided in brackets), n per side, beside the paper's two numbers."""
+    rows = film2_rows(level, root)
+    lines = ["| claim | metric | ours (mean, n) | p, one-sided [two-sided] | paper |",
+             "| --- | --- | --- | --- | --- |"]
+    for claim, metric, row, other in FILM2_CLAIMS:
+        ours, p = claim_cells(rows, metric, row, other)
+        theirs = paper_claim(level, claim, metric, row, other) if metric in ("sr", "bleu") else "-"  # SR alone
+        lines.append(f"| {claim} | {METRICS[metric][0]} | {ours} | {p} | {theirs} |")
+    return lines

@@ -78,6 +78,10 @@ METRICS: dict[str, tuple[str, Callable[[dict], float | None]]] = {
     "sr": ("test SR (%)", lambda r: None if sr(r) is None else 100 * sr(r)),
     "sr_other": ("test SR told another mission (%)", lambda r: None if (v := (r.get("test") or {}).get(
         "success_rate_other_mission")) is None else 100 * v),
+    # what reading the instruction adds: the points of SR lost when told another episode's mission
+    "sr_reading": ("test SR minus SR told another mission (points)", lambda r: None if (
+        (t := r.get("test") or {}).get("success_rate_other_mission") is None or t.get("success_rate") is None)
+        else 100 * (t["success_rate"] - t["success_rate_other_mission"])),
     "spl": ("test SPL", lambda r: (r.get("test") or {}).get("spl")),
     "steps": ("test mean steps", lambda r: (r.get("test") or {}).get("mean_steps")),
     "bot_steps": ("bot's mean steps", lambda r: (r.get("test") or {}).get("bot_mean_steps")),

@@ -24,7 +24,14 @@ from result_tables.benchmarks import (
     table_train_step_profile,
 )
 from result_tables.markdown import MARK, TABLES, refresh
-from result_tables.paper import independent_rows, table_paper, table_tests, table_tests_own
+from result_tables.paper import (
+    independent_rows,
+    table_claims_film2,
+    table_headline_film2,
+    table_paper,
+    table_tests,
+    table_tests_own,
+)
 from result_tables.readings import table_readings
 from result_tables.records import load_records, p_greater, records_trained_again, records_with_curves
 from result_tables.runs import (
@@ -130,6 +137,32 @@ def test_paper_and_tests_tables(root):
     assert f"| 64.67 vs 51.67 (n = 3, 3) | {p:.2g} [" in full_vs_paired and full_vs_paired.endswith("| 71.7 vs 51 |")
     assert tests["| MS-VAE full > supervised | test BLEU-4"].endswith(
         "| 20.50 vs 30.00 (n = 2, 1) | - | 11.73 vs 10.43 |")  # one speaker seed: no test
+
+
+def test_film2_tables_give_what_reading_adds_and_test_the_claims_on_it(tmp_path):
+    """The FiLM rows' headline: SR, SR told another mission, their difference, SPL, steps beside the bot's; the
+    claims table tests "V raises SR by reading" on that difference, with no paper number for it."""
+    runs = tmp_path / "gotoseqlocal" / "runs"
+    runs.mkdir(parents=True)
+    cases = {"msvae_paired_film2": ((0.60, 0.50), (0.62, 0.55), (0.58, 0.50)),
+             "msvae_v_film2": ((0.80, 0.50), (0.84, 0.52), (0.82, 0.46))}
+    for row, seeds in cases.items():
+        for seed, (own, other) in enumerate(seeds):
+            run = row + (f"_seed{seed}" if seed else "")
+            r = record(run, "msvae", own, 20.0, 20.0)
+            r["test"].update(success_rate_other_mission=other, spl=own / 2, bot_mean_steps=9.0)
+            (runs / f"{run}.json").write_text(json.dumps(r))
+    headline = table_headline_film2("gotoseqlocal", root=tmp_path)
+    # + V: SR 82 +- 2, told another 49.3, by reading 30, 32, 36 -> 32.7 +- 3.1; SPL 0.41; steps 20 - 10 SR = 11.8
+    assert headline[4] == ("| MS-VAE + V | 82.0 +- 2.0 (n = 3) | 49.3 +- 3.1 (n = 3) | 32.7 +- 3.1 (n = 3) | "
+                           "0.410 +- 0.010 (n = 3) | 11.8 (9.0) | 82.0 +- 2.0 (n = 3) | 68.3 | 20.00 +- 0.00 (n = 3) "
+                           "| 10.86 |")
+    assert headline[2].startswith("| supervised follower / speaker | - | - | - |")  # a row without runs
+    claims = {tuple(line.split(" | ")[:2]): line for line in table_claims_film2("gotoseqlocal", root=tmp_path)[2:]}
+    reading = claims[("| V raises SR by reading (+ V > paired only)", "test SR minus SR told another mission (points)")]
+    p = student_p_greater([30.0, 32.0, 36.0], [10.0, 7.0, 8.0])
+    assert reading.endswith(f"| 32.67 vs 8.33 (n = 3, 3) | {p:.2g} [{2 * p:.2g}] | - |")
+    assert claims[("| V raises SR (+ V > paired only)", "test SR (%)")].endswith("| 68.3 vs 51 |")
 
 
 def test_tests_tables_test_each_success_rate_claim_on_the_papers_protocol_too(root):
