@@ -25,7 +25,7 @@ from pathlib import Path
 
 from msvae_hf.cli.train import parse_args
 from msvae_hf.configuration_msvae import HEAD_FOLLOWER
-from msvae_hf.train_config import TrainConfig, load_config
+from msvae_hf.train_config import TrainConfig, load_config, model_flags
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -486,11 +486,6 @@ def head_follower_flags(overrides: tuple[str, ...]) -> list[str]:
     """The study's rows were trained with :data:`~msvae_hf.configuration_msvae.HEAD_FOLLOWER` (the instruction at the
     action head, a_{t-1} read): its flags for each of its settings a row's ``overrides`` leave to the default."""
     return model_flags({name: value for name, value in HEAD_FOLLOWER.items() if f"--model.{name}" not in overrides})
-
-
-def model_flags(fields: dict) -> list[str]:
-    """train.py's flags setting each model field: ``--model.<name> <value>`` (booleans as true / false)."""
-    return [flag for name, value in fields.items() for flag in (f"--model.{name}", str(value).lower())]
 
 
 def row_config(level: str, row: str) -> TrainConfig:

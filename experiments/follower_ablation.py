@@ -31,10 +31,11 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from cells import LEVELS, model_flags
+from cells import LEVELS
 from result_tables.follower import VARIANTS, table_follower_ablation
 
 from msvae_hf.run_folder import read_json, write_json
+from msvae_hf.train_config import model_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = (0, 1, 2)

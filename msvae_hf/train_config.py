@@ -335,6 +335,11 @@ def load_config(path: str | None = None, overrides: dict[str, Any] | None = None
     return TrainConfig(**values)
 
 
+def model_flags(fields: Mapping[str, Any]) -> list[str]:
+    """train.py's flags setting each model field: ``--model.<name> <value>`` (booleans as true / false)."""
+    return [flag for name, value in fields.items() for flag in (f"--model.{name}", str(value).lower())]
+
+
 def with_follower(config: Mapping[str, Any], saved: bool) -> dict[str, Any]:
     """A train config with its model's follower fields named (:data:`FOLLOWER_FIELDS`; a head follower's without
     ``film_layers``): where a saved train_config.json lacks one it was written before that field was a choice (the

@@ -63,7 +63,7 @@ from .run_folder import (
 )
 from .runtime import adam, provenance, retain_freed_memory
 from .tokenization_msvae import MSVAETokenizer
-from .train_config import TrainConfig, with_follower
+from .train_config import TrainConfig, model_flags, with_follower
 
 MODEL_TYPES = {name: (model_cls, model_cls.config_class)
                for name, model_cls in (("follower", FollowerModel), ("speaker", SpeakerModel), ("msvae", MSVAEModel))}
@@ -112,8 +112,7 @@ def check_follower(cfg: TrainConfig, model: torch.nn.Module) -> None:
         source = cfg.init_from or cfg.init_follower or cfg.init_speaker
         raise ValueError(f"{source} holds a follower with " + ", ".join(f"{k}={v!r}" for k, v in wrong.items())
                          + ", where this run names " + ", ".join(f"{k}={named[k]!r}" for k in wrong)
-                         + ": name its follower (" + " ".join(f"--model.{k} {str(v).lower()}" for k, v in wrong.items())
-                         + ")")
+                         + f": name its follower ({' '.join(model_flags(wrong))})")
 
 
 # ---------------------------------------------------------------------------------------------- data
