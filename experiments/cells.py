@@ -248,7 +248,8 @@ FILM2_TABLE1_ROWS: dict[str, Row] = {
 #: Tables 2 and 3 with the default follower (FiLM on both maps, no a_{t-1}; its flags spelled out, so that the rows
 #: keep their follower whatever the default), on both levels, with independent seeds: seed k of an MS-VAE row
 #: starts from the seed-k ``follower_film2`` and ``speaker_film2``, seed k of a speaker-follower row reads the
-#: seed-k teacher's labels.
+#: seed-k teacher's labels. ``speaker_film2`` is ``speaker``'s model (a speaker has no follower), trained again with
+#: the rows so that every run of the table is of one commit.
 _FILM2_BASELINES = ("follower_film2", "speaker_film2")
 FILM2_ROWS: dict[str, Row] = {
     "follower_film2": Row("supervised follower, FiLM on both maps", "follower", overrides=_FILM2, config="follower"),

@@ -27,6 +27,7 @@ from huggingface_hub.utils import validate_repo_id
 from safetensors import safe_open
 
 from .card_templates import template_path
+from .configuration_msvae import FOLLOWER_FIELDS
 from .envs.seeds import TEST_SEED_START, VALID_SEED_START
 from .repo_ids import is_hub_repo_id
 from .run_folder import primary_metric, read_json, selections
@@ -286,11 +287,25 @@ def _relative_command(text: str, roots: Sequence[PurePath]) -> str:
 
 
 def _shown_config(run_dir: Path, train_config: Mapping[str, Any], dataset: str | None) -> dict[str, Any]:
-    """``train_config`` as pushed: its follower named as it was trained (``with_follower``: a file written before
-    a follower field was a choice holds its value then, so ``--config train_config.json`` builds that follower
-    again), absolute paths relative (``_training_roots``), ``demos`` the Hub ``dataset`` id when given."""
-    shown = _relative_values(with_follower(train_config, saved=True), _training_roots(run_dir, train_config))
+    """``train_config`` as pushed: its follower named as the weights hold it (:func:`_trained_follower`), so that
+    ``--config train_config.json`` builds that follower again, absolute paths relative (``_training_roots``),
+    ``demos`` the Hub ``dataset`` id when given."""
+    shown = _relative_values(_trained_follower(run_dir, train_config), _training_roots(run_dir, train_config))
     return {**shown, "demos": dataset} if dataset else shown
+
+
+def _trained_follower(run_dir: Path, train_config: Mapping[str, Any]) -> dict[str, Any]:
+    """``train_config`` with the follower fields of the weights it trained (``best/config.json``, read as
+    :meth:`~msvae_hf.configuration_msvae.ModulesConfig.from_dict` reads it) where its file names none; a speaker's
+    follower fields are no part of its model and stay as written."""
+    path = run_dir / "best" / "config.json"
+    if train_config.get("model_type") == "speaker" or not path.is_file():
+        return dict(train_config)
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    if "follower_conditioning" not in saved:  # saved when the head follower with a_{t-1} was the only follower
+        return with_follower(train_config, saved=True)
+    held = {name: saved.get(name, default) for name, default in FOLLOWER_FIELDS.items()}
+    return with_follower({**train_config, "model": {**held, **(train_config.get("model") or {})}}, saved=True)
 
 
 def run_training_command(run_dir: str | Path) -> str:

@@ -279,21 +279,23 @@ class EncodedFrames:
     frames of the first rows are a prefix of the batch's (:meth:`first_rows` relies on it)."""
 
     def __init__(self, encoder, layout, mask: torch.Tensor, *, observations=None, directions=None,
-                 maps=None) -> None:
+                 laid_out: tuple | None = None) -> None:
         self.encoder, self.layout, self.mask, self.steps = encoder, layout, mask, mask.shape[1]
-        self.select, self.place = layout(mask)
-        if maps is None:  # from the frames [B, T, ...]
+        if laid_out is None:  # from the frames [B, T, ...]
+            self.select, self.place = layout(mask)
             self.maps, self.directions = encoder.trunk(self.select(observations)), self.select(directions)
-        else:  # already laid out (first_rows)
-            self.maps, self.directions = maps, directions
+        else:  # (select, place, maps, directions) already laid out: first_rows
+            self.select, self.place, self.maps, self.directions = laid_out
 
     def first_rows(self, rows: int) -> EncodedFrames:
         """The frames of the batch's first ``rows`` rows, without running the trunk again: their maps are the
-        first ones of the layout (as many as the layout of ``mask[:rows]`` selects)."""
+        first ones of the layout, as many as the layout of ``mask[:rows]`` selects (in the slot layout every
+        slot: the spare ones are never read back)."""
         mask = self.mask[:rows]
-        count = self.layout(mask)[0](mask).shape[0]
-        return EncodedFrames(self.encoder, self.layout, mask, maps=self.maps[:count],
-                             directions=self.directions[:count])
+        select, place = self.layout(mask)
+        count = select(mask).shape[0]
+        return EncodedFrames(self.encoder, self.layout, mask,
+                             laid_out=(select, place, self.maps[:count], self.directions[:count]))
 
     def features(self, film: torch.Tensor | None = None) -> torch.Tensor:
         """[B, T, H] frame features, zeros on padding; ``film`` [B, 2CL]: each row's FiLM parameters."""

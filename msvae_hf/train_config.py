@@ -337,7 +337,8 @@ def load_config(path: str | None = None, overrides: dict[str, Any] | None = None
 
 def model_flags(fields: Mapping[str, Any]) -> list[str]:
     """train.py's flags setting each model field: ``--model.<name> <value>`` (booleans as true / false)."""
-    return [flag for name, value in fields.items() for flag in (f"--model.{name}", str(value).lower())]
+    return [flag for name, value in fields.items()
+            for flag in (f"--model.{name}", str(value).lower() if isinstance(value, bool) else str(value))]
 
 
 def with_follower(config: Mapping[str, Any], saved: bool) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from huggingface_hub import ModelCard
 from safetensors.torch import load_file, save_file
 
 import msvae_hf
-from msvae_hf.configuration_msvae import HEAD_FOLLOWER
+from msvae_hf.configuration_msvae import FOLLOWER_FIELDS
 from msvae_hf.hub import push_run
 
 DATASET = "someone/bosslocal-demos"
@@ -127,8 +127,10 @@ def test_uploaded_files_name_no_absolute_path(fake_run, tmp_path, dataset):
     assert config["init_speaker"] == "runs/bosslocal/speaker/best"
     assert config["pseudo_labels"] == "data/pseudo_labels/bosslocal/msvae"
     assert config["init_from"] == "../elsewhere/model" and config["continue_from"] == "<local>/msvae_2000"
-    # a file naming no follower field was written for the head follower with a_{t-1}: the pushed one names it
-    assert config["model"] == {"hidden_size": 16, **HEAD_FOLLOWER} and config["eval_episodes"] == 4
+    # a file naming no follower field: the pushed one names the follower the weights hold (best/config.json)
+    held = json.loads((fake_run / "best" / "config.json").read_text())
+    assert config["model"] == {"hidden_size": 16, **{name: held[name] for name in FOLLOWER_FIELDS}}
+    assert config["eval_episodes"] == 4
     assert api.files["command.txt"].decode() == (
         "python scripts/train.py --model-type msvae --demos data/bosslocal_100k --output-dir runs/bosslocal/msvae "
         "--init-follower runs/bosslocal/follower/best\n"

@@ -82,10 +82,14 @@ def test_dry_run_and_fallback_command(msvae_run, tmp_path):
     assert (stage / "model.safetensors").is_file()
 
 
-def test_fallback_config_builds_the_follower_the_run_trained(msvae_run, tmp_path):
-    """A run saved before the follower was a choice (no command.txt, its train_config.json naming no follower field)
-    is pushed with a train_config.json that names the follower it trained, the head follower with a_{t-1}: the
-    card's ``--config train_config.json`` builds that one, not today's default."""
+@pytest.mark.parametrize("held", [None, {"follower_conditioning": "head", "previous_action_input": True},
+                                  {"follower_conditioning": "film", "previous_action_input": False}],
+                         ids=["default", "head", "film-one-map"])
+def test_fallback_config_builds_the_follower_the_weights_hold(msvae_run, tmp_path, held):
+    """A run whose train_config.json names no follower field (saved before it did; no command.txt) is pushed with
+    a train_config.json naming the follower its weights hold (best/config.json, a config.json without film_layers
+    read as one map, one without any follower field as the head follower): the card's ``--config
+    train_config.json`` builds that one, not the default."""
     run = tmp_path / "old_run"
     shutil.copytree(msvae_run[0], run)
     (run / "command.txt").unlink()
@@ -93,11 +97,22 @@ def test_fallback_config_builds_the_follower_the_run_trained(msvae_run, tmp_path
     for name in FOLLOWER_FIELDS:
         config["model"].pop(name, None)
     (run / "train_config.json").write_text(json.dumps(config))
+    model_config = json.loads((run / "best" / "config.json").read_text())
+    if held is not None:
+        for name in FOLLOWER_FIELDS:
+            model_config.pop(name, None)
+        if held["follower_conditioning"] != "head":
+            model_config.update(held)
+        (run / "best" / "config.json").write_text(json.dumps(model_config))
     stage = tmp_path / "stage"
     load_script("push_to_hub").main(["--run", str(run), "--repo", "someone/x", "--dry-run", str(stage)])
-    pushed = load_config(str(stage / "train_config.json"))
-    assert (pushed.model["follower_conditioning"], pushed.model["previous_action_input"]) == ("head", True)
-    assert "film_layers" not in pushed.model
+    pushed = load_config(str(stage / "train_config.json")).model
+    if held is None:  # the run's own: FiLM on both maps, no a_{t-1}
+        held = {name: model_config[name] for name in FOLLOWER_FIELDS}
+        assert held == {"follower_conditioning": "film", "previous_action_input": False, "film_layers": 2}
+    elif held["follower_conditioning"] == "film":
+        held = {**held, "film_layers": 1}
+    assert {name: pushed[name] for name in FOLLOWER_FIELDS if name in pushed} == held
 
 
 @pytest.mark.parametrize("kind", ["follower", "speaker", "msvae"])

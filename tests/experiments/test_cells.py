@@ -181,25 +181,30 @@ def test_config_fields_are_train_config_fields() -> None:
 
 
 @pytest.mark.parametrize("level", ["bosslocal", "gotoseqlocal"])
-def test_independent_rows_start_each_seed_from_its_own_baselines(level: str) -> None:
+@pytest.mark.parametrize(("suffix", "baselines"), [("_own", ("follower", "speaker")),
+                                                   ("_film2", ("follower_film2", "speaker_film2"))])
+def test_independent_rows_start_each_seed_from_its_own_baselines(level: str, suffix: str, baselines) -> None:
     cells = {c.name: c for c in level_cells(level)}
-    for row in ("msvae_paired_own", "msvae_v_own", "msvae_own"):
+    follower, speaker = baselines
+    for row in (f"msvae_paired{suffix}", f"msvae_v{suffix}", f"msvae{suffix}"):
         for seed in (0, 1, 2):
             cell = cells[f"{row}/seed{seed}"]
-            suffix = "" if seed == 0 else f"_seed{seed}"
+            tail = "" if seed == 0 else f"_seed{seed}"
             command = " ".join(cell.command)
-            assert f"--init-follower runs/{level}/follower{suffix}/best" in command
-            assert f"--init-speaker runs/{level}/speaker{suffix}/best" in command
-            assert {f"follower/seed{seed}", f"speaker/seed{seed}"} <= set(cell.needs)
+            assert f"--init-follower runs/{level}/{follower}{tail}/best" in command
+            assert f"--init-speaker runs/{level}/{speaker}{tail}/best" in command
+            assert {f"{follower}/seed{seed}", f"{speaker}/seed{seed}"} <= set(cell.needs)
     assert "--init-follower" not in " ".join(cells["msvae/seed1"].command)  # the shared-start rows stay as they are
 
 
 @pytest.mark.parametrize("level", ["bosslocal", "gotoseqlocal"])
-def test_independent_speaker_followers_read_their_own_teachers_labels(level: str) -> None:
+@pytest.mark.parametrize(("suffix", "teachers"), [("_own", ("speaker", "msvae_own")),
+                                                  ("_film2", ("speaker_film2", "msvae_film2"))])
+def test_independent_speaker_followers_read_their_own_teachers_labels(level: str, suffix: str, teachers) -> None:
     """Seed k of a speaker-follower row with a teacher reads labels of D_u made by the teacher's seed-k run; the
     shared-teacher rows keep reading seed 0's."""
     cells = {c.name: c for c in level_cells(level)}
-    for row, teacher in (("speaker_follower_own", "speaker"), ("msvae_speaker_follower_own", "msvae_own")):
+    for row, teacher in zip((f"speaker_follower{suffix}", f"msvae_speaker_follower{suffix}"), teachers):
         for seed in (0, 1, 2):
             taught = teacher if seed == 0 else f"{teacher}_seed{seed}"
             cell = cells[f"{row}/seed{seed}"]
