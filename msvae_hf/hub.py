@@ -302,8 +302,7 @@ def _trained_follower(run_dir: Path, train_config: Mapping[str, Any]) -> dict[st
     if train_config.get("model_type") == "speaker" or not path.is_file():
         return dict(train_config)
     saved = json.loads(path.read_text(encoding="utf-8"))
-    if "follower_conditioning" not in saved:  # saved when the head follower with a_{t-1} was the only follower
-        return with_follower(train_config, saved=True)
+    # a field config.json lacks was saved before it was a choice: FOLLOWER_FIELDS holds its value then
     held = {name: saved.get(name, default) for name, default in FOLLOWER_FIELDS.items()}
     return with_follower({**train_config, "model": {**held, **(train_config.get("model") or {})}}, saved=True)
 

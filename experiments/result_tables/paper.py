@@ -121,6 +121,14 @@ def table_paper(level: str, root: Path = RESULTS, rows: dict[str, list[dict]] | 
     return lines
 
 
+#: The headline tables' lines: (label, follower row, speaker row or None, the paper's SR key).
+HEADLINE_METHODS = (("supervised follower / speaker", "follower", "speaker", "sr"),
+                    ("MS-VAE, paired only", "msvae_paired", "msvae_paired", "sr"),
+                    ("MS-VAE + V", "msvae_v", "msvae_v", "sr"), ("MS-VAE full", "msvae", "msvae", "sr"),
+                    ("speaker-follower", "speaker_follower", None, "table3_sr"),
+                    ("MS-VAE-speaker-follower", "msvae_speaker_follower", None, "table3_sr"))
+
+
 def table_headline(level: str, root: Path = RESULTS, rows: dict[str, list[dict]] | None = None) -> list[str]:
     """One line per method of Tables 2 and 3: our test SR (with its mean steps, and SR by the paper's App. D
     protocol) and BLEU (mean over seeds, n) beside the paper's. ``rows`` as in :func:`table_paper`."""
@@ -128,16 +136,11 @@ def table_headline(level: str, root: Path = RESULTS, rows: dict[str, list[dict]]
     paper = PAPER[level]
     lines = [f"| {LEVELS[level]} | SR % (n) | mean steps | App. D SR % | paper SR | BLEU-4 (n) | paper BLEU |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
-    methods = (("supervised follower / speaker", "follower", "speaker", "sr"),
-               ("MS-VAE, paired only", "msvae_paired", "msvae_paired", "sr"),
-               ("MS-VAE + V", "msvae_v", "msvae_v", "sr"), ("MS-VAE full", "msvae", "msvae", "sr"),
-               ("speaker-follower", "speaker_follower", None, "table3_sr"),
-               ("MS-VAE-speaker-follower", "msvae_speaker_follower", None, "table3_sr"))
 
     def short(xs: list[float], digits: int) -> str:
         return "-" if not xs else f"{statistics.fmean(xs):.{digits}f} ({len(xs)})"
 
-    for label, follower, speaker, key in methods:
+    for label, follower, speaker, key in HEADLINE_METHODS:
         srs = values(rows.get(follower, []), "sr")
         bleus = values(rows.get(speaker, []), "bleu") if speaker else []
         steps = values(rows.get(follower, []), "steps")
@@ -249,12 +252,7 @@ def table_headline_film2(level: str, root: Path = RESULTS) -> list[str]:
     rows, paper = film2_rows(level, root), PAPER[level]
     lines = [f"| {LEVELS[level]} | SR % | told another % | SR by reading (points) | SPL | mean steps (bot) | "
              "App. D SR % | paper SR | BLEU-4 | paper BLEU |", "|" + " --- |" * 10]
-    methods = (("supervised follower / speaker", "follower", "speaker", "sr"),
-               ("MS-VAE, paired only", "msvae_paired", "msvae_paired", "sr"),
-               ("MS-VAE + V", "msvae_v", "msvae_v", "sr"), ("MS-VAE full", "msvae", "msvae", "sr"),
-               ("speaker-follower", "speaker_follower", None, "table3_sr"),
-               ("MS-VAE-speaker-follower", "msvae_speaker_follower", None, "table3_sr"))
-    for label, follower, speaker, key in methods:
+    for label, follower, speaker, key in HEADLINE_METHODS:
         runs = rows[follower]
         steps, bot = values(runs, "steps"), values(runs, "bot_steps")
         steps_text = "-" if not steps else (f"{statistics.fmean(steps):.1f}"
