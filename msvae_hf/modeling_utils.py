@@ -164,7 +164,7 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         from which each memory's features are finished without running it again."""
         mask = trajectory_mask.bool()
         encoder = self.obs_encoder if encoder is None else encoder
-        return EncodedFrames(encoder, self.backend.frame_layout, mask, observations=observations, directions=directions)
+        return EncodedFrames.encode(encoder, self.backend.frame_layout, mask, observations, directions)
 
     # ----------------------------------------------------------------- tokenizer travels with the model
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
@@ -278,14 +278,17 @@ class EncodedFrames:
     ``layout`` is the backend's ``frame_layout``: it lays out the frames of ``mask`` [B, T] row-major, so the
     frames of the first rows are a prefix of the batch's (:meth:`first_rows` relies on it)."""
 
-    def __init__(self, encoder, layout, mask: torch.Tensor, *, observations=None, directions=None,
-                 laid_out: tuple | None = None) -> None:
+    def __init__(self, encoder, layout, mask: torch.Tensor, select, place, maps: torch.Tensor,
+                 directions: torch.Tensor) -> None:
         self.encoder, self.layout, self.mask, self.steps = encoder, layout, mask, mask.shape[1]
-        if laid_out is None:  # from the frames [B, T, ...]
-            self.select, self.place = layout(mask)
-            self.maps, self.directions = encoder.trunk(self.select(observations)), self.select(directions)
-        else:  # (select, place, maps, directions) already laid out: first_rows
-            self.select, self.place, self.maps, self.directions = laid_out
+        self.select, self.place, self.maps, self.directions = select, place, maps, directions
+
+    @classmethod
+    def encode(cls, encoder, layout, mask: torch.Tensor, observations: torch.Tensor,
+               directions: torch.Tensor) -> EncodedFrames:
+        """The frames [B, T, ...] of ``mask`` laid out by ``layout`` and through the encoder's trunk."""
+        select, place = layout(mask)
+        return cls(encoder, layout, mask, select, place, encoder.trunk(select(observations)), select(directions))
 
     def first_rows(self, rows: int) -> EncodedFrames:
         """The frames of the batch's first ``rows`` rows, without running the trunk again: their maps are the
@@ -294,8 +297,8 @@ class EncodedFrames:
         mask = self.mask[:rows]
         select, place = self.layout(mask)
         count = select(mask).shape[0]
-        return EncodedFrames(self.encoder, self.layout, mask,
-                             laid_out=(select, place, self.maps[:count], self.directions[:count]))
+        return EncodedFrames(self.encoder, self.layout, mask, select, place, self.maps[:count],
+                             self.directions[:count])
 
     def features(self, film: torch.Tensor | None = None) -> torch.Tensor:
         """[B, T, H] frame features, zeros on padding; ``film`` [B, 2CL]: each row's FiLM parameters."""
