@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job end to end on the defaults: install, generate a small BossLocal demo set, train MS-VAE
 # briefly, evaluate success rate (batched rollouts) and BLEU, save the model, render one GIF.
-# Measured on a 2-core CPU with the default follower (FiLM on both maps): 37 minutes on a fresh clone with two other
+# Measured on a 2-core CPU with the default follower (FiLM on both maps): 37-48 minutes on a fresh clone with two other
 # training runs beside it (docs/results/benchmarks.md, "Quickstart"). Everything lands under outputs/quickstart/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
