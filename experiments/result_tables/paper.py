@@ -221,8 +221,9 @@ def table_headline_own(level: str, root: Path = RESULTS) -> list[str]:
 FILM2 = {row.removesuffix("_film2"): row for row in FILM2_ROWS}
 
 #: The paper's claims on the FiLM rows, and whether each gain comes from reading the instruction: (claim, metric,
-#: row, row it must beat). Each direction is that of the paper's claim, stated before these runs (for SR by reading
-#: and SPL, which the paper does not report, the direction of its SR claim): the one-sided p tests it.
+#: row, row it must beat). Each direction is that of the paper's claim (for SR by reading and SPL, which the paper
+#: does not report, the direction of its SR claim): the one-sided p tests it. Every row was stated before these runs
+#: but the speaker-follower's SR by reading, added after them, so the docs quote its two-sided p.
 FILM2_CLAIMS = (
     ("V raises SR (+ V > paired only)", "sr", "msvae_v", "msvae_paired"),
     ("V raises SR by reading (+ V > paired only)", "sr_reading", "msvae_v", "msvae_paired"),
