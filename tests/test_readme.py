@@ -19,7 +19,7 @@ from conftest import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
-SPAN = re.compile(r"`((?:python|accelerate launch|bash) [^`]+)`")
+SPAN = re.compile(r"`((?:python|accelerate\s+launch|bash)\s[^`]+)`")  # a span may wrap at any space
 
 
 def commands() -> list[tuple[str, str]]:
@@ -30,7 +30,7 @@ def commands() -> list[tuple[str, str]]:
         text = doc.read_text()
         blocks = re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
         lines = [line.split(" #")[0].strip() for block in blocks for line in block.replace("\\\n", " ").splitlines()]
-        spans = SPAN.findall(re.sub(r"```.*?```", "", text, flags=re.DOTALL))
+        spans = [" ".join(span.split()) for span in SPAN.findall(re.sub(r"```.*?```", "", text, flags=re.DOTALL))]
         for command in [*lines, *spans]:
             if command.startswith(("python ", "accelerate launch ", "bash ")) and re.search(
                     r"\.(py|sh)\b|^python -m ", command):  # a command, not prose naming a tool
