@@ -150,7 +150,7 @@ def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str
     try:
         for start, end in zip(bounds, bounds[1:]):
             rows = read_rows(data, range(start, end))
-            batch = collate(rows)
+            batch = {k: v.to(model.device) for k, v in collate(rows).items()}
             mask = batch["trajectory_mask"].bool()
             steps += int(mask.sum())
             same += same_words_as_the_one_before([row["instruction"] for row in rows])

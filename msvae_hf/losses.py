@@ -144,12 +144,14 @@ def _merged_quantile_steps(n: int, m: int, device: torch.device) -> tuple[torch.
     Returns, for each interval between consecutive levels of {i/n} U {j/m}, the index of the value each
     quantile function takes on it and the interval's width (zero-width duplicates included).
     """
-    levels, _ = torch.sort(torch.cat([torch.arange(1, n + 1) / n, torch.arange(1, m + 1) / m]).double())
+    # made on ``device``: no host-to-device copy, which a CUDA graph's capture refuses
+    steps = [torch.arange(1, k + 1, device=device) / k for k in (n, m)]
+    levels, _ = torch.sort(torch.cat(steps).double())
     widths = torch.diff(levels, prepend=levels.new_zeros(1))
     mid = levels - widths / 2
     ix = (mid * n).floor().long().clamp(0, n - 1)
     iy = (mid * m).floor().long().clamp(0, m - 1)
-    return ix.to(device), iy.to(device), widths.float().to(device)
+    return ix, iy, widths.float()
 
 
 def domain_distance(

@@ -80,18 +80,25 @@ class HostTensors(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         tensors = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
-        if any(t.device.type == "meta" for t in tensors) and any(t.device.type == "cpu" and t.dim() for t in tensors):
-            self.found.append(str(func))
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        outputs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        if any(t.device.type == "meta" for t in tensors + outputs) and any(t.device.type == "cpu" and t.dim()
+                                                                          for t in tensors):
+            self.found.append(str(func))  # mixed in, or copied over (``.to(device)``)
+        return out
 
 
-def test_the_update_reads_no_value_on_the_host(tok):
+@pytest.mark.parametrize("unpaired_lengths", [(2, 6, 3, 1), (2, 6, 3)], ids=["as-many-unpaired", "fewer-unpaired"])
+def test_the_update_reads_no_value_on_the_host(tok, unpaired_lengths):
     """On the meta device every read of a value (``.item()``, ``nonzero``, a tensor's truth) raises, and no
     operator may mix in a host tensor: the update a graph captures runs there whole, clipping and the finiteness
     bookkeeping included, all but the optimiser's step (fused Adam has no meta kernel; on CUDA it is one kernel that
-    reads ``found_inf`` on the device)."""
+    reads ``found_inf`` on the device). Nor may a host tensor be copied over (``.to(device)``), which a capture
+    refuses from pageable memory."""
     model = build("msvae", tok, prior="autoregressive", share_observation_encoder=False).train().to("meta")
-    batch = {k: v.to("meta") for k, v in _batches(tok, 1)[0].items()}
+    # fewer unpaired than paired trajectories (an epoch's last batch): D' merges two quantile functions' steps
+    batch = {**real_batch(tok), **unpaired(real_batch(tok, lengths=unpaired_lengths, seed=10))}
+    batch = {k: v.to("meta") for k, v in batch.items()}
     update = CapturedUpdate(model, captured_adam(model.parameters(), 1e-3), max_grad_norm=1.0)
     update.optimizer.step = lambda: None
     update.frames = lambda batch: 32  # counted on the host from host tensors; these are on meta
@@ -134,8 +141,9 @@ def test_the_baselines_update_reads_no_value_on_the_host_either(tok, kind):
     update.optimizer.step = lambda: None
     update.frames = lambda batch: 16
     update.check_values = lambda batch: None
+    on_meta = {k: v.to("meta") for k, v in batch.items()}  # the batch's own copy, made before the capture
     with HostTensors() as mode:
-        update({k: v.to("meta") for k, v in batch.items()})
+        update(on_meta)
     assert mode.found == []
     assert_captured_update_is_the_eager_one(build(kind, tok).train(), build(kind, tok).train(), batch)
 
