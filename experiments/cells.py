@@ -269,6 +269,19 @@ FILM2_ROWS: dict[str, Row] = {
                                         config="msvae_speaker_follower"),
 }
 
+#: Two of those rows at the paper's batch (256 pairs, and 256 unpaired trajectories, an update; App. D) for 2000
+#: updates (5 % of its 40,000), validated every 400: run on one GPU (``reproduce.py --cuda-graphs``, or
+#: experiments/gpu_grid.sh). Seed k of MS-VAE starts from the seed-k ``follower_film2`` and ``speaker_film2`` (128 a
+#: batch), as its row above does; the follower beside it is the same recipe at this batch.
+_PAPER_BATCH = ("--batch-size", "256", "--max-updates", "2000", "--eval-every", "400", "--checkpoint-every", "400")
+FILM2_PAPER_BATCH_ROWS: dict[str, Row] = {
+    "follower_film2_b256_u2000": Row("supervised follower, FiLM on both maps, 2000 updates of 256 pairs", "follower",
+                                     overrides=(*_FILM2, *_PAPER_BATCH), config="follower"),
+    "msvae_film2_b256_u2000": Row("MS-VAE full (+ V + D'), FiLM on both maps, 2000 updates of 256 pairs and 256 "
+                                  "unpaired trajectories", "follower", overrides=(*_FILM2, *_PAPER_BATCH),
+                                  own_baselines=True, baselines=_FILM2_BASELINES, config="msvae"),
+}
+
 _FIVE = (0, 1, 2, 3, 4)
 _FRONT_BASELINES = ("follower/seed0", "speaker_front_unpaired/seed0")  # BASELINES, the speaker pre-trained on D_u
 _FRONT_SPEAKER = ("--init-speaker", "runs/{level}/speaker_front_unpaired/best")
@@ -435,7 +448,7 @@ def level_rows(level: str) -> dict[str, Row]:
     """Every row of ``level``'s study, by config name (a level's own rows over the shared ones)."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; known: {sorted(LEVELS)}")
-    extra = BOSSLOCAL_ROWS if level == "bosslocal" else GOTOSEQLOCAL_ROWS
+    extra = {**BOSSLOCAL_ROWS, **FILM2_PAPER_BATCH_ROWS} if level == "bosslocal" else GOTOSEQLOCAL_ROWS
     return {**TABLE_ROWS, **BUDGET_ROWS, **READING_ROWS, **INDEPENDENT_ROWS, **TABLE1_ROWS, **FILM2_TABLE1_ROWS,
             **CURVE_ROWS, **FILM2_ROWS, **extra}
 

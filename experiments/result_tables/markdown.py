@@ -30,8 +30,10 @@ from .benchmarks import (
 from .follower import table_follower_ablation, table_follower_failures, table_follower_scale
 from .paper import (
     table_claims_film2,
+    table_claims_film2_b256,
     table_headline,
     table_headline_film2,
+    table_headline_film2_b256,
     table_headline_own,
     table_paper,
     table_paper_own,
@@ -87,6 +89,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "gradient_sweep": table_gradient_sweep, "architectures": table_architectures, "unpaired": table_unpaired,
     "speed": table_speed, "paper_own": table_paper_own, "headline_own": table_headline_own,
     "tests_own": table_tests_own, "headline_film2": table_headline_film2, "claims_film2": table_claims_film2,
+    "headline_film2_b256": table_headline_film2_b256, "claims_film2_b256": table_claims_film2_b256,
     "follower_ablation": table_follower_ablation,
     "follower_scale": table_follower_scale, "follower_failures": table_follower_failures,
 }

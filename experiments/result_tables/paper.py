@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
-from cells import FILM2_ROWS, INDEPENDENT_ROWS, LEVELS, row_label, run_row
+from cells import FILM2_PAPER_BATCH_ROWS, FILM2_ROWS, INDEPENDENT_ROWS, LEVELS, row_label, run_row
 
 from .records import (
     METRICS,
@@ -219,6 +219,9 @@ def table_headline_own(level: str, root: Path = RESULTS) -> list[str]:
 #: of each MS-VAE row from the seed-k supervised rows, of each speaker-follower on the seed-k teacher's labels):
 #: row -> its row with the FiLM follower.
 FILM2 = {row.removesuffix("_film2"): row for row in FILM2_ROWS}
+#: The supervised follower and MS-VAE full of :data:`FILM2` at the paper's batch (experiments/cells.py,
+#: ``FILM2_PAPER_BATCH_ROWS``, each named ``<row>_film2_b256_u2000``).
+FILM2_PAPER_BATCH = {row.removesuffix("_film2_b256_u2000"): row for row in FILM2_PAPER_BATCH_ROWS}
 
 #: The paper's claims on the FiLM rows, and whether each gain comes from reading the instruction: (claim, metric,
 #: row, row it must beat). Each direction is that of the paper's claim (for SR by reading and SPL, which the paper
@@ -242,20 +245,24 @@ FILM2_CLAIMS = (
 )
 
 
-def film2_rows(level: str, root: Path = RESULTS) -> dict[str, list[dict]]:
-    """Tables 2 and 3's rows with the FiLM follower: row -> the records of its :data:`FILM2` row, in seed order."""
+def film2_rows(level: str, root: Path = RESULTS, names: dict[str, str] = FILM2) -> dict[str, list[dict]]:
+    """Tables 2 and 3's rows with the FiLM follower: row -> the records of its ``names`` row (default
+    :data:`FILM2`), in seed order."""
     by_row = records_by_row(load_records(level, root))
-    return {row: by_row.get(film2, []) for row, film2 in FILM2.items()}
+    return {row: by_row.get(film2, []) for row, film2 in names.items()}
 
 
-def table_headline_film2(level: str, root: Path = RESULTS) -> list[str]:
-    """One line per method of Tables 2 and 3 with the FiLM follower: test SR, SR told another episode's mission,
-    their difference (what reading adds), SPL against the bot, mean steps beside the bot's, App. D's SR and BLEU
-    (mean +- sd, n), beside the paper's."""
-    rows, paper = film2_rows(level, root), PAPER[level]
+def table_headline_film2(level: str, root: Path = RESULTS, names: dict[str, str] = FILM2) -> list[str]:
+    """One line per method of Tables 2 and 3 with the FiLM follower (those ``names`` has): test SR, SR told another
+    episode's mission, their difference (what reading adds), SPL against the bot, mean steps beside the bot's, App.
+    D's SR and BLEU (mean +- sd, n), beside the paper's."""
+    rows, paper = film2_rows(level, root, names), PAPER[level]
     lines = [f"| {LEVELS[level]} | SR % | told another % | SR by reading (points) | SPL | mean steps (bot) | "
              "App. D SR % | paper SR | BLEU-4 | paper BLEU |", "|" + " --- |" * 10]
     for label, follower, speaker, key in HEADLINE_METHODS:
+        if follower not in rows:
+            continue
+        speaker = speaker if speaker in rows else None
         runs = rows[follower]
         steps, bot = values(runs, "steps"), values(runs, "bot_steps")
         steps_text = "-" if not steps else (f"{statistics.fmean(steps):.1f}"
@@ -269,16 +276,27 @@ def table_headline_film2(level: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
-def table_claims_film2(level: str, root: Path = RESULTS) -> list[str]:
-    """:data:`FILM2_CLAIMS` on the FiLM rows, each SR claim also by the paper's protocol (App. D): Student's t-test
-    over seeds (pooled variance; one-sided in the direction of the paper's claim, two-sided in brackets), n per side,
-    beside the paper's two numbers (by its protocol; none for SR told another mission or SPL, which it does not
-    report)."""
-    rows = film2_rows(level, root)
+def table_claims_film2(level: str, root: Path = RESULTS, names: dict[str, str] = FILM2) -> list[str]:
+    """:data:`FILM2_CLAIMS` on the FiLM rows (those between rows ``names`` has), each SR claim also by the paper's
+    protocol (App. D): Student's t-test over seeds (pooled variance; one-sided in the direction of the paper's
+    claim, two-sided in brackets), n per side, beside the paper's two numbers (by its protocol; none for SR told
+    another mission or SPL, which it does not report)."""
+    rows = film2_rows(level, root, names)
     lines = ["| claim | metric | ours (mean, n) | p, one-sided [two-sided] | paper |",
              "| --- | --- | --- | --- | --- |"]
-    for claim, metric, row, other in tested_claims(FILM2_CLAIMS):
+    claims = tuple(c for c in FILM2_CLAIMS if c[2] in rows and c[3] in rows)
+    for claim, metric, row, other in tested_claims(claims):
         ours, p = claim_cells(rows, metric, row, other)
         theirs = paper_claim(level, claim, metric, row, other) if metric in ("sr", "app_d_sr", "bleu") else "-"
         lines.append(f"| {claim} | {METRICS[metric][0]} | {ours} | {p} | {theirs} |")
     return lines
+
+
+def table_headline_film2_b256(level: str, root: Path = RESULTS) -> list[str]:
+    """:func:`table_headline_film2` of the rows at the paper's batch (:data:`FILM2_PAPER_BATCH`)."""
+    return table_headline_film2(level, root, FILM2_PAPER_BATCH)
+
+
+def table_claims_film2_b256(level: str, root: Path = RESULTS) -> list[str]:
+    """:func:`table_claims_film2` between the rows at the paper's batch (:data:`FILM2_PAPER_BATCH`)."""
+    return table_claims_film2(level, root, FILM2_PAPER_BATCH)
