@@ -23,7 +23,7 @@ baselines), ``tests_own`` (the t-tests from the independent seeds beside the sha
 ``headline_film2``, ``claims_film2`` (Tables 2 and 3 with the FiLM follower, independent seeds: SR, SR told another
 mission and their difference, SPL, steps beside the bot's; the paper's claims tested on them),
 ``headline_film2_b256``, ``claims_film2_b256`` (the same for the supervised follower and MS-VAE full at the
-paper's batch, 256),
+paper's batch of pairs, 256),
 ``readings`` (the paper's statements about its weights and Table 2 under each reading of the objective's
 scale), ``runs:ROW,...`` (every run of those rows, one line each, with the random floor), ``seeds:ROW,...``
 (mean +- sd over seeds, t-tests against the first row),

@@ -7,7 +7,8 @@
 #     (--cuda-graphs: each training cell's updates replayed as CUDA graphs, about 5x the eager loop's speed)
 #   OUT=/path/back bash experiments/gpu_grid.sh bosslocal --cells 'follower_film2_b256_u2000/*' \
 #     'msvae_film2_b256_u2000/*' --seeds 0 1 2 --cuda-graphs --eval-workers 2 --jobs 6
-#     (the FiLM rows at the paper's batch; with their inputs on disk, the six runs side by side took about 5.5 min on one H200)
+#     (the FiLM rows at the paper's batch of pairs; with the baselines they start from on disk, the six runs side
+#     by side took about 5.5 min on one H200)
 #
 # The arguments are experiments/reproduce.py's: it skips finished cells, resumes checkpointed runs and starts
 # each cell once what it needs is done; every run shares the GPU, which the trainer (accelerate) picks by

@@ -144,7 +144,8 @@ def _merged_quantile_steps(n: int, m: int, device: torch.device) -> tuple[torch.
     Returns, for each interval between consecutive levels of {i/n} U {j/m}, the index of the value each
     quantile function takes on it and the interval's width (zero-width duplicates included).
     """
-    # made on ``device``: no host-to-device copy, which a CUDA graph's capture refuses
+    # made on ``device``: no host-to-device copy, which a CUDA graph's capture refuses (a GPU's division may round
+    # a width's last bit otherwise than the CPU's)
     steps = [torch.arange(1, k + 1, device=device) / k for k in (n, m)]
     levels, _ = torch.sort(torch.cat(steps).double())
     widths = torch.diff(levels, prepend=levels.new_zeros(1))

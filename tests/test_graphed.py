@@ -71,8 +71,8 @@ def test_captured_update_needs_fused_capturable_adam(tok):
 
 
 class HostTensors(TorchDispatchMode):
-    """Records each operator that reads a host tensor (not a 0-dim scalar) beside device ones: during a capture
-    that is a copy from pageable host memory, which CUDA refuses."""
+    """Records each operator that reads a host tensor (not a 0-dim scalar) beside device ones, or copies a host
+    tensor (any) to the device: during a capture each is a copy from pageable host memory, which CUDA refuses."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -82,7 +82,8 @@ class HostTensors(TorchDispatchMode):
         tensors = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
         out = func(*args, **(kwargs or {}))
         outputs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-        if any(t.device.type == "meta" for t in tensors + outputs) and any(t.device.type == "cpu" and t.dim()
+        copy = func in (torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default)
+        if any(t.device.type == "meta" for t in tensors + outputs) and any(t.device.type == "cpu" and (t.dim() or copy)
                                                                           for t in tensors):
             self.found.append(str(func))  # mixed in, or copied over (``.to(device)``)
         return out

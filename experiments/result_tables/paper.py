@@ -5,7 +5,7 @@ and ``claims_film2`` from the rows with the FiLM follower (independent seeds), w
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from cells import FILM2_PAPER_BATCH_ROWS, FILM2_ROWS, INDEPENDENT_ROWS, LEVELS, row_label, run_row
@@ -219,7 +219,7 @@ def table_headline_own(level: str, root: Path = RESULTS) -> list[str]:
 #: of each MS-VAE row from the seed-k supervised rows, of each speaker-follower on the seed-k teacher's labels):
 #: row -> its row with the FiLM follower.
 FILM2 = {row.removesuffix("_film2"): row for row in FILM2_ROWS}
-#: The supervised follower and MS-VAE full of :data:`FILM2` at the paper's batch (experiments/cells.py,
+#: The supervised follower and MS-VAE full of :data:`FILM2` at the paper's batch of pairs (experiments/cells.py,
 #: ``FILM2_PAPER_BATCH_ROWS``, each named ``<row>_film2_b256_u2000``).
 FILM2_PAPER_BATCH = {row.removesuffix("_film2_b256_u2000"): row for row in FILM2_PAPER_BATCH_ROWS}
 
@@ -245,14 +245,14 @@ FILM2_CLAIMS = (
 )
 
 
-def film2_rows(level: str, root: Path = RESULTS, names: dict[str, str] = FILM2) -> dict[str, list[dict]]:
+def film2_rows(level: str, root: Path = RESULTS, names: Mapping[str, str] = FILM2) -> dict[str, list[dict]]:
     """Tables 2 and 3's rows with the FiLM follower: row -> the records of its ``names`` row (default
     :data:`FILM2`), in seed order."""
     by_row = records_by_row(load_records(level, root))
     return {row: by_row.get(film2, []) for row, film2 in names.items()}
 
 
-def table_headline_film2(level: str, root: Path = RESULTS, names: dict[str, str] = FILM2) -> list[str]:
+def table_headline_film2(level: str, root: Path = RESULTS, names: Mapping[str, str] = FILM2) -> list[str]:
     """One line per method of Tables 2 and 3 with the FiLM follower (those ``names`` has): test SR, SR told another
     episode's mission, their difference (what reading adds), SPL against the bot, mean steps beside the bot's, App.
     D's SR and BLEU (mean +- sd, n), beside the paper's."""
@@ -276,7 +276,7 @@ def table_headline_film2(level: str, root: Path = RESULTS, names: dict[str, str]
     return lines
 
 
-def table_claims_film2(level: str, root: Path = RESULTS, names: dict[str, str] = FILM2) -> list[str]:
+def table_claims_film2(level: str, root: Path = RESULTS, names: Mapping[str, str] = FILM2) -> list[str]:
     """:data:`FILM2_CLAIMS` on the FiLM rows (those between rows ``names`` has), each SR claim also by the paper's
     protocol (App. D): Student's t-test over seeds (pooled variance; one-sided in the direction of the paper's
     claim, two-sided in brackets), n per side, beside the paper's two numbers (by its protocol; none for SR told
@@ -293,10 +293,10 @@ def table_claims_film2(level: str, root: Path = RESULTS, names: dict[str, str] =
 
 
 def table_headline_film2_b256(level: str, root: Path = RESULTS) -> list[str]:
-    """:func:`table_headline_film2` of the rows at the paper's batch (:data:`FILM2_PAPER_BATCH`)."""
+    """:func:`table_headline_film2` of the rows at the paper's batch of pairs (:data:`FILM2_PAPER_BATCH`)."""
     return table_headline_film2(level, root, FILM2_PAPER_BATCH)
 
 
 def table_claims_film2_b256(level: str, root: Path = RESULTS) -> list[str]:
-    """:func:`table_claims_film2` between the rows at the paper's batch (:data:`FILM2_PAPER_BATCH`)."""
+    """:func:`table_claims_film2` between the rows at the paper's batch of pairs (:data:`FILM2_PAPER_BATCH`)."""
     return table_claims_film2(level, root, FILM2_PAPER_BATCH)

@@ -27,7 +27,9 @@ from result_tables.markdown import MARK, TABLES, refresh
 from result_tables.paper import (
     independent_rows,
     table_claims_film2,
+    table_claims_film2_b256,
     table_headline_film2,
+    table_headline_film2_b256,
     table_paper,
     table_tests,
     table_tests_own,
@@ -163,6 +165,29 @@ def test_film2_tables_give_what_reading_adds_and_test_the_claims_on_it(tmp_path)
     p = student_p_greater([30.0, 32.0, 36.0], [10.0, 7.0, 8.0])
     assert reading.endswith(f"| 32.67 vs 8.33 (n = 3, 3) | {p:.2g} [{2 * p:.2g}] | - |")
     assert claims[("| V raises SR (+ V > paired only)", "test SR (%)")].endswith("| 68.3 vs 51 |")
+
+
+def test_paper_batch_tables_hold_the_rows_they_have_and_the_claims_between_them(tmp_path):
+    """The rows at the paper's batch of pairs are a follower and MS-VAE full: their tables list those two methods
+    alone, the follower without a speaker's BLEU, and test only the claims between them (no BLEU claim: no
+    supervised speaker); the FiLM rows at 128 on the same level are not read."""
+    runs = tmp_path / "bosslocal" / "runs"
+    runs.mkdir(parents=True)
+    for row, model_type, srs in (("follower_film2_b256_u2000", "follower", (0.35, 0.37, 0.36)),
+                                 ("msvae_film2_b256_u2000", "msvae", (0.62, 0.64, 0.66)),
+                                 ("follower_film2", "follower", (0.99, 0.99, 0.99))):
+        for seed, sr in enumerate(srs):
+            run = row + (f"_seed{seed}" if seed else "")
+            r = record(run, model_type, sr, 20.0 if model_type == "msvae" else None, 20.0)
+            r["test"].update(success_rate_other_mission=sr - 0.05, spl=sr / 2, bot_mean_steps=12.0)
+            (runs / f"{run}.json").write_text(json.dumps(r))
+    headline = table_headline_film2_b256("bosslocal", root=tmp_path)
+    assert [line.split(" | ")[0] for line in headline[2:]] == ["| supervised follower / speaker", "| MS-VAE full"]
+    assert headline[2].startswith("| supervised follower / speaker | 36.0 +- 1.0 (n = 3) |")
+    assert headline[2].endswith("| 45.8 | - | - |") and headline[3].endswith("| 20.00 +- 0.00 (n = 3) | 7.42 |")
+    claims = [line.split(" | ")[:2] for line in table_claims_film2_b256("bosslocal", root=tmp_path)[2:]]
+    metrics = ("test SR (%)", "valid SR, App. D protocol (%)", "test SR minus SR told another mission (points)")
+    assert claims == [["| MS-VAE full > supervised", metric] for metric in metrics]
 
 
 def test_tests_tables_test_each_success_rate_claim_on_the_papers_protocol_too(root):
