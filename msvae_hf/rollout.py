@@ -189,19 +189,26 @@ class _EnvBatch:
         return [self.envs[i].unwrapped.get_frame() for i in ids]
 
 
-def _pool_worker(conn: Any, level: str, num_envs: int) -> None:
+def _pool_worker(conn: Any, level: str, num_envs: int, inherited: Sequence[Any] = ()) -> None:
     """An `EnvPool` worker: an `_EnvBatch` of `num_envs` envs of `level`, driven over `conn`.
 
     Each request is (method, args) of `_EnvBatch`; the answer is ("ok", result), or ("error", traceback)
-    when the env raised, so the caller sees the worker's own error.
+    when the env raised, so the caller sees the worker's own error. `inherited`: the pool's ends of the pipes,
+    which a forked worker holds copies of; closed here, so that the pool's process dying (killed, say) ends the
+    worker too (its `recv` then sees the pipe's end) rather than leaving it waiting, with its envs, for ever.
     """
     import traceback
 
     from .envs import levels as _registers_levels  # noqa: F401  (the Local levels, in a spawned process)
 
+    for end in inherited:
+        end.close()
     batch = _EnvBatch([gym.make(level) for _ in range(num_envs)])
     while True:
-        command, args = conn.recv()
+        try:
+            command, args = conn.recv()
+        except EOFError:  # the pool's process is gone
+            return
         if command == "close":
             conn.close()
             return
@@ -238,7 +245,8 @@ class EnvPool:
         for w in range(self.num_workers):
             parent, child = context.Pipe()
             shard = len(range(w, num_envs, self.num_workers))
-            proc = context.Process(target=_pool_worker, args=(child, self.level, shard), daemon=True)
+            inherited = [*self._conns, parent] if start_method == "fork" else []
+            proc = context.Process(target=_pool_worker, args=(child, self.level, shard, inherited), daemon=True)
             proc.start()
             child.close()
             self._conns.append(parent)

@@ -129,6 +129,32 @@ class InvalidActionPolicy(ObservationHashPolicy):
         return np.full(len(env_ids), 99)
 
 
+def test_env_pool_workers_end_with_the_process_that_made_the_pool() -> None:
+    """A process killed while its pool is open (a run stopped by SIGKILL or SIGTERM) leaves no worker behind: each
+    forked worker closes its copies of the pool's pipe ends, so the pool's death reads as the pipe's end there."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    make = ("import sys, time; from msvae_hf.rollout import EnvPool\n"
+            f"pool = EnvPool({LEVEL!r}, 3, 3)\n"
+            "print(*[p.pid for p in pool._procs], flush=True)\n"
+            "time.sleep(600)\n")
+    owner = subprocess.Popen([sys.executable, "-c", make], stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [psutil.Process(int(pid)) for pid in owner.stdout.readline().split()]
+        assert len(workers) == 3 and all(w.is_running() for w in workers)
+    finally:
+        owner.kill()
+        owner.wait()
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    alive = [w for w in alive if w.status() != psutil.STATUS_ZOMBIE]
+    for w in alive:
+        w.kill()
+    assert alive == []
+
+
 def test_env_pool_errors_name_the_worker_and_the_cause() -> None:
     """An env's own error comes back with the worker's traceback; a dead worker is named; after either the
     pool refuses to go on (answers could be out of step); bad sizes are errors."""
