@@ -142,7 +142,7 @@ def test_the_baselines_update_reads_no_value_on_the_host_either(tok, kind):
     update.optimizer.step = lambda: None
     update.frames = lambda batch: 16
     update.check_values = lambda batch: None
-    on_meta = {k: v.to("meta") for k, v in batch.items()}  # the batch's own copy, made before the capture
+    on_meta = {k: v.to("meta") for k, v in batch.items()}  # the loader's copy to the device, outside the update
     with HostTensors() as mode:
         update(on_meta)
     assert mode.found == []

@@ -137,7 +137,7 @@ def test_env_pool_workers_end_with_the_process_that_made_the_pool() -> None:
 
     import psutil
 
-    make = ("import sys, time; from msvae_hf.rollout import EnvPool\n"
+    make = ("import time; from msvae_hf.rollout import EnvPool\n"
             f"pool = EnvPool({LEVEL!r}, 3, 3)\n"
             "print(*[p.pid for p in pool._procs], flush=True)\n"
             "time.sleep(600)\n")
