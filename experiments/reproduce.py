@@ -24,7 +24,8 @@ run left no checkpoint when the cell starts (the same run). A training cell whos
 continues with ``--resume`` (bit-identical to an uninterrupted run); a folder with neither a checkpoint nor
 ``results.json`` (a start killed before its first checkpoint) is started again. A finished run's record goes to
 ``results/<level>/runs/<run>.json`` (config, seed, commit, machine, wall time, metrics, validation curve) and is
-never overwritten. Each cell logs to ``runs/<level>/logs/<cell>.log``.
+never overwritten; a labelling's (speaker, command, commit, machine, wall time) to ``results/<level>/labels/<labels>
+.json``. Each cell logs to ``runs/<level>/logs/<cell>.log``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from pathlib import Path
 
 from cells import Cell, level_cells
 
+from msvae_hf.pseudo_labels import pseudo_labels_record
 from msvae_hf.run_folder import checkpoint_dirs, write_json
 
 
@@ -72,16 +74,42 @@ def save_record(level: str, run: Path, results_root: Path = Path("results")) -> 
     the old folder is gone, to start other runs from) is kept beside it as ``results/<level>/reruns/<run>_<commit>
     .json``, so that what the later runs started from is on record too. Returns the path written, if any."""
     record = run_record(run)
-    out = record_path(level, run, results_root)
-    if out.exists():
-        if same_run(json.loads(out.read_text()), record):
+    again = results_root / level / "reruns" / f"{run.name}_{str(record.get('commit', 'unknown'))[:7]}.json"
+    return keep_record(record, record_path(level, run, results_root), again, same_run)
+
+
+def save_labels_record(level: str, labels: Path, results_root: Path = Path("results")) -> Path | None:
+    """Write the record of the pseudo-labels at ``labels`` (who labelled, how, how long, at which commit) to
+    ``results/<level>/labels/<labels>.json``, as :func:`save_record` does a run's; labels whose record holds no
+    wall time are not kept."""
+    record = pseudo_labels_record(labels)
+    if "wall_time_s" not in record:
+        return None
+    again = results_root / level / "reruns" / f"labels_{labels.name}_{str(record.get('commit', 'unknown'))[:7]}.json"
+    return keep_record(record, results_root / level / "labels" / f"{labels.name}.json", again,
+                       lambda a, b: all(a.get(key) == b.get(key) for key in ("wall_time_s", "commit", "command")))
+
+
+def keep_record(record: dict, out: Path, again: Path, same: Callable[[dict, dict], bool]) -> Path | None:
+    """Write ``record`` at ``out``, or at ``again`` where ``out`` holds another one (the same work done again);
+    nothing where ``same`` finds it already there. Returns the path written, if any."""
+    for path in (out, again):
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_json(path, record)
+            return path
+        if same(json.loads(path.read_text()), record):
             return None
-        out = results_root / level / "reruns" / f"{run.name}_{str(record.get('commit', 'unknown'))[:7]}.json"
-        if out.exists():
-            return None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(out, record)
-    return out
+    return None
+
+
+def save_cell_record(level: str, cell: Cell) -> Path | None:
+    """Keep a finished cell's record: a training run's, or a labelling's."""
+    if cell.run_dir is not None:
+        return save_record(level, cell.run_dir)
+    if cell.name.startswith("labels/"):
+        return save_labels_record(level, cell.output.parent)
+    return None
 
 
 def continued_run(command: tuple[str, ...] | list[str]) -> str | None:
@@ -179,8 +207,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"error: {err}") from err
     todo = [c for c in cells if not c.output.exists()]
     for cell in cells:
-        if cell.output.exists() and cell.run_dir is not None:
-            save_record(args.level, cell.run_dir)
+        if cell.output.exists():
+            save_cell_record(args.level, cell)
     if args.dry_run:
         for cell in todo:
             print(f"{cell.name}: {shlex.join(prepare(cell, dry_run=True))}")
@@ -238,8 +266,7 @@ def schedule(cells: list[Cell], todo: list[Cell], running: dict[str, tuple[subpr
             if proc.returncode == 0 and cell.output.exists():
                 done.add(name)
                 print(f"done   {name} ({minutes:.1f} min)", flush=True)
-                if cell.run_dir is not None:
-                    save_record(args.level, cell.run_dir)
+                save_cell_record(args.level, cell)
             else:
                 failed.append(name)
                 print(f"FAILED {name} (exit {proc.returncode}; see {logs / (name.replace('/', '_') + '.log')})",

@@ -1,15 +1,17 @@
 """Speaker-follower data augmentation (Sec. 2.3; Table 3): a speaker labels the unpaired trajectories.
 
 The result is the ``unpaired`` split plus an ``instruction`` column written by the speaker, saved with
-``save_to_disk`` beside a ``pseudo_labels.json`` that records which speaker made it, how, and the command, and a
-``checksums.json`` (the demos' format: the sha256 of each arrow file). A follower trains on paired + pseudo-paired
-data with ``scripts/train.py --pseudo-labels DIR``, which reads it with :func:`load_pseudo_labels`.
+``save_to_disk`` beside a ``pseudo_labels.json`` that records which speaker made it, how, the command, how long the
+labelling took and on what (commit, machine), and a ``checksums.json`` (the demos' format: the sha256 of each arrow
+file). A follower trains on paired + pseudo-paired data with ``scripts/train.py --pseudo-labels DIR``, which reads it
+with :func:`load_pseudo_labels` (a run's results.json keeps the labels' record).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from .data.demos import (
 )
 from .evaluation import describe_dataset
 from .run_folder import read_json, write_json, writing
-from .runtime import check_output_folder
+from .runtime import check_output_folder, provenance
 
 #: What label_unpaired writes beside the labelled rows: the speaker, the decoding, the command.
 RECORD_FILE = "pseudo_labels.json"
@@ -54,7 +56,9 @@ def label_unpaired(
         raise ValueError(f"{demos} has no unpaired trajectories to label")
     if num_unpaired is not None:
         unpaired = unpaired.select(range(min(num_unpaired, len(unpaired))))
+    started = time.perf_counter()
     texts = describe_dataset(speaker, unpaired, batch_size=batch_size, progress=progress, do_sample=do_sample)
+    seconds = time.perf_counter() - started
     labelled = with_pseudo_labels(unpaired, texts)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -63,6 +67,7 @@ def label_unpaired(
         info = {
             "speaker": speaker_path, "speaker_type": speaker.config.model_type, "demos": str(demos),
             "decoding": "sampled" if do_sample else "greedy", "num_labelled": len(labelled), "command": command,
+            "wall_time_s": round(seconds, 1), **provenance(speaker.device),
         }
         write_json(tmp / RECORD_FILE, info)
         write_checksums(tmp)
@@ -73,6 +78,16 @@ def label_unpaired(
     os.replace(tmp, out)
     shutil.rmtree(old, ignore_errors=True)
     return labelled
+
+
+def pseudo_labels_record(path: str | os.PathLike) -> dict[str, Any]:
+    """What :func:`label_unpaired` recorded beside the labels at ``path``: empty where it wrote no record, the
+    problem where the record cannot be read (the labels themselves are checked by :func:`load_pseudo_labels`)."""
+    record = Path(path) / RECORD_FILE
+    try:
+        return read_json(record) if record.is_file() else {}
+    except (OSError, ValueError) as err:
+        return {"unreadable": str(err)}
 
 
 def relabel_command(path: str | os.PathLike) -> str:

@@ -40,7 +40,7 @@ from .graphed import LENGTH_MULTIPLE, TIME_MULTIPLE, CapturedUpdate, captured_ad
 from .metrics import smoothed_max
 from .modeling_baselines import FollowerModel, SpeakerModel
 from .modeling_msvae import MSVAEModel
-from .pseudo_labels import load_pseudo_labels
+from .pseudo_labels import load_pseudo_labels, pseudo_labels_record
 from .repo_ids import is_hub_repo_id
 from .run_folder import (
     RunFolderBusy,
@@ -474,6 +474,8 @@ def final_evaluation(
         results["commit"], results["training_commits"] = state["commits"][0], state["commits"]
     if state.get("best_speaker"):
         results["best_speaker"] = state["best_speaker"]
+    if cfg.pseudo_labels:  # who labelled D_u, how, and how long it took: a speaker-follower's cost includes it
+        results["pseudo_labels"] = pseudo_labels_record(cfg.pseudo_labels)
     srs = [h["valid/success_rate"] for h in state["history"] if "valid/success_rate" in h]
     if srs:
         results["paper_protocol_valid_sr"] = smoothed_max(srs, window=5)

@@ -16,6 +16,7 @@ from msvae_hf.data import sampler
 from msvae_hf.data.demos import load_demos
 from msvae_hf.evaluation import describe_dataset
 from msvae_hf.modeling_baselines import SpeakerModel
+from msvae_hf.pseudo_labels import pseudo_labels_record
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 
@@ -41,6 +42,7 @@ def test_one_instruction_per_unpaired_trajectory(pseudo, baseline_runs, tiny_dem
     assert info["speaker"] == str(baseline_runs["speaker"] / "best")
     assert info["speaker_type"] == "msvae_speaker" and info["decoding"] == "greedy"
     assert info["num_labelled"] == TINY_COUNTS["unpaired"] and info["demos"] == str(tiny_demos)
+    assert info["wall_time_s"] >= 0 and info["machine"]["device"] == "cpu" and "commit" in info
 
 
 def test_refuses_non_empty_out(pseudo, baseline_runs, tiny_demos):
@@ -55,7 +57,8 @@ def test_refuses_non_empty_out(pseudo, baseline_runs, tiny_demos):
     load_script("label_unpaired").main([*argv, "--overwrite"])  # back to the full labels for the other tests
     after = json.loads((pseudo / "pseudo_labels.json").read_text())
     assert after["command"] == shlex.join(["python", "scripts/label_unpaired.py", *argv, "--overwrite"])
-    assert {**after, "num_labelled": 5} == {**record, "command": record["command"].replace(" --num-unpaired 5", "")}
+    assert {**after, "num_labelled": 5, "wall_time_s": 0} == \
+        {**record, "command": record["command"].replace(" --num-unpaired 5", ""), "wall_time_s": 0}
 
 
 def test_refuses_an_output_folder_that_is_or_holds_an_input(baseline_runs, tiny_demos, tmp_path):
@@ -98,6 +101,7 @@ def test_follower_trains_on_the_union(pseudo, tiny_demos, tmp_path, monkeypatch)
     assert sizes == [TINY_COUNTS["paired"] + TINY_COUNTS["unpaired"]]  # one sampler: paired + pseudo-paired
     assert results["test"]["episodes"] > 0
     assert json.loads((run / "train_config.json").read_text())["pseudo_labels"] == str(pseudo)
+    assert results["pseudo_labels"] == json.loads((pseudo / "pseudo_labels.json").read_text())  # the labels' cost
 
     cfg = train_config.load_config(None, {"model_type": "follower", "demos": str(tiny_demos),
                                       "pseudo_labels": str(pseudo), "num_paired": 10})
@@ -129,3 +133,14 @@ def test_speaker_self_trains_on_the_union(pseudo, tiny_demos, tmp_path, monkeypa
     assert sizes == [TINY_COUNTS["paired"] + TINY_COUNTS["unpaired"]]
     assert batches[0][TINY_COUNTS["paired"]:] == list(load_from_disk(str(pseudo))["instruction"])
     assert "test_bleu" in results and (run / "best" / "config.json").is_file()
+
+
+def test_a_damaged_labels_record_is_named_not_fatal(pseudo, tmp_path):
+    """The record beside the labels is metadata: a run's results name the problem with it instead of failing."""
+    copy = tmp_path / "labels"
+    copy.mkdir()
+    assert pseudo_labels_record(copy) == {}
+    (copy / "pseudo_labels.json").write_text('{"speaker": ')
+    assert pseudo_labels_record(copy) == {
+        "unreadable": f"{copy / 'pseudo_labels.json'} is not valid JSON (Expecting value at line 1): it was cut short "
+                      "or edited; restore it or start a new run"}

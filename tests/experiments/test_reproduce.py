@@ -62,6 +62,28 @@ def test_a_retrained_run_is_recorded_beside_the_first(tmp_path: Path) -> None:
     assert reproduce.save_record("bosslocal", run, tmp_path / "results") is None
 
 
+def test_a_labelling_is_recorded_like_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A labels cell's record (with its wall time) goes to results/<level>/labels/; labelled again, beside it
+    under reruns/; a record without a wall time is not kept."""
+    monkeypatch.chdir(tmp_path)
+    labels = Path("data/pseudo_labels/bosslocal/speaker")
+    labels.mkdir(parents=True)
+    cell = Cell("labels/speaker", ("python", "scripts/label_unpaired.py"), labels / "pseudo_labels.json")
+    first = {"speaker": "runs/bosslocal/speaker/best", "command": "python scripts/label_unpaired.py ...",
+             "wall_time_s": 301.5, "commit": "0123456789"}
+    (labels / "pseudo_labels.json").write_text(json.dumps({k: v for k, v in first.items() if k != "wall_time_s"}))
+    assert reproduce.save_cell_record("bosslocal", cell) is None
+    (labels / "pseudo_labels.json").write_text(json.dumps(first))
+    written = reproduce.save_cell_record("bosslocal", cell)
+    assert written == Path("results/bosslocal/labels/speaker.json")
+    assert json.loads(written.read_text()) == first
+    assert reproduce.save_cell_record("bosslocal", cell) is None
+    (labels / "pseudo_labels.json").write_text(json.dumps({**first, "wall_time_s": 250.0, "commit": "abcdef123"}))
+    again = reproduce.save_cell_record("bosslocal", cell)
+    assert again == Path("results/bosslocal/reruns/labels_speaker_abcdef1.json")
+    assert json.loads(written.read_text()) == first  # the first record is untouched
+
+
 def stub(name: str, needs: tuple[str, ...] = (), fails: bool = False) -> Cell:
     """A cell whose command writes ``<name>.done`` (or fails)."""
     code = "raise SystemExit(1)" if fails else f"open('{name}.done', 'w').write('x')"
