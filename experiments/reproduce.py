@@ -24,8 +24,9 @@ run left no checkpoint when the cell starts (the same run). A training cell whos
 continues with ``--resume`` (bit-identical to an uninterrupted run); a folder with neither a checkpoint nor
 ``results.json`` (a start killed before its first checkpoint) is started again. A finished run's record goes to
 ``results/<level>/runs/<run>.json`` (config, seed, commit, machine, wall time, metrics, validation curve) and is
-never overwritten; a labelling's (speaker, command, commit, machine, wall time) to ``results/<level>/labels/<labels>
-.json``. Each cell logs to ``runs/<level>/logs/<cell>.log``.
+never overwritten; a labelling's (speaker, command, commit, machine, wall time; labels written before their record
+held a wall time are not kept) to ``results/<level>/labels/<labels>.json``, one done again beside it. Each cell
+logs to ``runs/<level>/logs/<cell>.log``.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ from pathlib import Path
 
 from cells import Cell, level_cells
 
-from msvae_hf.pseudo_labels import pseudo_labels_record
-from msvae_hf.run_folder import checkpoint_dirs, write_json
+from msvae_hf.pseudo_labels import RECORD_FILE, pseudo_labels_record
+from msvae_hf.run_folder import checkpoint_dirs, read_json, write_json
 
 
 def run_record(run: Path) -> dict:
@@ -74,40 +75,47 @@ def save_record(level: str, run: Path, results_root: Path = Path("results")) -> 
     the old folder is gone, to start other runs from) is kept beside it as ``results/<level>/reruns/<run>_<commit>
     .json``, so that what the later runs started from is on record too. Returns the path written, if any."""
     record = run_record(run)
-    again = results_root / level / "reruns" / f"{run.name}_{str(record.get('commit', 'unknown'))[:7]}.json"
+    again = results_root / level / "reruns" / f"{run.name}_{short_commit(record)}.json"
     return keep_record(record, record_path(level, run, results_root), again, same_run)
 
 
 def save_labels_record(level: str, labels: Path, results_root: Path = Path("results")) -> Path | None:
     """Write the record of the pseudo-labels at ``labels`` (who labelled, how, how long, at which commit) to
-    ``results/<level>/labels/<labels>.json``, as :func:`save_record` does a run's; labels whose record holds no
-    wall time are not kept."""
+    ``results/<level>/labels/<labels>.json``, and that of a labelling done again beside it as ``<labels>_<commit>
+    .json``, as :func:`save_record` does a run's; labels whose record holds no wall time are not kept."""
     record = pseudo_labels_record(labels)
     if "wall_time_s" not in record:
         return None
-    again = results_root / level / "reruns" / f"labels_{labels.name}_{str(record.get('commit', 'unknown'))[:7]}.json"
-    return keep_record(record, results_root / level / "labels" / f"{labels.name}.json", again,
+    folder = results_root / level / "labels"
+    return keep_record(record, folder / f"{labels.name}.json", folder / f"{labels.name}_{short_commit(record)}.json",
                        lambda a, b: all(a.get(key) == b.get(key) for key in ("wall_time_s", "commit", "command")))
 
 
+def short_commit(record: dict) -> str:
+    """A record's commit as a file name's suffix: its first 7 characters, ``-dirty`` kept."""
+    commit = str(record.get("commit") or "unknown")
+    return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
 def keep_record(record: dict, out: Path, again: Path, same: Callable[[dict, dict], bool]) -> Path | None:
-    """Write ``record`` at ``out``, or at ``again`` where ``out`` holds another one (the same work done again);
-    nothing where ``same`` finds it already there. Returns the path written, if any."""
+    """Write ``record`` at ``out``, or at ``again`` where ``out`` holds another one (the same work done again).
+    Nothing is written where ``same`` finds it at either, nor where both hold others (a third time at one commit).
+    Returns the path written, if any."""
     for path in (out, again):
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             write_json(path, record)
             return path
-        if same(json.loads(path.read_text()), record):
+        if same(read_json(path, fix="restore it from git"), record):
             return None
     return None
 
 
 def save_cell_record(level: str, cell: Cell) -> Path | None:
-    """Keep a finished cell's record: a training run's, or a labelling's."""
+    """Keep a finished cell's record: a training run's, or a labelling's (a cell whose output is a labels record)."""
     if cell.run_dir is not None:
         return save_record(level, cell.run_dir)
-    if cell.name.startswith("labels/"):
+    if cell.output.name == RECORD_FILE:
         return save_labels_record(level, cell.output.parent)
     return None
 

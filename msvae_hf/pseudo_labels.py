@@ -29,7 +29,9 @@ from .evaluation import describe_dataset
 from .run_folder import read_json, write_json, writing
 from .runtime import check_output_folder, provenance
 
-#: What label_unpaired writes beside the labelled rows: the speaker, the decoding, the command.
+#: What label_unpaired writes beside the labelled rows: the speaker, the decoding, the command, and the seconds
+#: from reading the demonstrations to the labels written (the speaker's loading not counted), with the commit and
+#: machine (:func:`~msvae_hf.runtime.provenance`).
 RECORD_FILE = "pseudo_labels.json"
 
 
@@ -51,26 +53,25 @@ def label_unpaired(
     check_output_folder(out, demos=demos, speaker=speaker_path)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"{out} is not empty: pass overwrite=True (--overwrite) to replace it")
+    started = time.perf_counter()
     unpaired = load_demos(demos).get("unpaired")
     if unpaired is None or len(unpaired) == 0:
         raise ValueError(f"{demos} has no unpaired trajectories to label")
     if num_unpaired is not None:
         unpaired = unpaired.select(range(min(num_unpaired, len(unpaired))))
-    started = time.perf_counter()
     texts = describe_dataset(speaker, unpaired, batch_size=batch_size, progress=progress, do_sample=do_sample)
-    seconds = time.perf_counter() - started
     labelled = with_pseudo_labels(unpaired, texts)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     with writing(tmp, then=f"{out} is as it was: free space, then rerun"):
         labelled.save_to_disk(str(tmp))
+        write_checksums(tmp)
         info = {
             "speaker": speaker_path, "speaker_type": speaker.config.model_type, "demos": str(demos),
             "decoding": "sampled" if do_sample else "greedy", "num_labelled": len(labelled), "command": command,
-            "wall_time_s": round(seconds, 1), **provenance(speaker.device),
+            "wall_time_s": round(time.perf_counter() - started, 1), **provenance(speaker.device),
         }
         write_json(tmp / RECORD_FILE, info)
-        write_checksums(tmp)
     old = out.with_name(out.name + ".old")  # the labels replaced stay whole until the new ones are in place
     if out.exists():
         shutil.rmtree(old, ignore_errors=True)
@@ -93,10 +94,7 @@ def pseudo_labels_record(path: str | os.PathLike) -> dict[str, Any]:
 def relabel_command(path: str | os.PathLike) -> str:
     """The command that writes the pseudo-labels at ``path`` again: the one their record holds (with --overwrite),
     else a template."""
-    try:
-        command = str(read_json(Path(path) / RECORD_FILE).get("command") or "")
-    except (OSError, ValueError, AttributeError):
-        command = ""
+    command = str(pseudo_labels_record(path).get("command") or "")
     if not command:
         return f"python scripts/label_unpaired.py --speaker SPEAKER --demos DEMOS --out {path} --overwrite"
     return command if "--overwrite" in command.split() else f"{command} --overwrite"

@@ -10,7 +10,8 @@ Layout (``output_dir/``)::
     best_speaker/              MS-VAE only: the best by validation BLEU, the checkpoint of its speaker role
     tb/                        TensorBoard logs
     train_config.json          the run's TrainConfig; command.txt: each command line that started or resumed it
-    results.json               validation history, App. D's smoothed max, test SR / BLEU
+    results.json               validation history, App. D's smoothed max, test SR / BLEU; on pseudo-labels, their
+                               record (pseudo_labels: who labelled them, how, how long)
 
 A checkpoint or ``best/`` is written to a temporary folder and renamed into place, so a killed run never leaves
 a half-written one; the last ``keep_checkpoints`` are kept. Every failure here is one line naming the folder,

@@ -322,6 +322,7 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
         source = continuable_checkpoint(cfg)
     set_seed(cfg.seed)
     paired, unpaired, valid, test, level = load_training_data(cfg)
+    labels_record = pseudo_labels_record(cfg.pseudo_labels) if cfg.pseudo_labels else None  # as read, not as later
     resolve_level(level)
     tokenizer = MSVAETokenizer.from_grammar()
     collator = DemoCollator(tokenizer)
@@ -433,7 +434,7 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
         bar.close()
         results = {}
         if accelerator.is_main_process:
-            results = final_evaluation(cfg, state, level, test, device=accelerator.device)
+            results = final_evaluation(cfg, state, level, test, device=accelerator.device, labels_record=labels_record)
         accelerator.end_training()
         return results
     finally:
@@ -454,11 +455,13 @@ def _broadcast(state: dict, accelerator: Accelerator) -> dict:
 
 def final_evaluation(
     cfg: TrainConfig, state: dict, level: str, test: Any, device: torch.device | str = "cpu",
+    labels_record: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``best/`` on the test seeds (SR) and the speaker checkpoint on the test split (BLEU).
 
     The speaker checkpoint is ``best_speaker/`` for MS-VAE and ``best/`` otherwise; both run on ``device``
-    (the training device); writes ``results.json``.
+    (the training device); writes ``results.json``, with ``labels_record`` (the record of the pseudo-labels the
+    run read, :func:`~msvae_hf.pseudo_labels.pseudo_labels_record`) under ``pseudo_labels``.
     """
     model_cls = MODEL_TYPES[cfg.model_type][0]
     best = Path(cfg.output_dir) / "best"
@@ -474,8 +477,8 @@ def final_evaluation(
         results["commit"], results["training_commits"] = state["commits"][0], state["commits"]
     if state.get("best_speaker"):
         results["best_speaker"] = state["best_speaker"]
-    if cfg.pseudo_labels:  # who labelled D_u, how, and how long it took: a speaker-follower's cost includes it
-        results["pseudo_labels"] = pseudo_labels_record(cfg.pseudo_labels)
+    if labels_record is not None:  # who labelled D_u, how, and how long it took: part of a speaker-follower's cost
+        results["pseudo_labels"] = labels_record
     srs = [h["valid/success_rate"] for h in state["history"] if "valid/success_rate" in h]
     if srs:
         results["paper_protocol_valid_sr"] = smoothed_max(srs, window=5)

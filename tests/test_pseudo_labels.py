@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,8 @@ from msvae_hf.data import sampler
 from msvae_hf.data.demos import load_demos
 from msvae_hf.evaluation import describe_dataset
 from msvae_hf.modeling_baselines import SpeakerModel
-from msvae_hf.pseudo_labels import pseudo_labels_record
+from msvae_hf.pseudo_labels import pseudo_labels_record, relabel_command
+from msvae_hf.runtime import provenance
 from msvae_hf.tokenization_msvae import MSVAETokenizer
 
 
@@ -42,7 +44,8 @@ def test_one_instruction_per_unpaired_trajectory(pseudo, baseline_runs, tiny_dem
     assert info["speaker"] == str(baseline_runs["speaker"] / "best")
     assert info["speaker_type"] == "msvae_speaker" and info["decoding"] == "greedy"
     assert info["num_labelled"] == TINY_COUNTS["unpaired"] and info["demos"] == str(tiny_demos)
-    assert info["wall_time_s"] >= 0 and info["machine"]["device"] == "cpu" and "commit" in info
+    assert isinstance(info["wall_time_s"], float) and info["wall_time_s"] > 0
+    assert info["commit"] == provenance()["commit"] and info["machine"]["device"] == "cpu"
 
 
 def test_refuses_non_empty_out(pseudo, baseline_runs, tiny_demos):
@@ -135,12 +138,17 @@ def test_speaker_self_trains_on_the_union(pseudo, tiny_demos, tmp_path, monkeypa
     assert "test_bleu" in results and (run / "best" / "config.json").is_file()
 
 
-def test_a_damaged_labels_record_is_named_not_fatal(pseudo, tmp_path):
-    """The record beside the labels is metadata: a run's results name the problem with it instead of failing."""
+def test_a_damaged_labels_record_is_named_not_fatal(pseudo, tiny_demos, tmp_path):
+    """The record beside the labels is metadata: a run on labels whose record is damaged trains, and its results
+    name the problem."""
     copy = tmp_path / "labels"
-    copy.mkdir()
-    assert pseudo_labels_record(copy) == {}
+    shutil.copytree(pseudo, copy)
     (copy / "pseudo_labels.json").write_text('{"speaker": ')
-    assert pseudo_labels_record(copy) == {
-        "unreadable": f"{copy / 'pseudo_labels.json'} is not valid JSON (Expecting value at line 1): it was cut short "
-                      "or edited; restore it or start a new run"}
+    problem = pseudo_labels_record(copy)["unreadable"]
+    assert str(copy / "pseudo_labels.json") in problem and "not valid JSON" in problem
+    assert "--speaker SPEAKER" in relabel_command(copy)  # the template, the record's command being lost
+    results = train_tiny("follower", tmp_path / "run", tiny_demos, pseudo_labels=str(copy), max_updates=1,
+                         eval_every=1, checkpoint_every=1)
+    assert results["pseudo_labels"] == {"unreadable": problem}
+    (copy / "pseudo_labels.json").unlink()
+    assert pseudo_labels_record(copy) == {}

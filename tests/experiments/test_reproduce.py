@@ -63,8 +63,8 @@ def test_a_retrained_run_is_recorded_beside_the_first(tmp_path: Path) -> None:
 
 
 def test_a_labelling_is_recorded_like_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A labels cell's record (with its wall time) goes to results/<level>/labels/; labelled again, beside it
-    under reruns/; a record without a wall time is not kept."""
+    """A labels cell's record (with its wall time) goes to results/<level>/labels/, labelled again beside it;
+    a record without a wall time is not kept."""
     monkeypatch.chdir(tmp_path)
     labels = Path("data/pseudo_labels/bosslocal/speaker")
     labels.mkdir(parents=True)
@@ -80,8 +80,13 @@ def test_a_labelling_is_recorded_like_a_run(tmp_path: Path, monkeypatch: pytest.
     assert reproduce.save_cell_record("bosslocal", cell) is None
     (labels / "pseudo_labels.json").write_text(json.dumps({**first, "wall_time_s": 250.0, "commit": "abcdef123"}))
     again = reproduce.save_cell_record("bosslocal", cell)
-    assert again == Path("results/bosslocal/reruns/labels_speaker_abcdef1.json")
+    assert again == Path("results/bosslocal/labels/speaker_abcdef1.json")  # not in reruns/, which holds runs
     assert json.loads(written.read_text()) == first  # the first record is untouched
+    assert reproduce.save_cell_record("bosslocal", cell) is None
+    (labels / "pseudo_labels.json").write_text(json.dumps({**first, "wall_time_s": 240.0, "commit": "abcdef123"}))
+    assert reproduce.save_cell_record("bosslocal", cell) is None  # a third time at one commit: the two kept
+    assert sorted(p.name for p in Path("results/bosslocal/labels").iterdir()) == ["speaker.json",
+                                                                                    "speaker_abcdef1.json"]
 
 
 def stub(name: str, needs: tuple[str, ...] = (), fails: bool = False) -> Cell:
