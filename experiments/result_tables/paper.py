@@ -220,8 +220,9 @@ def table_headline_own(level: str, root: Path = RESULTS) -> list[str]:
 #: row -> its row with the FiLM follower.
 FILM2 = {row.removesuffix("_film2"): row for row in FILM2_ROWS}
 #: The supervised follower and MS-VAE full of :data:`FILM2` at the paper's batch of pairs (experiments/cells.py,
-#: ``FILM2_PAPER_BATCH_ROWS``, each named ``<row>_film2_b256_u2000``).
-FILM2_PAPER_BATCH = {row.removesuffix("_film2_b256_u2000"): row for row in FILM2_PAPER_BATCH_ROWS}
+#: ``FILM2_PAPER_BATCH_ROWS`` named ``<row>_film2_b256_u2000``; MS-VAE's unpaired batch at its config's 128).
+FILM2_PAPER_BATCH = {row.removesuffix("_film2_b256_u2000"): row for row in FILM2_PAPER_BATCH_ROWS
+                     if row.endswith("_film2_b256_u2000")}
 
 #: The paper's claims on the FiLM rows, and whether each gain comes from reading the instruction: (claim, metric,
 #: row, row it must beat). Each direction is that of the paper's claim (for SR by reading and SPL, which the paper
