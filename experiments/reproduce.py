@@ -75,7 +75,7 @@ def save_record(level: str, run: Path, results_root: Path = Path("results")) -> 
     the old folder is gone, to start other runs from) is kept beside it as ``results/<level>/reruns/<run>_<commit>
     .json``, so that what the later runs started from is on record too. Returns the path written, if any."""
     record = run_record(run)
-    again = results_root / level / "reruns" / f"{run.name}_{short_commit(record)}.json"
+    again = results_root / level / "reruns" / f"{run.name}_{commit_suffix(record)}.json"
     return keep_record(record, record_path(level, run, results_root), again, same_run)
 
 
@@ -87,11 +87,11 @@ def save_labels_record(level: str, labels: Path, results_root: Path = Path("resu
     if "wall_time_s" not in record:
         return None
     folder = results_root / level / "labels"
-    return keep_record(record, folder / f"{labels.name}.json", folder / f"{labels.name}_{short_commit(record)}.json",
+    return keep_record(record, folder / f"{labels.name}.json", folder / f"{labels.name}_{commit_suffix(record)}.json",
                        lambda a, b: all(a.get(key) == b.get(key) for key in ("wall_time_s", "commit", "command")))
 
 
-def short_commit(record: dict) -> str:
+def commit_suffix(record: dict) -> str:
     """A record's commit as a file name's suffix: its first 7 characters, ``-dirty`` kept."""
     commit = str(record.get("commit") or "unknown")
     return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
