@@ -269,11 +269,11 @@ FILM2_ROWS: dict[str, Row] = {
                                         config="msvae_speaker_follower"),
 }
 
-#: Two of those rows at the paper's batch of pairs (256 an update; App. D), MS-VAE's unpaired batch left at its
-#: config's 128, for 2000 updates (5 % of the paper's 40,000), validated every 400: run on one GPU
-#: (``reproduce.py --cuda-graphs``, or experiments/gpu_grid.sh). Seed k of MS-VAE starts from the seed-k
-#: ``follower_film2`` and ``speaker_film2`` (128 a batch), as its row above does; the follower beside it is the same
-#: recipe at this batch. The third row is MS-VAE full at the paper's whole batch, 256 unpaired trajectories too.
+#: Rows of those at the paper's batch of pairs (256 an update; App. D) for 2000 updates (5 % of the paper's
+#: 40,000), validated every 400, run on one GPU (``reproduce.py --cuda-graphs``, or experiments/gpu_grid.sh): the
+#: supervised follower and MS-VAE full with its unpaired batch at its config's 128, then MS-VAE full at the paper's
+#: whole batch (256 unpaired trajectories too). Seed k of MS-VAE starts from the seed-k ``follower_film2`` and
+#: ``speaker_film2`` (128 a batch), as its row above does; the follower beside it is the same recipe at this batch.
 _PAPER_BATCH = ("--batch-size", "256", "--max-updates", "2000", "--eval-every", "400", "--checkpoint-every", "400")
 FILM2_PAPER_BATCH_ROWS: dict[str, Row] = {
     "follower_film2_b256_u2000": Row("supervised follower, FiLM on both maps, 2000 updates of 256 pairs", "follower",

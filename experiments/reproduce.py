@@ -92,9 +92,8 @@ def save_labels_record(level: str, labels: Path, results_root: Path = Path("resu
 
 
 def commit_suffix(record: dict) -> str:
-    """A record's commit as a file name's suffix: its first 7 characters, ``-dirty`` kept."""
-    commit = str(record.get("commit") or "unknown")
-    return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+    """A record's commit as a file name's suffix: its first 7 characters (``unknown`` where it names none)."""
+    return str(record.get("commit") or "unknown")[:7]
 
 
 def keep_record(record: dict, out: Path, again: Path, same: Callable[[dict, dict], bool]) -> Path | None:

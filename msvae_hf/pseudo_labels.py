@@ -29,9 +29,9 @@ from .evaluation import describe_dataset
 from .run_folder import read_json, write_json, writing
 from .runtime import check_output_folder, provenance
 
-#: What label_unpaired writes beside the labelled rows: the speaker, the decoding, the command, and the seconds
-#: from reading the demonstrations to the labels written (the speaker's loading not counted), with the commit and
-#: machine (:func:`~msvae_hf.runtime.provenance`).
+#: What label_unpaired writes beside the labelled rows: the speaker, the decoding, the command, the seconds from
+#: reading the demonstrations to the labels written (the speaker's loading not counted) with the commit and machine
+#: (:func:`~msvae_hf.runtime.provenance`), and the sha256 of each arrow file (the labels it describes).
 RECORD_FILE = "pseudo_labels.json"
 
 
@@ -65,11 +65,12 @@ def label_unpaired(
     shutil.rmtree(tmp, ignore_errors=True)
     with writing(tmp, then=f"{out} is as it was: free space, then rerun"):
         labelled.save_to_disk(str(tmp))
-        write_checksums(tmp)
+        digests = write_checksums(tmp)
         info = {
             "speaker": speaker_path, "speaker_type": speaker.config.model_type, "demos": str(demos),
             "decoding": "sampled" if do_sample else "greedy", "num_labelled": len(labelled), "command": command,
             "wall_time_s": round(time.perf_counter() - started, 1), **provenance(speaker.device),
+            "sha256": digests,  # which labels this record describes (as checksums.json)
         }
         write_json(tmp / RECORD_FILE, info)
     old = out.with_name(out.name + ".old")  # the labels replaced stay whole until the new ones are in place

@@ -46,6 +46,7 @@ def test_one_instruction_per_unpaired_trajectory(pseudo, baseline_runs, tiny_dem
     assert info["num_labelled"] == TINY_COUNTS["unpaired"] and info["demos"] == str(tiny_demos)
     assert isinstance(info["wall_time_s"], float) and info["wall_time_s"] > 0
     assert info["commit"] == provenance()["commit"] and info["machine"]["device"] == "cpu"
+    assert info["sha256"] == json.loads((pseudo / "checksums.json").read_text())["sha256"]  # these labels
 
 
 def test_refuses_non_empty_out(pseudo, baseline_runs, tiny_demos):
@@ -60,8 +61,9 @@ def test_refuses_non_empty_out(pseudo, baseline_runs, tiny_demos):
     load_script("label_unpaired").main([*argv, "--overwrite"])  # back to the full labels for the other tests
     after = json.loads((pseudo / "pseudo_labels.json").read_text())
     assert after["command"] == shlex.join(["python", "scripts/label_unpaired.py", *argv, "--overwrite"])
-    assert {**after, "num_labelled": 5, "wall_time_s": 0} == \
-        {**record, "command": record["command"].replace(" --num-unpaired 5", ""), "wall_time_s": 0}
+    assert after["sha256"] != record["sha256"]  # other labels, another record
+    assert {**after, "num_labelled": 5, "wall_time_s": 0, "sha256": None} == \
+        {**record, "command": record["command"].replace(" --num-unpaired 5", ""), "wall_time_s": 0, "sha256": None}
 
 
 def test_refuses_an_output_folder_that_is_or_holds_an_input(baseline_runs, tiny_demos, tmp_path):
