@@ -58,8 +58,10 @@ class FollowerPolicy:
     def select_action(self, observation: dict, episode_start: np.ndarray | None = None) -> np.ndarray:
         """One action per env of a gymnasium vector env, from its observation as it comes (``image`` [n, 7, 7,
         3], ``direction`` [n], ``mission`` n strings); ``episode_start`` [n] marks the envs whose episode begins
-        with this observation (after ``terminated | truncated``, as the vector env resets them), whose recurrent
-        state starts again from their new mission. The first call starts every env."""
+        with this observation, whose recurrent state starts again from their new mission: the step's ``terminated |
+        truncated`` where the vector env resets in the same step (``AutoresetMode.SAME_STEP``), the previous step's
+        under gymnasium's default ``NEXT_STEP`` (there the step that ends an episode returns its last frame). The
+        first call starts every env."""
         missions = list(observation["mission"])
         n = len(missions)
         if self.memory is None or self.memory.shape[0] != n:

@@ -50,6 +50,8 @@ def label_unpaired(
     """Write one speaker instruction per unpaired trajectory (greedy, or sampled with ``do_sample``); ``command``,
     the command line, is recorded so that a damaged set can be written again."""
     out = Path(out)
+    if num_unpaired is not None and num_unpaired < 1:
+        raise ValueError(f"num_unpaired (--num-unpaired) must be at least 1, got {num_unpaired}")
     check_output_folder(out, demos=demos, speaker=speaker_path)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"{out} is not empty: pass overwrite=True (--overwrite) to replace it")

@@ -112,8 +112,9 @@ class MSVAETokenizer(PreTrainedTokenizerFast):
             unknown = sorted({w for t in _strings((text, text_pair)) for w in self.unknown_words(t)})
             if unknown:
                 raise ValueError(
-                    f"word(s) not in the MSVAETokenizer vocabulary: {', '.join(map(repr, unknown))} "
-                    "(pass allow_unknown=True to map them to <unk>)"
+                    f"word(s) not in the MSVAETokenizer vocabulary: {', '.join(map(repr, unknown))} (BabyAI's "
+                    "instructions are lowercase words without punctuation; to map unknown words to <unk>, pass "
+                    "allow_unknown=True to the tokenizer, or set the model's tokenizer.allow_unknown = True)"
                 )
         return encoded
 

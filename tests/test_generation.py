@@ -306,6 +306,33 @@ def test_select_action_steps_a_gymnasium_vector_env_as_follow_rolls_out(tok: MSV
         envs.close()
 
 
+@pytest.mark.parametrize("mode", ["SAME_STEP", "NEXT_STEP"])
+def test_select_action_starts_each_new_episode_afresh_under_either_autoreset_mode(tok: MSVAETokenizer,
+                                                                                  mode: str) -> None:
+    """Episodes cut at 3 steps: with ``episode_start`` as select_action's docstring says for the vector env's
+    autoreset mode (this step's ``terminated | truncated`` under SAME_STEP, the previous step's under NEXT_STEP),
+    the first action of every new episode is a fresh policy's on that observation."""
+    import gymnasium as gym
+
+    model = followers(tok)[0]
+    model.tokenizer = tok
+    envs = gym.make_vec("BabyAI-GoToLocal-v0", num_envs=3, vectorization_mode="sync", max_steps=3,
+                        vector_kwargs={"autoreset_mode": getattr(gym.vector.AutoresetMode, mode)})
+    observation, _ = envs.reset(seed=[3, 5, 8])
+    policy, start, done, firsts = model.policy(), None, np.zeros(3, dtype=bool), 0
+    for step in range(1, 10):
+        actions = policy.select_action(observation, start)
+        new_episode = step > 1 and (step - 1) % (3 if mode == "SAME_STEP" else 4) == 0  # a reset frame
+        for i in range(3) if new_episode else ():
+            fresh = model.policy().select_action({k: v[i:i + 1] for k, v in observation.items()})
+            assert actions[i] == fresh[0]
+            firsts += 1
+        observation, _, terminated, truncated, _ = envs.step(actions)
+        start, done = (terminated | truncated, None) if mode == "SAME_STEP" else (done, terminated | truncated)
+    assert firsts >= 6  # every env started at least two new episodes
+    envs.close()
+
+
 def test_the_generation_config_sets_the_length_and_travels_with_the_model(tok: MSVAETokenizer, tmp_path) -> None:
     """max_new_tokens comes from the model's GenerationConfig (saved in generation_config.json), a call's own
     argument overrides it, as in transformers."""

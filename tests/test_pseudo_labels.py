@@ -82,6 +82,24 @@ def test_refuses_an_output_folder_that_is_or_holds_an_input(baseline_runs, tiny_
     assert tree_digest(tiny_demos) == before
 
 
+def test_a_bad_speaker_or_count_is_one_line_before_anything_is_written(baseline_runs, tiny_demos, tmp_path):
+    """A --speaker that is no model (a missing path, a run folder, the demos) is named as evaluate.py names it, and
+    --num-unpaired below 1 is refused, each before the output folder is made."""
+    out = tmp_path / "labels"
+    run = baseline_runs["speaker"]
+    for speaker, message in ((tmp_path / "nowhere", "no model at .*nowhere"),
+                             (run, f"no model in {run}: did you mean {run / 'best'}"),
+                             (tiny_demos, "it has no config.json")):
+        with pytest.raises(SystemExit, match=message):
+            load_script("label_unpaired").main(["--speaker", str(speaker), "--demos", str(tiny_demos),
+                                                "--out", str(out)])
+    for count in ("0", "-5"):
+        with pytest.raises(SystemExit, match=rf"--num-unpaired\) must be at least 1, got {count}"):
+            load_script("label_unpaired").main(["--speaker", str(run / "best"), "--demos", str(tiny_demos),
+                                                "--out", str(out), "--num-unpaired", count])
+    assert not out.exists()
+
+
 def test_follower_checkpoint_is_not_a_speaker(baseline_runs, tiny_demos, tmp_path):
     out = tmp_path / "labels"
     with pytest.raises(SystemExit, match="msvae_follower model, which cannot speak"):

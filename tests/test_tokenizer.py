@@ -82,6 +82,9 @@ def test_unknown_word_is_an_error_naming_it(tok):
         tok("go to the pink ball")
     with pytest.raises(ValueError, match="'fetch'"):
         tok([EXAMPLE, "fetch the red ball"], padding=True)
+    with pytest.raises(ValueError, match=r"'\.', 'Go' \(BabyAI's instructions are lowercase words without "
+                                         r"punctuation; .* set the model's tokenizer.allow_unknown = True\)"):
+        tok("Go to the red ball.")
 
 
 def test_allow_unknown_maps_to_unk(tok, tmp_path):

@@ -16,6 +16,7 @@ from transformers import AutoModel
 
 from ..pseudo_labels import label_unpaired
 from ..runtime import add_threads_flag, set_threads
+from .evaluate import missing_model
 from .invocation import entry_point_command
 
 
@@ -35,6 +36,8 @@ def main(argv: list[str] | None = None) -> None:
     command = entry_point_command(argv) or shlex.join(
         ["python", "scripts/label_unpaired.py", *(sys.argv[1:] if argv is None else argv)])
     try:
+        if (why := missing_model(args.speaker)) is not None:
+            raise ValueError(why)
         speaker = AutoModel.from_pretrained(args.speaker)
         if not hasattr(speaker, "describe"):
             raise ValueError(f"{args.speaker} holds a {speaker.config.model_type} model, which cannot speak")
