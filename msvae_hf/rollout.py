@@ -57,8 +57,10 @@ class RolloutPolicy(Protocol):
 
 @dataclass
 class EpisodeResult:
-    """One evaluated episode. `frames` (RGB, steps + 1 of them), `observations` [steps, 7, 7, 3] and
-    `directions` [steps] (before each action) are filled only when recording was asked for."""
+    """One evaluated episode. `instruction` is the episode's own mission, by which success is judged, also where
+    the follower was told other words (``instructions=``; those are the caller's). `frames` (RGB, steps + 1 of them),
+    `observations` [steps, 7, 7, 3] and `directions` [steps] (before each action) are filled only when recording was
+    asked for."""
 
     seed: int
     instruction: str
