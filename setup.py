@@ -25,7 +25,7 @@ setup(
         "huggingface_hub>=0.30",
         "safetensors>=0.4",
         "minigrid>=3.0",
-        "gymnasium>=1.0",
+        "gymnasium>=1.1",  # AutoresetMode
         "sacrebleu>=2.4",
         "tensorboard>=2.15",
         "tqdm>=4.66",

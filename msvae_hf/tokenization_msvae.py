@@ -113,7 +113,8 @@ class MSVAETokenizer(PreTrainedTokenizerFast):
             if unknown:
                 raise ValueError(
                     f"word(s) not in the MSVAETokenizer vocabulary: {', '.join(map(repr, unknown))} (BabyAI's "
-                    "instructions are lowercase words without punctuation; to map unknown words to <unk>, pass "
+                    "instructions are lowercase words and commas, e.g. 'go to the red ball, then pick up a key'; to "
+                    "map unknown words to <unk>, pass "
                     "allow_unknown=True to the tokenizer, or set the model's tokenizer.allow_unknown = True)"
                 )
         return encoded

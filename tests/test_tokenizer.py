@@ -82,8 +82,8 @@ def test_unknown_word_is_an_error_naming_it(tok):
         tok("go to the pink ball")
     with pytest.raises(ValueError, match="'fetch'"):
         tok([EXAMPLE, "fetch the red ball"], padding=True)
-    with pytest.raises(ValueError, match=r"'\.', 'Go' \(BabyAI's instructions are lowercase words without "
-                                         r"punctuation; .* set the model's tokenizer.allow_unknown = True\)"):
+    with pytest.raises(ValueError, match=r"'\.', 'Go' \(BabyAI's instructions are lowercase words and commas, "
+                                         r"e\.g\. .* set the model's tokenizer.allow_unknown = True\)"):
         tok("Go to the red ball.")
 
 

@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> None:
     command = entry_point_command(argv) or shlex.join(
         ["python", "scripts/label_unpaired.py", *(sys.argv[1:] if argv is None else argv)])
     try:
+        if args.num_unpaired is not None and args.num_unpaired < 1:  # before a speaker is fetched
+            raise ValueError(f"num_unpaired (--num-unpaired) must be at least 1, got {args.num_unpaired}")
         if (why := missing_model(args.speaker)) is not None:
             raise ValueError(why)
         speaker = AutoModel.from_pretrained(args.speaker)
