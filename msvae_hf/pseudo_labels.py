@@ -50,8 +50,7 @@ def label_unpaired(
     """Write one speaker instruction per unpaired trajectory (greedy, or sampled with ``do_sample``); ``command``,
     the command line, is recorded so that a damaged set can be written again."""
     out = Path(out)
-    if num_unpaired is not None and num_unpaired < 1:
-        raise ValueError(f"num_unpaired (--num-unpaired) must be at least 1, got {num_unpaired}")
+    check_num_unpaired(num_unpaired)
     check_output_folder(out, demos=demos, speaker=speaker_path)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"{out} is not empty: pass overwrite=True (--overwrite) to replace it")
@@ -82,6 +81,12 @@ def label_unpaired(
     os.replace(tmp, out)
     shutil.rmtree(old, ignore_errors=True)
     return labelled
+
+
+def check_num_unpaired(num_unpaired: int | None) -> None:
+    """ValueError unless ``num_unpaired`` (how many unpaired trajectories to label) is None or at least 1."""
+    if num_unpaired is not None and num_unpaired < 1:
+        raise ValueError(f"num_unpaired (--num-unpaired) must be at least 1, got {num_unpaired}")
 
 
 def pseudo_labels_record(path: str | os.PathLike) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import sys
 
 from transformers import AutoModel
 
-from ..pseudo_labels import label_unpaired
+from ..pseudo_labels import check_num_unpaired, label_unpaired
 from ..runtime import add_threads_flag, set_threads
 from .evaluate import missing_model
 from .invocation import entry_point_command
@@ -36,8 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     command = entry_point_command(argv) or shlex.join(
         ["python", "scripts/label_unpaired.py", *(sys.argv[1:] if argv is None else argv)])
     try:
-        if args.num_unpaired is not None and args.num_unpaired < 1:  # before a speaker is fetched
-            raise ValueError(f"num_unpaired (--num-unpaired) must be at least 1, got {args.num_unpaired}")
+        check_num_unpaired(args.num_unpaired)  # before a speaker is fetched
         if (why := missing_model(args.speaker)) is not None:
             raise ValueError(why)
         speaker = AutoModel.from_pretrained(args.speaker)
