@@ -47,6 +47,8 @@ QUESTIONS = {
     "tables": "every run's numbers in one table, and the validation curves",
     "architectures": "what does the bottleneck cost a follower with many pairs? (Table 1, M = 100k)",
     "unpaired_curve": "how do the follower's SR and the speaker's BLEU grow with N, the unpaired trajectories?",
+    "pairs_curve": "where does reading begin? SR and SR by reading against M, the pairs, with and without unpaired "
+                   "trajectories (the pairs curve)",
 }
 
 
@@ -77,6 +79,8 @@ class Row:
     teacher: str | None = None
     """the row whose seed-k run (its ``best``) labels D_u for seed k (``labels/<teacher>[_seed<k>]``), where a
     row's ``pseudo_labels`` names the seed-0 teacher's labels for every seed"""
+    demos: str = "demos"
+    """the demonstrations cell the row reads (its flags name the folder where it is not the config's)"""
 
 
 BASELINES = ("follower/seed0", "speaker/seed0")
@@ -385,6 +389,8 @@ class Labeller:
     question: str
     num_unpaired: int | None = None
     """label only the first N trajectories (None: all)"""
+    demos: str = "demos"
+    """the demonstrations cell whose unpaired split it labels (``demos``: data/<level>_100k)"""
 
 
 TABLE_LABELLERS = {"speaker": Labeller("speaker/best", "speaker_follower"),
@@ -449,11 +455,55 @@ READING_ROWS: dict[str, Row] = {
 }
 
 
+#: The pairs curve's M, nested: the first M pairs of data/<level>_curve (100,000 pairs, the study's 100,000 unpaired
+#: trajectories, valid and test splits: the same seeds as data/<level>_100k, so its first 1,000 pairs are those).
+CURVE_PAIRS = (1000, 3000, 10_000, 30_000, 100_000)
+#: The pairs curve's updates of 128 pairs (+ 128 unpaired trajectories), every run alike.
+CURVE_UPDATES = 4000
+#: The M at which the curve runs three seeds (one elsewhere, to start).
+CURVE_THREE_SEEDS = (1000, 10_000, 100_000)
+
+
+def curve_tag(m: int) -> str:
+    """``m1k`` for 1,000 pairs, ``m100k`` for 100,000."""
+    return f"m{m // 1000}k"
+
+
+def _pairs_curve_rows() -> dict[str, Row]:
+    """The pairs curve, for each M of :data:`CURVE_PAIRS`: the supervised follower and speaker on the M pairs,
+    MS-VAE full from them on the M pairs and all 100,000 unpaired trajectories, and the speaker-follower on that
+    MS-VAE's labels, each :data:`CURVE_UPDATES` updates with the default (FiLM on both maps) follower; and the
+    budget confound: the supervised follower at M = 1,000 and 10,000 continued to 10,000 updates."""
+    rows: dict[str, Row] = {}
+
+    def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES, **kw) -> None:
+        flags = (*_FILM2, "--demos", "data/{level}_curve", "--num-paired", str(m), "--max-updates", str(updates))
+        rows[name] = Row(label, "pairs_curve", (), seeds, flags, demos="demos_curve", **kw)
+
+    for m in CURVE_PAIRS:
+        tag, seeds = curve_tag(m), (0, 1, 2) if m in CURVE_THREE_SEEDS else (0,)
+        row(f"follower_film2_{tag}", f"supervised follower, M = {m:,} pairs", m, seeds, config="follower")
+        row(f"speaker_film2_{tag}", f"supervised speaker, M = {m:,} pairs", m, seeds, config="speaker")
+        row(f"msvae_film2_{tag}", f"MS-VAE full, M = {m:,} pairs + 100,000 unpaired", m, seeds, config="msvae",
+            own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
+        row(f"speaker_follower_film2_{tag}", f"speaker-follower on MS-VAE full's labels, M = {m:,} pairs", m, seeds,
+            teacher=f"msvae_film2_{tag}", config="msvae_speaker_follower")
+    for m in (1000, 10_000):
+        row(f"follower_film2_{curve_tag(m)}_u10k", f"supervised follower, M = {m:,} pairs, 10,000 updates", m,
+            (0, 1, 2), 10_000, continues=f"follower_film2_{curve_tag(m)}", config="follower")
+    return rows
+
+
+#: The pairs curve on GoToSeqLocal (:func:`_pairs_curve_rows`); BossLocal's once GoToSeqLocal's shape is known.
+PAIRS_CURVE_ROWS = _pairs_curve_rows()
+
+
 def level_rows(level: str) -> dict[str, Row]:
     """Every row of ``level``'s study, by config name (a level's own rows over the shared ones)."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; known: {sorted(LEVELS)}")
-    extra = {**BOSSLOCAL_ROWS, **FILM2_PAPER_BATCH_ROWS} if level == "bosslocal" else GOTOSEQLOCAL_ROWS
+    extra = {**BOSSLOCAL_ROWS, **FILM2_PAPER_BATCH_ROWS} if level == "bosslocal" else {**GOTOSEQLOCAL_ROWS,
+                                                                                       **PAIRS_CURVE_ROWS}
     return {**TABLE_ROWS, **BUDGET_ROWS, **READING_ROWS, **INDEPENDENT_ROWS, **TABLE1_ROWS, **FILM2_TABLE1_ROWS,
             **CURVE_ROWS, **FILM2_ROWS, **extra}
 
@@ -477,8 +527,9 @@ def row_label(level: str, row: str) -> str:
     return rows[row].label
 
 
-def demos_dir(level: str) -> Path:
-    return Path("data", f"{level}_100k")
+def demos_dir(level: str, cell: str = "demos") -> Path:
+    """The folder a demonstrations cell writes: ``demos`` data/<level>_100k, ``demos_<name>`` data/<level>_<name>."""
+    return Path("data", f"{level}_100k" if cell == "demos" else f"{level}_{cell.removeprefix('demos_')}")
 
 
 def labels_dir(level: str, labeller: str) -> Path:
@@ -536,6 +587,14 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
         "floor", ("python", "experiments/collect_results.py", level, "--floor"),
         Path("results", level, "floor.json"), question="tables",
     )]
+    if any(spec.demos == "demos_curve" for spec in rows.values()):
+        cells.append(Cell(
+            "demos_curve",
+            ("python", "scripts/make_demos.py", "--level", LEVELS[level], "--paired", "100000", "--unpaired",
+             str(UNPAIRED_POOL), "--valid", "500", "--test", "500", "--seed", "0", "--num-proc", str(num_proc), "--out",
+             str(demos_dir(level, "demos_curve"))),
+            demos_dir(level, "demos_curve") / "README.md", question="pairs_curve",
+        ))
     row_seeds = {row: (spec.seeds if seeds is None or not spec.seeds else tuple(sorted({0, *seeds})))
                  for row, spec in rows.items()}
     pretrainings = {}
@@ -546,7 +605,7 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                 continue
             out = run_dir(level, row, seed)
             command = train_command(level, row, threads)
-            needs = ["demos", *spec.needs]
+            needs = [spec.demos, *spec.needs]
             if spec.own_baselines:
                 follower, speaker = spec.baselines
                 needs += [f"{follower}/seed{seed}", f"{speaker}/seed{seed}"]
@@ -554,7 +613,7 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                             "--init-speaker", str(run_dir(level, speaker, seed) / "best")]
             if spec.teacher is not None:
                 taught = run_dir(level, spec.teacher, seed).name
-                teachers[taught] = Labeller(f"{taught}/best", spec.question)
+                teachers[taught] = Labeller(f"{taught}/best", spec.question, demos=spec.demos)
                 needs.append(f"labels/{taught}")
                 command += ["--pseudo-labels", str(labels_dir(level, taught))]
             if spec.init is not None:
@@ -577,11 +636,13 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
     for name, labeller in labellers.items():  # needs_first moves each before its first student
         out = labels_dir(level, name)
         command = ["python", "scripts/label_unpaired.py", "--speaker", f"runs/{level}/{labeller.model}",
-                   "--demos", str(demos), "--out", str(out), "--threads", str(threads)]
+                   "--demos", str(demos_dir(level, labeller.demos)), "--out", str(out), "--threads", str(threads)]
         if labeller.num_unpaired is not None:
             command += ["--num-unpaired", str(labeller.num_unpaired)]
         cells.append(Cell(f"labels/{name}", tuple(command), out / "pseudo_labels.json",
-                          runs_read(level, tuple(command)), question=labeller.question))
+                          (*runs_read(level, tuple(command)),
+                           *(() if labeller.demos == "demos" else (labeller.demos,))),  # demos: the runs' too
+                          question=labeller.question))
     if level == "bosslocal":
         cells.append(Cell(
             "demos_1m",

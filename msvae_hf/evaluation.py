@@ -55,7 +55,9 @@ def evaluate_follower(
     """:func:`~msvae_hf.metrics.follower_summary` of ``model.policy()`` (greedy) on fixed seeds, and the episodes
     told their own missions. Each seed is rolled out twice, told its own mission and told the mission of the next
     seed (success judged by its own), and compared with the bot on the same seed. The model is called once per
-    step for all live envs of a batch (stepped in ``num_workers`` processes if > 0)."""
+    step for all live envs of a batch (stepped in ``num_workers`` processes if > 0). A third rollout tells each seed
+    another mission drawn by the level for its room and judges it by that (``success_rate_same_room``; levels
+    without a mission generator skip it)."""
     if episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {episodes}")
     was_training = model.training
@@ -66,9 +68,25 @@ def evaluate_follower(
         own = evaluate_policy(policy, level, episodes, seed_start, batch_size, progress, num_workers)
         told = [b.instruction for b in bot[1:]]
         other = evaluate_policy(policy, level, episodes, seed_start, batch_size, progress, num_workers, told)
+        same_room = []
+        if has_mission_generator(level):
+            same_room = evaluate_policy(policy, level, episodes, seed_start, batch_size, progress, num_workers,
+                                        missions="same_room")
     finally:
         model.train(was_training)
-    return follower_summary(own, other, bot[:-1]), own
+    return follower_summary(own, other, bot[:-1], same_room), own
+
+
+@functools.cache
+def has_mission_generator(level: str) -> bool:
+    """Whether ``level`` draws its missions with ``LevelGen``'s generator (so that another can be drawn)."""
+    import gymnasium as gym
+
+    env = gym.make(resolve_level(level))
+    try:
+        return hasattr(env.unwrapped, "rand_instr") and hasattr(env.unwrapped, "action_kinds")
+    finally:
+        env.close()
 
 
 @functools.lru_cache(maxsize=8)

@@ -136,26 +136,34 @@ def spl(success: bool, steps: int, reference_steps: int) -> float:
     return float(success) * reference_steps / max(reference_steps, steps, 1)
 
 
-def follower_summary(own: Sequence[Episode], other: Sequence[Episode], bot: Sequence[Episode]) -> dict[str, float]:
+def follower_summary(
+    own: Sequence[Episode], other: Sequence[Episode], bot: Sequence[Episode], same_room: Sequence[Episode] = ()
+) -> dict[str, float]:
     """The follower's numbers on one list of seeds, each list in seed order:
 
     - ``success_rate``, ``mean_steps``, ``mean_reward`` and ``episodes`` of ``own`` (told each env's mission);
     - ``success_rate_other_mission``: the success rate of ``other``, the same seeds told another episode's mission
       (success still judged by each env's own): what the follower achieves without reading its instruction;
     - ``spl``: mean success weighted by path length against the bot's steps on the same seed (:func:`spl`);
-    - ``bot_mean_steps``: the bot's mean steps on those seeds, beside ``mean_steps``.
+    - ``bot_mean_steps``: the bot's mean steps on those seeds, beside ``mean_steps``;
+    - ``success_rate_same_room`` where ``same_room`` is given: the success rate of the same seeds each told, and
+      judged by, another mission drawn by the level for its room: whether the follower does what it is told.
     """
-    if not (len(own) == len(other) == len(bot)):
-        raise ValueError(f"need one episode per seed in each list, got {len(own)}, {len(other)} and {len(bot)}")
+    if not (len(own) == len(other) == len(bot)) or (same_room and len(same_room) != len(own)):
+        raise ValueError(f"need one episode per seed in each list, got {len(own)}, {len(other)}, {len(bot)}"
+                         + (f" and {len(same_room)}" if same_room else ""))
     summary = summarize_episodes(own)
     summary["success_rate_other_mission"] = float(np.mean([bool(r.success) for r in other]))
     summary["spl"] = float(np.mean([spl(r.success, r.steps, b.steps) for r, b in zip(own, bot, strict=True)]))
     summary["bot_mean_steps"] = float(np.mean([b.steps for b in bot]))
+    if same_room:
+        summary["success_rate_same_room"] = float(np.mean([bool(r.success) for r in same_room]))
     return summary
 
 
 #: The follower metrics every evaluation reports (``results.json``'s ``test``, validation, ``evaluate.py``).
-FOLLOWER_METRICS = ("success_rate", "success_rate_other_mission", "spl", "mean_steps", "bot_mean_steps")
+FOLLOWER_METRICS = ("success_rate", "success_rate_other_mission", "success_rate_same_room", "spl", "mean_steps",
+                    "bot_mean_steps")
 
 
 def smoothed_max(values: Sequence[float], window: int = 5) -> float:

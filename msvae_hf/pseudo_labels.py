@@ -5,6 +5,10 @@ The result is the ``unpaired`` split plus an ``instruction`` column written by t
 labelling took and on what (commit, machine), and a ``checksums.json`` (the demos' format: the sha256 of each arrow
 file). A follower trains on paired + pseudo-paired data with ``scripts/train.py --pseudo-labels DIR``, which reads it
 with :func:`load_pseudo_labels` (a run's results.json keeps the labels' record).
+
+The record also scores the labels against the truth (:func:`label_accuracy`): every unpaired trajectory keeps its
+seed, from which its level regenerates the mission the bot carried out. Only this scoring reads those missions;
+nothing that trains does.
 """
 
 from __future__ import annotations
@@ -25,13 +29,15 @@ from .data.demos import (
     require_cell_codes,
     write_checksums,
 )
+from .envs.missions import regenerate_missions, score_labels
 from .evaluation import describe_dataset
 from .run_folder import read_json, write_json, writing
 from .runtime import check_output_folder, provenance
 
 #: What label_unpaired writes beside the labelled rows: the speaker, the decoding, the command, the seconds from
 #: reading the demonstrations to the labels written (the speaker's loading not counted) with the commit and machine
-#: (:func:`~msvae_hf.runtime.provenance`), and the sha256 of each arrow file (the labels it describes).
+#: (:func:`~msvae_hf.runtime.provenance`), the sha256 of each arrow file (the labels it describes) and the labels'
+#: accuracy against the true missions (:func:`label_accuracy`).
 RECORD_FILE = "pseudo_labels.json"
 
 
@@ -72,6 +78,7 @@ def label_unpaired(
             "decoding": "sampled" if do_sample else "greedy", "num_labelled": len(labelled), "command": command,
             "wall_time_s": round(time.perf_counter() - started, 1), **provenance(speaker.device),
             "sha256": digests,  # which labels this record describes (as checksums.json)
+            "label_accuracy": label_accuracy(labelled),  # after the wall time: scoring, not labelling
         }
         write_json(tmp / RECORD_FILE, info)
     old = out.with_name(out.name + ".old")  # the labels replaced stay whole until the new ones are in place
@@ -81,6 +88,21 @@ def label_unpaired(
     os.replace(tmp, out)
     shutil.rmtree(old, ignore_errors=True)
     return labelled
+
+
+def label_accuracy(labelled: Any) -> dict[str, float | int]:
+    """:func:`~msvae_hf.envs.missions.score_labels` of a labelled set's ``instruction`` column against each row's
+    true mission, which its ``level`` regenerates from its ``seed``, with the seconds the scoring took."""
+    started = time.perf_counter()
+    rows = labelled.select_columns(["level", "seed"])
+    levels, seeds = list(rows["level"]), list(rows["seed"])
+    missions: list[str] = [""] * len(seeds)
+    for level in sorted(set(levels)):
+        at = [i for i, name in enumerate(levels) if name == level]
+        for i, mission in zip(at, regenerate_missions(level, [seeds[i] for i in at]), strict=True):
+            missions[i] = mission
+    scores = score_labels(list(labelled["instruction"]), missions)
+    return {**scores, "seconds": round(time.perf_counter() - started, 1)}
 
 
 def check_num_unpaired(num_unpaired: int | None) -> None:

@@ -25,6 +25,11 @@ An `EnvPool` steps the envs of a wave in worker processes, each owning a shard o
 worker k mod W), so that a many-core machine runs the envs in parallel while the policy, called once per
 step in this process, may sit on a GPU. Results are the same as with a list of envs.
 
+``missions="same_room"`` gives each episode, once reset, another mission of its level drawn for the same room
+(`msvae_hf.envs.missions.draw_same_room_mission`): the policy reads it and the level's verifier judges the episode
+by it. A follower that reads scores on such missions as on the episodes' own; one that ignores its instruction
+scores as a random walk does.
+
 Policies that need the environments themselves (the BabyAI bot) define `bind_envs(envs)`; the rollout
 calls it after resetting a wave and before `policy.reset`, with the unwrapped-able gymnasium envs of the
 wave in batch order.
@@ -40,6 +45,7 @@ import gymnasium as gym
 import numpy as np
 
 from .envs.levels import resolve_level
+from .envs.missions import draw_same_room_mission
 from .envs.seeds import TEST_SEED_START
 
 
@@ -57,8 +63,9 @@ class RolloutPolicy(Protocol):
 
 @dataclass
 class EpisodeResult:
-    """One evaluated episode. `instruction` is the episode's own mission, by which success is judged, also where
-    the follower was told other words (``instructions=``; those are the caller's). `frames` (RGB, steps + 1 of them),
+    """One evaluated episode. `instruction` is the mission by which success is judged: the episode's own, also
+    where the follower was told other words (``instructions=``; those are the caller's), or with
+    ``missions="same_room"`` the one drawn for its room. `frames` (RGB, steps + 1 of them),
     `observations` [steps, 7, 7, 3] and `directions` [steps] (before each action) are filled only when recording was
     asked for."""
 
@@ -79,6 +86,9 @@ class EpisodeResult:
             record.pop(key)
         return record
 
+
+#: What `rollout`'s ``missions`` takes: each episode's own mission, or another for the same room.
+MISSIONS = ("own", "same_room")
 
 ACT_BEFORE_RESET = "act() before reset(): call reset(instructions) first"
 
@@ -164,13 +174,19 @@ class _EnvBatch:
         else:
             self.envs, self.size = list(envs), len(envs)
 
-    def reset(self, seeds: list[int]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    def reset(self, seeds: list[int], same_room: bool = False) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Reset slot i with seeds[i]; with ``same_room`` each then gets another mission for its room."""
         if self.vector is not None:
+            if same_room:
+                raise ValueError("missions='same_room' needs a list of envs, a level id or an EnvPool, not a VectorEnv")
             padded = seeds + [seeds[-1]] * (self.size - len(seeds))  # pad slots never become live
             obs, _ = self.vector.reset(seed=padded)
             return obs["image"], obs["direction"], list(obs["mission"])[: len(seeds)]
         outs = [env.reset(seed=s)[0] for env, s in zip(self.envs, seeds, strict=False)]
-        return _stack(outs) + ([o["mission"] for o in outs],)
+        missions = [o["mission"] for o in outs]
+        if same_room:
+            missions = [draw_same_room_mission(env, s) for env, s in zip(self.envs, seeds, strict=False)]
+        return _stack(outs) + (missions,)
 
     def step(self, actions: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step the live slots with `actions`; returns obs image, direction, reward, done for them."""
@@ -295,10 +311,10 @@ class EnvPool:
         self._procs[w].join(timeout=1)
         return RuntimeError(f"EnvPool worker {w} ({self.level}) died, exit code {self._procs[w].exitcode}")
 
-    def reset(self, seeds: list[int]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    def reset(self, seeds: list[int], same_room: bool = False) -> tuple[np.ndarray, np.ndarray, list[str]]:
         # a worker's slots of a wave are its local slots 0, 1, ... in order, as _EnvBatch.reset wants them
         image, direction, missions = self._call(
-            "reset", range(len(seeds)), lambda local, pos: ([seeds[j] for j in pos],), parts=3
+            "reset", range(len(seeds)), lambda local, pos: ([seeds[j] for j in pos], same_room), parts=3
         )
         return np.stack(image), np.array(direction), missions
 
@@ -344,6 +360,7 @@ def rollout(
     record_observations: bool = False,
     progress: bool = False,
     batch_size: int | None = None,
+    missions: str = "own",
 ) -> list[EpisodeResult]:
     """Run one episode per seed and return the results in seed order.
 
@@ -358,7 +375,12 @@ def rollout(
         record_observations: keep the egocentric observations and directions before every action.
         progress: show a tqdm bar over episodes.
         batch_size: wave size when a level id is given.
+        missions: "own" (each seed's mission) or "same_room" (another mission of the level for the seed's room,
+            which the episode is judged by; module docstring). Either way `EpisodeResult.instruction` is the mission
+            the episode was judged by.
     """
+    if missions not in MISSIONS:
+        raise ValueError(f"missions must be one of {', '.join(MISSIONS)}, got {missions!r}")
     seeds = [int(s) for s in seeds]
     if not seeds:
         return []
@@ -377,7 +399,8 @@ def rollout(
     results: list[EpisodeResult] = []
     for start in range(0, len(seeds), batch.size):
         results += _run_wave(
-            policy, batch, seeds[start : start + batch.size], max_steps, record_frames, record_observations
+            policy, batch, seeds[start : start + batch.size], max_steps, record_frames, record_observations,
+            missions == "same_room",
         )
         if bar is not None:
             bar.update(len(results) - bar.n)
@@ -393,9 +416,10 @@ def _run_wave(
     max_steps: int | None,
     record_frames: bool,
     record_observations: bool,
+    same_room: bool = False,
 ) -> list[EpisodeResult]:
     n = len(seeds)
-    image, direction, missions = batch.reset(seeds)
+    image, direction, missions = batch.reset(seeds, same_room)
     image, direction = image[:n], direction[:n]
     if hasattr(policy, "bind_envs"):
         if batch.envs is None:
@@ -451,10 +475,12 @@ def evaluate_policy(
     progress: bool = False,
     num_workers: int = 0,
     instructions: Sequence[str] | None = None,
+    missions: str = "own",
 ) -> list[EpisodeResult]:
     """Roll `policy` out on `episodes` evaluation seeds of `level`, `batch_size` envs at a time; with
     `num_workers` > 0 the envs step in that many processes (`EnvPool`), with the same results. `instructions`
-    (one per seed) replaces the missions the policy reads (success is still judged by each env's own)."""
+    (one per seed) replaces the missions the policy reads (success is still judged by each env's own);
+    `missions` as `rollout`'s."""
     if num_workers < 0:
         raise ValueError(f"num_workers must be >= 0 (0: step the envs in this process), got {num_workers}")
     seeds = evaluation_seeds(episodes, seed_start)
@@ -464,5 +490,5 @@ def evaluate_policy(
         policy = GivenInstructions(policy, instructions)
     if num_workers > 0 and seeds:
         with EnvPool(level, min(batch_size, len(seeds)), num_workers) as pool:
-            return rollout(policy, pool, seeds, progress=progress)
-    return rollout(policy, level, seeds, batch_size=batch_size, progress=progress)
+            return rollout(policy, pool, seeds, progress=progress, missions=missions)
+    return rollout(policy, level, seeds, batch_size=batch_size, progress=progress, missions=missions)

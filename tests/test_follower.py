@@ -241,6 +241,8 @@ def test_spl_against_a_closed_form():
     bot = [_episode(0, 10, True), _episode(1, 8, True), _episode(2, 5, True), _episode(3, 6, True)]
     other = [_episode(0, 9, False), _episode(1, 7, True), _episode(2, 5, False), _episode(3, 128, False)]
     summary = follower_summary(own, other, bot)
+    assert "success_rate_same_room" not in summary
+    assert follower_summary(own, other, bot, other[::-1])["success_rate_same_room"] == 0.25
     assert summary["spl"] == pytest.approx((1 + 8 / 20 + 0 + 1) / 4)  # a shorter path than the bot's counts 1
     assert summary["success_rate"] == 0.75 and summary["success_rate_other_mission"] == 0.25
     assert summary["mean_steps"] == pytest.approx(39 / 4) and summary["bot_mean_steps"] == pytest.approx(29 / 4)
@@ -288,9 +290,12 @@ def test_evaluate_follower_tells_each_seed_the_next_seeds_mission():
     model = _Recorder()
     summary, own = evaluate_follower(model, "GoToSeqLocal", 7, 10**9, batch_size=3)
     missions = [b.instruction for b in bot_episodes("BabyAI-GoToSeqLocal-v0", 7, 10**9)]
-    assert model.told == missions[:7] + missions[1:8]  # own missions, then seed s told seed s + 1's
+    same_room = [e.instruction for e in evaluate_policy(BotPolicy(), "GoToSeqLocal", 7, 10**9, missions="same_room")]
+    # own missions, then seed s told seed s + 1's, then each told another mission of its room
+    assert model.told == missions[:7] + missions[1:8] + same_room
     assert [r.instruction for r in own] == missions[:7]
-    assert set(summary) >= {"success_rate", "success_rate_other_mission", "spl", "mean_steps", "bot_mean_steps"}
+    assert set(summary) >= {"success_rate", "success_rate_other_mission", "success_rate_same_room", "spl",
+                            "mean_steps", "bot_mean_steps"}
     # batch-independent: another wave size gives the same numbers
     assert evaluate_follower(_Recorder(), "GoToSeqLocal", 7, 10**9, batch_size=7)[0] == summary
     with pytest.raises(ValueError, match="episodes must be at least 1"):

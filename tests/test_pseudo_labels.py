@@ -9,12 +9,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import TINY_COUNTS, load_script, train_tiny, tree_digest
+from conftest import TINY_COUNTS, TINY_LEVEL, load_script, train_tiny, tree_digest
 from datasets import load_from_disk
+from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
 
 from msvae_hf import train_config, training
 from msvae_hf.data import sampler
 from msvae_hf.data.demos import load_demos
+from msvae_hf.envs.missions import regenerate_missions, score_labels
+from msvae_hf.envs.seeds import TEST_SEED_START
 from msvae_hf.evaluation import describe_dataset
 from msvae_hf.modeling_baselines import SpeakerModel
 from msvae_hf.pseudo_labels import pseudo_labels_record, relabel_command
@@ -62,8 +65,10 @@ def test_refuses_non_empty_out(pseudo, baseline_runs, tiny_demos):
     after = json.loads((pseudo / "pseudo_labels.json").read_text())
     assert after["command"] == shlex.join(["python", "scripts/label_unpaired.py", *argv, "--overwrite"])
     assert after["sha256"] != record["sha256"]  # other labels, another record
-    assert {**after, "num_labelled": 5, "wall_time_s": 0, "sha256": None} == \
-        {**record, "command": record["command"].replace(" --num-unpaired 5", ""), "wall_time_s": 0, "sha256": None}
+    assert after["label_accuracy"]["labels"] == TINY_COUNTS["unpaired"] and record["label_accuracy"]["labels"] == 5
+    assert {**after, "num_labelled": 5, "wall_time_s": 0, "sha256": None, "label_accuracy": None} == \
+        {**record, "command": record["command"].replace(" --num-unpaired 5", ""), "wall_time_s": 0, "sha256": None,
+         "label_accuracy": None}
 
 
 def test_refuses_an_output_folder_that_is_or_holds_an_input(baseline_runs, tiny_demos, tmp_path):
@@ -172,3 +177,31 @@ def test_a_damaged_labels_record_is_named_not_fatal(pseudo, tiny_demos, tmp_path
     assert results["pseudo_labels"] == {"unreadable": problem}
     (copy / "pseudo_labels.json").unlink()
     assert pseudo_labels_record(copy) == {}
+
+
+def test_the_record_scores_the_labels_against_the_true_missions(pseudo):
+    """label_accuracy: the labels against each trajectory's mission as its level regenerates it from its seed."""
+    accuracy = pseudo_labels_record(pseudo)["label_accuracy"]
+    labelled = load_from_disk(str(pseudo))
+    truth = regenerate_missions(TINY_LEVEL, labelled["seed"])
+    assert {k: v for k, v in accuracy.items() if k != "seconds"} == score_labels(labelled["instruction"], truth)
+    assert accuracy["labels"] == TINY_COUNTS["unpaired"] and accuracy["seconds"] >= 0
+
+
+def test_training_never_regenerates_a_demonstrations_mission(pseudo, tiny_demos, tmp_path, monkeypatch):
+    """The true missions of the unpaired trajectories are for scoring labels only: with every level refusing to
+    reset on a demonstration's seed (below the first test seed), a speaker-follower and MS-VAE train to the end."""
+    reset = RoomGridLevel.reset
+
+    def refusing_reset(self, *, seed=None, **kwargs):
+        if seed is not None and seed < TEST_SEED_START:
+            raise AssertionError(f"a level was reset on demonstration seed {seed} during training")
+        return reset(self, seed=seed, **kwargs)
+
+    monkeypatch.setattr(RoomGridLevel, "reset", refusing_reset)
+    with pytest.raises(AssertionError, match="demonstration seed 5"):
+        regenerate_missions(TINY_LEVEL, [5])  # the guard is live
+    follower = train_tiny("follower", tmp_path / "sf", tiny_demos, pseudo_labels=str(pseudo), max_updates=2,
+                          eval_every=2, checkpoint_every=2)
+    msvae = train_tiny("msvae", tmp_path / "msvae", tiny_demos, max_updates=2, eval_every=2, checkpoint_every=2)
+    assert follower["test"]["episodes"] > 0 and msvae["test"]["episodes"] > 0

@@ -116,7 +116,10 @@ def main(argv: list[str] | None = None) -> None:
                                          progress=True, num_workers=args.num_workers)
     print(
         f"{level}: success rate {summary['success_rate']:.3f} (told another episode's mission "
-        f"{summary['success_rate_other_mission']:.3f}), SPL {summary['spl']:.3f}, mean steps "
+        f"{summary['success_rate_other_mission']:.3f}"
+        + (f", told another mission of the same room and judged by it {summary['success_rate_same_room']:.3f}"
+           if "success_rate_same_room" in summary else "")
+        + f"), SPL {summary['spl']:.3f}, mean steps "
         f"{summary['mean_steps']:.2f} (the bot's {summary['bot_mean_steps']:.2f}), mean reward "
         f"{summary['mean_reward']:.3f} over {summary['episodes']} episodes"
     )

@@ -1,0 +1,44 @@
+#!/usr/bin/env python
+"""Score saved pseudo-labels against the true missions, which each trajectory's level regenerates from its seed.
+
+    python experiments/label_accuracy.py data/pseudo_labels/gotoseqlocal/speaker_film2 [more label folders]
+    python experiments/label_accuracy.py data/pseudo_labels/gotoseqlocal/speaker_film2 --record
+
+Prints one JSON line a folder (msvae_hf.envs.missions.score_labels: exact, in grammar, same mission, goal count,
+and per goal the action, object type and colour, and the connective). ``--record`` also writes the scores into the
+folder's pseudo_labels.json as ``label_accuracy``, as scripts/label_unpaired.py now does when it labels, so that
+labels written without them are scored where they lie (the labels themselves are not touched).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from msvae_hf.pseudo_labels import RECORD_FILE, label_accuracy, load_pseudo_labels, pseudo_labels_record
+from msvae_hf.run_folder import write_json
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("labels", nargs="+", help="folders written by scripts/label_unpaired.py")
+    parser.add_argument("--record", action="store_true", help="write the scores into each folder's record")
+    args = parser.parse_args(argv)
+    try:
+        sets = [(Path(folder), load_pseudo_labels(folder)) for folder in args.labels]  # all checked first
+    except (OSError, ValueError) as err:
+        sys.exit(f"error: {err}")
+    for folder, labelled in sets:
+        scores = label_accuracy(labelled)
+        print(json.dumps({"folder": str(folder), **scores}))
+        if args.record:
+            record = pseudo_labels_record(folder)
+            if "unreadable" in record:
+                sys.exit(f"error: {folder / RECORD_FILE} cannot be read ({record['unreadable']}); not written")
+            write_json(folder / RECORD_FILE, {**record, "label_accuracy": scores})
+
+
+if __name__ == "__main__":
+    main()

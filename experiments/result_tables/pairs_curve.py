@@ -1,0 +1,96 @@
+"""Where reading begins: the pairs curve (experiments/cells.py ``PAIRS_CURVE_ROWS``) and the speakers' labels scored
+against the true missions (``label_accuracy`` in each labelling's record, results/<level>/labels/)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from cells import CURVE_PAIRS, curve_tag
+
+from .records import RESULTS, load_records, records_by_row
+
+#: The curve's methods: (row prefix, label) in the table's order; a row is ``<prefix>_<curve_tag(M)>``.
+CURVE_METHODS = (("follower_film2", "supervised follower"), ("msvae_film2", "MS-VAE full"),
+                 ("speaker_follower_film2", "speaker-follower on MS-VAE full's labels"))
+#: The budget confound: the supervised follower continued to 10,000 updates, (row suffix, label).
+BUDGET_SUFFIX = ("_u10k", "supervised follower, 10,000 updates")
+
+#: (test key or a function of the test, header, scale, digits)
+COLUMNS = (
+    ("success_rate", "SR %", 100, 1),
+    ("success_rate_other_mission", "told another %", 100, 1),
+    ("reading", "SR by reading (points)", 100, 1),
+    ("success_rate_same_room", "SR on another mission of the room %", 100, 1),
+    ("spl", "SPL", 1, 3),
+)
+#: The labels' accuracy fields (envs/missions.py score_labels) the labels table shows, with their headers.
+LABEL_COLUMNS = (("exact", "exact %"), ("same_mission", "same mission %"), ("same_goal_count", "goal count %"),
+                 ("action", "action %"), ("object_type", "object type %"), ("colour", "colour %"),
+                 ("connective", "connective %"))
+
+
+def test_value(record: dict, key: str) -> float | None:
+    """A test metric of a record, ``reading`` being SR minus SR told another episode's mission."""
+    test = record.get("test") or {}
+    if key == "reading":
+        own, other = test.get("success_rate"), test.get("success_rate_other_mission")
+        return None if own is None or other is None else own - other
+    return test.get(key)
+
+
+def mean_sd(values: list[float], digits: int) -> str:
+    """``mean +- sd (n = k)``, ``-`` for no values."""
+    if not values:
+        return "-"
+    text = f"{statistics.fmean(values):.{digits}f}"
+    return text + (f" +- {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "") + f" (n = {len(values)})"
+
+
+def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, list[dict]]]:
+    """(method label, M, row, records by seed) of every curve row with a record, in the table's order."""
+    rows = records_by_row(load_records(level, root))
+    found = []
+    for prefix, label in CURVE_METHODS:
+        for m in CURVE_PAIRS:
+            row = f"{prefix}_{curve_tag(m)}"
+            if rows.get(row):
+                found.append((label, m, row, rows[row]))
+    for m in CURVE_PAIRS:
+        row = f"follower_film2_{curve_tag(m)}{BUDGET_SUFFIX[0]}"
+        if rows.get(row):
+            found.append((BUDGET_SUFFIX[1], m, row, rows[row]))
+    return found
+
+
+def table_pairs_curve(level: str, root: Path = RESULTS) -> list[str]:
+    """Each curve row's test numbers, mean +- sd over seeds (n), with the bot's mean steps beside the follower's
+    and, for a speaker-follower, the accuracy of the labels it learned from (same mission, of the labels' record)."""
+    lines = ["| method | M pairs | " + " | ".join(c[1] for c in COLUMNS)
+             + " | mean steps (bot) | labels' same mission % |", "| --- " * (len(COLUMNS) + 4) + "|"]
+    for label, m, _, records in curve_rows(level, root):
+        cells = [mean_sd([v * scale for r in records if (v := test_value(r, key)) is not None], digits)
+                 for key, _, scale, digits in COLUMNS]
+        steps = [r["test"]["mean_steps"] for r in records if r.get("test")]
+        bot = [r["test"]["bot_mean_steps"] for r in records if r.get("test")]
+        step_cell = f"{statistics.fmean(steps):.1f} ({statistics.fmean(bot):.1f})" if steps else "-"
+        accuracy = [100 * a["same_mission"] for r in records
+                    if (a := (r.get("pseudo_labels") or {}).get("label_accuracy"))]
+        lines.append(f"| {label} | {m:,} | " + " | ".join(cells) + f" | {step_cell} | {mean_sd(accuracy, 1)} |")
+    return lines
+
+
+def table_label_accuracy(level: str, root: Path = RESULTS) -> list[str]:
+    """Every labelling on record with its accuracy against the true missions (results/<level>/labels/*.json)."""
+    lines = ["| labels | speaker | labelled | " + " | ".join(h for _, h in LABEL_COLUMNS) + " |",
+             "| --- " * (len(LABEL_COLUMNS) + 3) + "|"]
+    for path in sorted((root / level / "labels").glob("*.json")):
+        record = json.loads(path.read_text())
+        accuracy = record.get("label_accuracy")
+        if not accuracy:
+            continue
+        cells = [f"{100 * accuracy[key]:.1f}" for key, _ in LABEL_COLUMNS]
+        lines.append(f"| {path.stem} | {record.get('speaker', '-')} | {accuracy['labels']:,} | " + " | ".join(cells)
+                     + " |")
+    return lines

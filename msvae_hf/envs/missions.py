@@ -1,0 +1,254 @@
+"""A level's missions as the level's own instruction objects: read text into them, compare two missions goal by
+goal, regenerate an episode's mission from its seed, and draw another mission for the same room.
+
+The grammar is the one minigrid's ``LevelGen.rand_instr`` draws from and ``Instr.surface`` writes::
+
+    mission := part | part ", then " part | part " after you " part       (BeforeInstr, AfterInstr)
+    part    := action | action " and " action                              (AndInstr)
+    action  := "go to " obj | "pick up " obj | "open " obj | "put " obj " next to " obj
+    obj     := ("the " | "a ") [colour " "] (type | "object") [" in front of you" | " behind you" | " on your left"
+               | " on your right"]
+
+Goals are compared in the order they must be carried out ("A after you B" is B, then A; the two actions of
+"A and B", which may be done in either order, in a fixed order of their own): :func:`goals` gives that list,
+:func:`connectives` the shape that joins it, and :func:`score_labels` scores a speaker's labels against the true
+missions with them (the article, "the" or "a", says only whether the description is unique in the room, and is
+not compared).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from minigrid.core.constants import COLOR_NAMES
+from minigrid.envs.babyai.core.roomgrid_level import RejectSampling
+from minigrid.envs.babyai.core.verifier import (
+    OBJ_TYPES,
+    ActionInstr,
+    AfterInstr,
+    AndInstr,
+    BeforeInstr,
+    GoToInstr,
+    Instr,
+    ObjDesc,
+    OpenInstr,
+    PickupInstr,
+    PutNextInstr,
+)
+
+#: Location phrases -> ``ObjDesc.loc`` (levels drawn with ``locations=True``; the Local levels have none).
+LOCATIONS = {"in front of you": "front", "behind you": "behind", "on your left": "left", "on your right": "right"}
+#: Action phrases -> the action kinds of ``LevelGen`` (``rand_instr``'s ``action_kinds``).
+ACTIONS = {"go to": "goto", "pick up": "pickup", "open": "open", "put": "putnext"}
+#: Instruction classes of the action kinds.
+ACTION_CLASSES = {"goto": GoToInstr, "pickup": PickupInstr, "open": OpenInstr, "putnext": PutNextInstr}
+#: The seed stream of :func:`draw_same_room_mission`, apart from every other use of an episode's seed.
+SAME_ROOM_STREAM = 0x5A3E
+
+
+class InstructionError(ValueError):
+    """Text outside the levels' grammar; the message names the part that could not be read."""
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One action of a mission: its kind and the (colour, type, location) of each object it names (one, two for
+    putnext); None where the text leaves it open ("the ball": colour None; "the red object": type None)."""
+
+    action: str
+    objects: tuple[tuple[str | None, str | None, str | None], ...]
+
+
+GRAMMAR_HINT = ('BabyAI instructions are "go to / pick up / open / put X next to Y" with X like "the red ball", '
+                'joined by "and", ", then" or "after you"')
+
+
+def parse_object(text: str, whole: str) -> ObjDesc:
+    """``"the red ball"`` -> ``ObjDesc("ball", "red")``; ``whole`` is the instruction, for the error."""
+    words = text.split()
+    if len(words) < 2 or words[0] not in ("the", "a"):
+        raise InstructionError(f"{whole!r}: {text!r} is not an object description like 'the red ball' "
+                               f"({GRAMMAR_HINT})")
+    rest, loc = " ".join(words[1:]), None
+    for phrase, name in LOCATIONS.items():
+        if rest.endswith(" " + phrase):
+            rest, loc = rest.removesuffix(" " + phrase), name
+    words = rest.split()
+    colour = words[0] if len(words) == 2 else None
+    kind = words[-1]
+    if len(words) > 2 or (colour is not None and colour not in COLOR_NAMES) or kind not in (*OBJ_TYPES, "object"):
+        raise InstructionError(f"{whole!r}: {text!r} names no object (colours {', '.join(COLOR_NAMES)}; types "
+                               f"{', '.join(OBJ_TYPES)} or 'object')")
+    return ObjDesc(None if kind == "object" else kind, colour, loc)
+
+
+def parse_action(text: str, whole: str) -> ActionInstr:
+    """One action phrase (``"put the red ball next to the key"``) as its instruction object."""
+    for phrase, kind in ACTIONS.items():
+        if text.startswith(phrase + " "):
+            rest = text.removeprefix(phrase + " ")
+            if kind != "putnext":
+                return ACTION_CLASSES[kind](parse_object(rest, whole))
+            moved, sep, fixed = rest.partition(" next to ")
+            if sep:
+                return PutNextInstr(parse_object(moved, whole), parse_object(fixed, whole))
+    raise InstructionError(f"{whole!r}: {text!r} is not an action ({GRAMMAR_HINT})")
+
+
+def parse_mission(text: str) -> Instr:
+    """Instruction text as the level's own instruction objects (what its verifier judges an episode by); an
+    :class:`InstructionError` naming the part that is outside the grammar (module docstring)."""
+    if not isinstance(text, str):
+        raise TypeError(f"an instruction is a string, got {type(text).__name__}")
+    whole = " ".join(text.strip().split())
+    if not whole:
+        raise InstructionError("the instruction is empty")
+
+    def part(piece: str) -> Instr:
+        first, sep, second = piece.partition(" and ")
+        return AndInstr(parse_action(first, whole), parse_action(second, whole)) if sep else parse_action(piece, whole)
+
+    for sep, kind in ((", then ", BeforeInstr), (" after you ", AfterInstr)):
+        if sep in whole:
+            first, _, second = whole.partition(sep)
+            return kind(part(first), part(second))
+    return part(whole)
+
+
+def _object(desc: ObjDesc) -> tuple[str | None, str | None, str | None]:
+    return desc.color, desc.type, desc.loc
+
+
+def goals(instr: Instr) -> tuple[Goal, ...]:
+    """The mission's actions in the order they must be carried out ("A after you B": B, then A; "A and B" in
+    a fixed order, either order being right)."""
+    if isinstance(instr, BeforeInstr):
+        return goals(instr.instr_a) + goals(instr.instr_b)
+    if isinstance(instr, AfterInstr):
+        return goals(instr.instr_b) + goals(instr.instr_a)
+    if isinstance(instr, AndInstr):  # either order carries it out: one order for both, so that they compare
+        return tuple(sorted(goals(instr.instr_a) + goals(instr.instr_b), key=repr))
+    if isinstance(instr, PutNextInstr):
+        return (Goal("putnext", (_object(instr.desc_move), _object(instr.desc_fixed))),)
+    kind = next(k for k, cls in ACTION_CLASSES.items() if isinstance(instr, cls))
+    return (Goal(kind, (_object(instr.desc),)),)
+
+
+def connectives(instr: Instr) -> str:
+    """How the goals are joined, in the order of :func:`goals`: ``"_"`` one action, ``"and(_,_)"``, ``"then(x,y)"``
+    (", then" and "after you" alike, once put in the order of execution)."""
+    if isinstance(instr, BeforeInstr):
+        return f"then({connectives(instr.instr_a)},{connectives(instr.instr_b)})"
+    if isinstance(instr, AfterInstr):
+        return f"then({connectives(instr.instr_b)},{connectives(instr.instr_a)})"
+    if isinstance(instr, AndInstr):
+        return f"and({connectives(instr.instr_a)},{connectives(instr.instr_b)})"
+    return "_"
+
+
+#: What :func:`score_labels` reports, each a share in [0, 1] (``labels``: how many were scored).
+LABEL_ACCURACY_FIELDS = ("exact", "in_grammar", "same_mission", "same_goal_count", "action", "object_type",
+                         "colour", "connective")
+
+
+def score_labels(labels: Sequence[str], missions: Sequence[str]) -> dict[str, float | int]:
+    """A speaker's labels against the true missions, one of each per trajectory:
+
+    - ``exact``: the same words; ``in_grammar``: the label reads as a mission (:func:`parse_mission`);
+    - ``same_mission``: the same goals in the order of execution, joined the same way (what a follower told the
+      label would have to do is what the mission asks);
+    - ``same_goal_count``: as many goals as the mission;
+    - where the count is right: ``action``, each goal's action kind; ``object_type`` and ``colour``, each object of
+      each goal (an object the label's goal lacks counts as wrong); ``connective``, the joining shape, over
+      missions of two goals or more. Denominators: the mission's goals, objects and multi-goal missions among the
+      labels with the right count (0 where there are none).
+    """
+    if len(labels) != len(missions):
+        raise ValueError(f"{len(labels)} labels for {len(missions)} missions")
+    if not missions:
+        raise ValueError("score_labels got no labels")
+    counts = dict.fromkeys(LABEL_ACCURACY_FIELDS, 0)
+    totals = {"action": 0, "object_type": 0, "colour": 0, "connective": 0}
+    for label, mission in zip(labels, missions, strict=True):
+        truth = parse_mission(mission)
+        true_goals = goals(truth)
+        counts["exact"] += " ".join(label.split()) == " ".join(mission.split())
+        try:
+            said = parse_mission(label)
+        except InstructionError:
+            continue
+        said_goals = goals(said)
+        counts["in_grammar"] += 1
+        counts["same_mission"] += said_goals == true_goals and connectives(said) == connectives(truth)
+        if len(said_goals) != len(true_goals):
+            continue
+        counts["same_goal_count"] += 1
+        if len(true_goals) > 1:
+            totals["connective"] += 1
+            counts["connective"] += connectives(said) == connectives(truth)
+        for mine, true in zip(said_goals, true_goals, strict=True):
+            totals["action"] += 1
+            counts["action"] += mine.action == true.action
+            for k, (colour, kind, _) in enumerate(true.objects):
+                totals["object_type"] += 1
+                totals["colour"] += 1
+                if k < len(mine.objects):
+                    counts["object_type"] += mine.objects[k][1] == kind
+                    counts["colour"] += mine.objects[k][0] == colour
+    n = len(missions)
+    scores: dict[str, float | int] = {"labels": n}
+    for name in LABEL_ACCURACY_FIELDS:
+        scores[name] = counts[name] / (totals[name] or 1) if name in totals else counts[name] / n
+    return scores
+
+
+def regenerate_missions(level_id: str, seeds: Sequence[int]) -> list[str]:
+    """Each seed's mission, as ``env.reset(seed=s)`` of the level makes it (a demonstration's ``instruction``)."""
+    env = gym.make(level_id)
+    try:
+        return [env.reset(seed=int(s))[0]["mission"] for s in seeds]
+    finally:
+        env.close()
+
+
+def draw_same_room_mission(env: gym.Env, seed: int, tries: int = 100) -> str:
+    """Give a freshly reset episode another mission of its level for the same room, and return its text.
+
+    The level's own generator (``LevelGen.rand_instr`` with the level's action and instruction kinds, then its
+    ``validate_instrs``) draws from a stream of ``seed`` of its own, until the mission's words differ from the
+    episode's; the room and the agent stay as reset. The level's verifier then judges the episode by the new
+    mission, and its step limit is the one the level gives that mission. Levels that are not a ``LevelGen`` are
+    refused (they have no generator to draw from)."""
+    level: Any = env.unwrapped
+    if not hasattr(level, "rand_instr") or not hasattr(level, "action_kinds"):
+        raise ValueError(f"{env.spec.id if env.spec else type(level).__name__} has no mission generator to draw "
+                         "another mission from (a LevelGen level: BabyAI's GoToSeq, BossLevel, the Local levels)")
+    own, saved = level.mission, level.np_random
+    level.np_random = np.random.default_rng([SAME_ROOM_STREAM, int(seed)])
+    try:
+        for _ in range(tries):
+            try:
+                instrs = level.rand_instr(action_kinds=level.action_kinds, instr_kinds=level.instr_kinds)
+                level.validate_instrs(instrs)
+            except (RejectSampling, RecursionError):
+                continue
+            surface = instrs.surface(level)
+            if surface != own:
+                break
+        else:
+            raise RuntimeError(f"no other mission for seed {seed}'s room in {tries} draws")
+    finally:
+        level.np_random = saved
+    level.instrs, level.surface, level.mission = instrs, surface, surface
+    instrs.reset_verifier(level)
+    if not level.fixed_max_steps:  # RoomGridLevel.reset's limit, for the new mission
+        level.max_steps = level.num_navs_needed(instrs) * level.room_size**2 * level.num_rows * level.num_cols
+    return surface
+
+
+__all__ = ["Goal", "InstructionError", "LABEL_ACCURACY_FIELDS", "connectives", "draw_same_room_mission", "goals",
+           "parse_mission", "regenerate_missions", "score_labels"]

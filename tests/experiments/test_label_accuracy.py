@@ -1,0 +1,75 @@
+"""experiments/label_accuracy.py: saved pseudo-labels scored against the true missions, and written into their
+record where asked; the tables of the labels and of the pairs curve read those records."""
+
+from __future__ import annotations
+
+import json
+
+import label_accuracy
+import pytest
+from conftest import tree_digest
+from result_tables.pairs_curve import table_label_accuracy, table_pairs_curve
+from transformers import AutoModel
+
+from msvae_hf.pseudo_labels import RECORD_FILE, label_unpaired
+
+
+@pytest.fixture(scope="module")
+def labels(baseline_runs, tiny_demos, tmp_path_factory):
+    out = tmp_path_factory.mktemp("labels") / "speaker"
+    speaker = AutoModel.from_pretrained(baseline_runs["speaker"] / "best")
+    label_unpaired(speaker, tiny_demos, out, num_unpaired=30, progress=False, speaker_path="runs/x/speaker/best")
+    return out
+
+
+def test_scores_saved_labels_as_the_labelling_did(labels, capsys):
+    label_accuracy.main([str(labels)])
+    printed = json.loads(capsys.readouterr().out)
+    recorded = json.loads((labels / RECORD_FILE).read_text())["label_accuracy"]
+    assert printed.pop("folder") == str(labels) and printed["labels"] == 30
+    assert {**printed, "seconds": 0} == {**recorded, "seconds": 0}
+
+
+def test_record_writes_the_scores_into_a_record_without_them(labels, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "labels"
+    shutil.copytree(labels, copy)
+    record = json.loads((copy / RECORD_FILE).read_text())
+    del record["label_accuracy"]
+    (copy / RECORD_FILE).write_text(json.dumps(record))
+    before = {k: v for k, v in tree_digest(copy).items() if k != RECORD_FILE}
+    label_accuracy.main([str(copy), "--record"])
+    after = json.loads((copy / RECORD_FILE).read_text())
+    assert after["label_accuracy"]["labels"] == 30 and {**after, "label_accuracy": None} == {
+        **record, "label_accuracy": None}
+    assert {k: v for k, v in tree_digest(copy).items() if k != RECORD_FILE} == before  # the labels untouched
+
+
+def test_a_missing_folder_is_one_line_before_anything_is_written(labels, tmp_path):
+    before = tree_digest(labels)
+    with pytest.raises(SystemExit, match=r"error: no pseudo-labels at .*nowhere"):
+        label_accuracy.main([str(labels), str(tmp_path / "nowhere"), "--record"])
+    assert tree_digest(labels) == before
+
+
+def test_the_tables_read_the_records(labels, tmp_path):
+    root = tmp_path / "results"
+    (root / "gotoseqlocal" / "labels").mkdir(parents=True)
+    record = json.loads((labels / RECORD_FILE).read_text())
+    (root / "gotoseqlocal" / "labels" / "speaker.json").write_text(json.dumps(record))
+    accuracy = record["label_accuracy"]
+    row = table_label_accuracy("gotoseqlocal", root)[2]
+    assert row.startswith("| speaker | runs/x/speaker/best | 30 | ")
+    assert f"| {100 * accuracy['same_mission']:.1f} |" in row
+    runs = root / "gotoseqlocal" / "runs"
+    runs.mkdir()
+    for seed, (own, other, same) in enumerate(((0.9, 0.4, 0.8), (0.8, 0.4, 0.6))):
+        name = "follower_film2_m10k" + (f"_seed{seed}" if seed else "")
+        test = {"success_rate": own, "success_rate_other_mission": other, "success_rate_same_room": same,
+                "spl": 0.5, "mean_steps": 10.0, "bot_mean_steps": 9.0}
+        (runs / f"{name}.json").write_text(json.dumps({"test": test}))
+    lines = table_pairs_curve("gotoseqlocal", root)
+    assert len(lines) == 3
+    assert lines[2].startswith("| supervised follower | 10,000 | 85.0 +- 7.1 (n = 2) | 40.0 +- 0.0 (n = 2) | "
+                               "45.0 +- 7.1 (n = 2) | 70.0 +- 14.1 (n = 2) |")

@@ -1,0 +1,171 @@
+"""envs/missions.py: instruction text read into the level's own instruction objects, labels scored against the true
+missions, and another mission drawn for an episode's room (the follower's "does it do what it is told" measure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import TINY_LEVEL
+from minigrid.utils.baby_ai_bot import BabyAIBot
+
+from msvae_hf.data.demos import load_demos
+from msvae_hf.envs.missions import (
+    InstructionError,
+    connectives,
+    draw_same_room_mission,
+    goals,
+    parse_mission,
+    regenerate_missions,
+    score_labels,
+)
+from msvae_hf.metrics import summarize_episodes
+from msvae_hf.rollout import BotPolicy, RandomPolicy, rollout
+
+LOCAL_LEVELS = ("BabyAI-GoToSeqLocal-v0", "BabyAI-BossLocal-v0")
+
+
+@pytest.mark.parametrize("level", LOCAL_LEVELS)
+def test_every_mission_reads_back_into_the_levels_own_objects(level: str) -> None:
+    env = gym.make(level)
+    for seed in range(60):
+        obs, _ = env.reset(seed=seed)
+        parsed = parse_mission(obs["mission"])
+        assert parsed.surface(env.unwrapped) == obs["mission"]
+        assert goals(parsed) == goals(env.unwrapped.instrs)
+        assert connectives(parsed) == connectives(env.unwrapped.instrs)
+
+
+def test_a_seed_regenerates_the_mission_its_demonstration_carried_out(tiny_demos) -> None:
+    paired = load_demos(tiny_demos)["paired"]
+    assert regenerate_missions(TINY_LEVEL, paired["seed"]) == list(paired["instruction"])
+
+
+def test_goals_in_the_order_they_are_carried_out() -> None:
+    after = parse_mission("go to the red ball after you pick up a key")
+    then = parse_mission("pick up a key, then go to the red ball")
+    assert goals(after) == goals(then) and connectives(after) == connectives(then) == "then(_,_)"
+    assert [g.action for g in goals(after)] == ["pickup", "goto"]
+    swapped = parse_mission("go to a ball and go to the box")
+    assert goals(parse_mission("go to the box and go to a ball")) == goals(swapped)
+    put = goals(parse_mission("put the purple object next to the grey key on your left"))
+    assert put[0].objects == (("purple", None, None), ("grey", "key", "left"))
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    ("go to the red balloon", "'the red balloon' names no object"),
+    ("walk to the red ball", "'walk to the red ball' is not an action"),
+    ("go to red ball", "'red ball' is not an object description"),
+    ("put the red ball near the key", "is not an action"),
+    ("go to the ball, then", "', then' ... "),
+])
+def test_text_outside_the_grammar_is_one_line_naming_the_part(text: str, named: str) -> None:
+    with pytest.raises(InstructionError) as err:
+        parse_mission(text)
+    message = str(err.value)
+    assert "\n" not in message and repr(text) in message
+    if "..." not in named:
+        assert named in message
+
+
+def test_empty_or_not_text_is_refused() -> None:
+    with pytest.raises(InstructionError, match="empty"):
+        parse_mission("   ")
+    with pytest.raises(TypeError, match="string"):
+        parse_mission(["go to the ball"])  # type: ignore[arg-type]
+
+
+def test_label_scores_against_a_count_by_hand() -> None:
+    missions = ["go to the red ball, then go to a key"] * 4 + ["go to the box"] * 2
+    labels = [
+        "go to the red ball, then go to a key",  # exact
+        "go to a key after you go to the red ball",  # the same mission in other words
+        "go to the green ball, then go to a box",  # right count: colours 1/2, types 1/2
+        "go to the red ball",  # one goal of two
+        "go to the yellow box",  # right count, wrong colour (None in the mission)
+        "go to the red ball please",  # outside the grammar
+    ]
+    scores = score_labels(labels, missions)
+    assert scores["labels"] == 6
+    assert scores["exact"] == pytest.approx(1 / 6)
+    assert scores["in_grammar"] == pytest.approx(5 / 6)
+    assert scores["same_mission"] == pytest.approx(2 / 6)
+    assert scores["same_goal_count"] == pytest.approx(4 / 6)
+    # the four right-count labels: 2 + 2 + 2 + 1 goals, one object each
+    assert scores["action"] == 1.0
+    assert scores["object_type"] == pytest.approx(6 / 7)
+    assert scores["colour"] == pytest.approx(5 / 7)
+    assert scores["connective"] == 1.0  # the three of two goals, "then" and "after you" alike
+    with pytest.raises(ValueError, match="2 labels for 1 missions"):
+        score_labels(["go to the box"] * 2, ["go to the box"])
+
+
+@pytest.mark.parametrize("level", LOCAL_LEVELS)
+def test_another_mission_for_the_same_room(level: str) -> None:
+    env = gym.make(level)
+    for seed in range(25):
+        obs, _ = env.reset(seed=seed)
+        grid, agent = env.unwrapped.grid.encode().copy(), tuple(env.unwrapped.agent_pos)
+        other = draw_same_room_mission(env, seed)
+        assert other != obs["mission"] and env.unwrapped.mission == other
+        assert np.array_equal(env.unwrapped.grid.encode(), grid) and tuple(env.unwrapped.agent_pos) == agent
+        bot, reward = BabyAIBot(env), 0.0  # the bot plans for the new mission, and the verifier judges by it
+        for _ in range(env.unwrapped.max_steps):
+            _, reward, terminated, truncated, _ = env.step(bot.replan())
+            if terminated or truncated:
+                break
+        assert reward > 0
+        env.reset(seed=seed)
+        assert draw_same_room_mission(env, seed) == other  # one mission a seed
+
+
+def test_a_level_without_a_generator_is_refused() -> None:
+    env = gym.make("BabyAI-GoToRedBall-v0")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="no mission generator"):
+        draw_same_room_mission(env, 0)
+
+
+class OwnMissionBot:
+    """A follower that ignores what it is told: the bot carrying out each seed's own mission (on a twin env of the
+    same seed), then random steps."""
+
+    def __init__(self, level: str, seeds: Sequence[int]) -> None:
+        self.level, self.seeds, self.rng = level, list(seeds), np.random.default_rng(0)
+
+    def reset(self, instructions: Sequence[str]) -> None:
+        self.twins = [gym.make(self.level) for _ in instructions]
+        for twin, seed in zip(self.twins, self.seeds, strict=True):
+            twin.reset(seed=seed)
+        self.bots = [BabyAIBot(twin) for twin in self.twins]
+        self.done = [False] * len(instructions)
+
+    def act(self, observations: np.ndarray, directions: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        actions = []
+        for i in env_ids:
+            action = int(self.rng.integers(3)) if self.done[i] else int(self.bots[i].replan())
+            if not self.done[i]:
+                _, _, terminated, truncated, _ = self.twins[i].step(action)
+                self.done[i] = terminated or truncated
+            actions.append(action)
+        return np.array(actions)
+
+
+def test_same_room_missions_tell_a_follower_that_reads_from_one_that_does_not() -> None:
+    level, seeds = "BabyAI-GoToSeqLocal-v0", list(range(10**9, 10**9 + 120))
+
+    def sr(policy, missions: str) -> float:
+        return summarize_episodes(rollout(policy, level, seeds, missions=missions))["success_rate"]
+
+    ignores = OwnMissionBot(level, seeds)
+    assert sr(ignores, "own") == 1.0
+    stubborn = sr(OwnMissionBot(level, seeds), "same_room")
+    walk_own, walk_same_room = sr(RandomPolicy(3), "own"), sr(RandomPolicy(3), "same_room")
+    assert abs(walk_same_room - walk_own) < 0.12  # a random walk meets either mission as often
+    assert stubborn < walk_same_room + 0.15  # ignoring the words: near the random walk, far from its own 100 %
+    assert sr(BotPolicy(), "same_room") == 1.0  # reading: as on its own missions
+    episodes = rollout(BotPolicy(), level, seeds[:4], missions="same_room")
+    own = [e.instruction for e in rollout(BotPolicy(), level, seeds[:4])]
+    assert all(e.instruction != o for e, o in zip(episodes, own, strict=True))  # told, and judged by, the other
