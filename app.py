@@ -9,6 +9,9 @@ the speaker says of the same trajectory, or let the bot play a seed and hear the
 The Space serves only the models it was started with (a menu); a free model field only with --allow-any-model.
 Instructions are read as the model reads them (lower case, surrounding punctuation dropped, at most
 ``MAX_INSTRUCTION_CHARS`` characters); a word outside its vocabulary is named in the page, with the words it knows.
+A typed instruction is the episode's mission: the level's verifier judges the rollout by it
+(``msvae_hf.envs.missions.set_mission``), and one outside the levels' grammar or naming nothing in the room is
+refused before any rollout, listing the room's objects; the episode's own mission stays shown.
 Requests are served one at a time, at most ``QUEUE_SIZE`` waiting. On a Space this file is the entry point (the
 Spaces convention); set ``MSVAE_MODEL`` to the model's Hub id (several: separated by commas).
 """
@@ -28,6 +31,7 @@ from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and the Local levels)
 from msvae_hf.envs.levels import BOSS_LOCAL_ID, GOTOSEQ_LOCAL_ID, resolve_level
+from msvae_hf.envs.missions import InstructionError, regenerate_missions
 from msvae_hf.metrics import spl
 from msvae_hf.render import save_episode_gif
 from msvae_hf.repo_ids import is_hub_repo_id
@@ -45,8 +49,9 @@ MAX_INSTRUCTION_CHARS = 300
 QUEUE_SIZE = 16
 #: Seeds a visitor may ask for (gymnasium's reset takes any non-negative integer; these fit every RNG).
 MAX_SEED = 2**31 - 1
-#: What the page says of the outcome: the episode's own mission judges it, not the typed instruction.
-JUDGED = "judged by the episode's own mission, not by the instruction typed"
+#: What the page says judged the outcome: a typed instruction is the episode's mission (the level's verifier judges
+#: by it: msvae_hf.envs.missions.set_mission); with nothing typed, the episode's own mission.
+JUDGED = {True: "judged by the instruction typed", False: "judged by the episode's own mission"}
 
 
 @functools.lru_cache(maxsize=4)
@@ -108,14 +113,16 @@ def _speaker_says(model, episode: EpisodeResult) -> str:
     return model.describe([episode.observations], [episode.directions], [episode.actions])[0]
 
 
-def _show(episode: EpisodeResult, said: str, instruction: str, out_dir: str | None, name: str,
+def _show(episode: EpisodeResult, said: str, mission: str, out_dir: str | None, name: str,
           bot_steps: int | None = None) -> tuple[str, str]:
-    gif = save_episode_gif(episode.frames, Path(out_dir or tempfile.mkdtemp()) / f"{name}.gif", instruction,
+    """The GIF and the page's words; ``mission`` is the episode's own, ``episode.instruction`` what judged it."""
+    gif = save_episode_gif(episode.frames, Path(out_dir or tempfile.mkdtemp()) / f"{name}.gif", episode.instruction,
                            caption=said)
-    outcome = f"{'success' if episode.success else 'failure'} in {episode.steps} steps ({JUDGED})"
+    typed = episode.instruction != mission
+    outcome = f"{'success' if episode.success else 'failure'} in {episode.steps} steps ({JUDGED[typed]})"
     if bot_steps is not None:  # SPL against the bot on this episode (msvae_hf.metrics.spl)
         outcome += f"; the bot takes {bot_steps} (SPL {spl(episode.success, episode.steps, bot_steps):.2f})"
-    return str(gif), (f"mission: {episode.instruction}\ninstruction followed: {instruction}\n"
+    return str(gif), (f"mission: {mission}\ninstruction followed: {episode.instruction}\n"
                       f"{outcome}\nthe speaker says: {said}")
 
 
@@ -128,10 +135,14 @@ def follow(source: str, level: str, seed: float, instruction: str, out_dir: str 
     if not hasattr(model, "follow"):
         raise gr.Error("this model is a speaker: it cannot follow; use the Bot tab")
     typed = read_instruction(instruction or "", model.tokenizer)
-    given = {"instructions": [typed]} if typed else {}
-    episode = model.follow(resolve_level(level), [seed], record_frames=True, record_observations=True, **given)[0]
-    bot_steps = rollout(BotPolicy(), resolve_level(level), [seed])[0].steps
-    return _show(episode, _speaker_says(model, episode), typed or episode.instruction, out_dir,
+    given = {"missions": [typed]} if typed else {}
+    level_id = resolve_level(level)
+    try:  # a typed instruction the level cannot judge, or naming nothing in the room, is refused at reset
+        bot_steps = rollout(BotPolicy(), level_id, [seed], **given)[0].steps
+    except InstructionError as err:
+        raise gr.Error(str(err)) from None
+    episode = model.follow(level_id, [seed], record_frames=True, record_observations=True, **given)[0]
+    return _show(episode, _speaker_says(model, episode), regenerate_missions(level_id, [seed])[0], out_dir,
                  f"follow_{level}_{seed}", bot_steps)
 
 
@@ -171,8 +182,10 @@ def build(models: list[str] | str = DEFAULT_MODELS, allow_any: bool = False) -> 
 
     with gr.Blocks(title="MS-VAE: instruction following and speaking in BabyAI") as demo:
         gr.Markdown("# MS-VAE\nFollow an instruction in a BabyAI level, or let the bot play and the speaker describe "
-                    "it (Akuzawa, Iwasawa, Matsuo, IJCAI 2022; package `msvae-hf`). Success is "
-                    f"{JUDGED}. One request is served at a time, at most {QUEUE_SIZE} wait.")
+                    "it (Akuzawa, Iwasawa, Matsuo, IJCAI 2022; package `msvae-hf`). A typed instruction becomes the "
+                    "episode's mission, and the level judges success by it (one naming nothing in the room is "
+                    "refused, with what the room holds); with nothing typed, the episode's own mission. One request "
+                    f"is served at a time, at most {QUEUE_SIZE} wait.")
         if allow_any:
             source = gr.Textbox(models[0], label="model (a saved folder or a Hub id)")
         else:

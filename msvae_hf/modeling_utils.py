@@ -463,7 +463,9 @@ class FollowerMixin:
         """Roll out in BabyAI envs (a level id, a list of envs or a VectorEnv), the model batched across envs.
 
         By default the agent follows each env's own mission; ``instructions`` (one per seed) replaces the text
-        the model reads (success is still judged by the env against its mission).
+        the model reads (success is still judged by the env against its mission); ``missions`` (rollout's: one
+        instruction per seed, or "same_room") replaces the mission itself, which the model reads and the level's
+        verifier judges the episode by.
         """
         from .rollout import GivenInstructions, rollout
 
@@ -478,8 +480,8 @@ class FollowerMixin:
 
 #: The arguments of a following call of ``generate()`` besides envs and seeds (``FollowerMixin.follow``'s and
 #: ``rollout``'s).
-FOLLOW_ARGUMENTS = ("tokenizer", "max_steps", "instructions", "record_frames", "record_observations", "progress",
-                    "batch_size")
+FOLLOW_ARGUMENTS = ("tokenizer", "max_steps", "instructions", "missions", "record_frames", "record_observations",
+                    "progress", "batch_size")
 
 
 def _is_rollout_call(observations, envs) -> bool:

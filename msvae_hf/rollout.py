@@ -28,7 +28,9 @@ step in this process, may sit on a GPU. Results are the same as with a list of e
 ``missions="same_room"`` gives each episode, once reset, another mission of its level drawn for the same room
 (`msvae_hf.envs.missions.draw_same_room_mission`): the policy reads it and the level's verifier judges the episode
 by it. A follower that reads scores on such missions as on the episodes' own; one that ignores its instruction
-scores as a random walk does.
+scores as a random walk does. ``missions`` given as texts (one per seed) makes each the episode's mission, judged
+by the verifier (`set_mission`: text the level cannot judge, or naming nothing in the room, is refused at reset,
+before any step).
 
 Policies that need the environments themselves (the BabyAI bot) define `bind_envs(envs)`; the rollout
 calls it after resetting a wave and before `policy.reset`, with the unwrapped-able gymnasium envs of the
@@ -45,7 +47,7 @@ import gymnasium as gym
 import numpy as np
 
 from .envs.levels import resolve_level
-from .envs.missions import draw_same_room_mission
+from .envs.missions import draw_same_room_mission, set_mission
 from .envs.seeds import TEST_SEED_START
 
 
@@ -65,9 +67,9 @@ class RolloutPolicy(Protocol):
 class EpisodeResult:
     """One evaluated episode. `instruction` is the mission by which success is judged: the episode's own, also
     where the follower was told other words (``instructions=``; those are the caller's), or with
-    ``missions="same_room"`` the one drawn for its room. `frames` (RGB, steps + 1 of them),
-    `observations` [steps, 7, 7, 3] and `directions` [steps] (before each action) are filled only when recording was
-    asked for."""
+    ``missions="same_room"`` the one drawn for its room, or the text given as its mission (``missions=[...]``).
+    `frames` (RGB, steps + 1 of them), `observations` [steps, 7, 7, 3] and `directions` [steps] (before each action)
+    are filled only when recording was asked for."""
 
     seed: int
     instruction: str
@@ -174,19 +176,23 @@ class _EnvBatch:
         else:
             self.envs, self.size = list(envs), len(envs)
 
-    def reset(self, seeds: list[int], same_room: bool = False) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """Reset slot i with seeds[i]; with ``same_room`` each then gets another mission for its room."""
+    def reset(self, seeds: list[int], missions: str | list[str] = "own") -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Reset slot i with seeds[i]; then each gets another mission for its room (``missions`` "same_room") or
+        the text ``missions[i]``, as `rollout`'s ``missions``."""
         if self.vector is not None:
-            if same_room:
-                raise ValueError("missions='same_room' needs a list of envs, a level id or an EnvPool, not a VectorEnv")
+            if missions != "own":
+                raise ValueError("missions other than 'own' need a list of envs, a level id or an EnvPool, not a "
+                                 "VectorEnv")
             padded = seeds + [seeds[-1]] * (self.size - len(seeds))  # pad slots never become live
             obs, _ = self.vector.reset(seed=padded)
             return obs["image"], obs["direction"], list(obs["mission"])[: len(seeds)]
         outs = [env.reset(seed=s)[0] for env, s in zip(self.envs, seeds, strict=False)]
-        missions = [o["mission"] for o in outs]
-        if same_room:
-            missions = [draw_same_room_mission(env, s) for env, s in zip(self.envs, seeds, strict=False)]
-        return _stack(outs) + (missions,)
+        told = [o["mission"] for o in outs]
+        if missions == "same_room":
+            told = [draw_same_room_mission(env, s) for env, s in zip(self.envs, seeds, strict=False)]
+        elif missions != "own":
+            told = [set_mission(env, text) for env, text in zip(self.envs, missions, strict=False)]
+        return _stack(outs) + (told,)
 
     def step(self, actions: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step the live slots with `actions`; returns obs image, direction, reward, done for them."""
@@ -311,12 +317,13 @@ class EnvPool:
         self._procs[w].join(timeout=1)
         return RuntimeError(f"EnvPool worker {w} ({self.level}) died, exit code {self._procs[w].exitcode}")
 
-    def reset(self, seeds: list[int], same_room: bool = False) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    def reset(self, seeds: list[int], missions: str | list[str] = "own") -> tuple[np.ndarray, np.ndarray, list[str]]:
         # a worker's slots of a wave are its local slots 0, 1, ... in order, as _EnvBatch.reset wants them
-        image, direction, missions = self._call(
-            "reset", range(len(seeds)), lambda local, pos: ([seeds[j] for j in pos], same_room), parts=3
-        )
-        return np.stack(image), np.array(direction), missions
+        def arguments(local: list[int], pos: list[int]) -> tuple[list[int], str | list[str]]:
+            return [seeds[j] for j in pos], missions if isinstance(missions, str) else [missions[j] for j in pos]
+
+        image, direction, told = self._call("reset", range(len(seeds)), arguments, parts=3)
+        return np.stack(image), np.array(direction), told
 
     def step(self, actions: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step the live slots with `actions`; returns obs image, direction, reward, done for them."""
@@ -360,7 +367,7 @@ def rollout(
     record_observations: bool = False,
     progress: bool = False,
     batch_size: int | None = None,
-    missions: str = "own",
+    missions: str | Sequence[str] = "own",
 ) -> list[EpisodeResult]:
     """Run one episode per seed and return the results in seed order.
 
@@ -375,12 +382,17 @@ def rollout(
         record_observations: keep the egocentric observations and directions before every action.
         progress: show a tqdm bar over episodes.
         batch_size: wave size when a level id is given.
-        missions: "own" (each seed's mission) or "same_room" (another mission of the level for the seed's room,
-            which the episode is judged by; module docstring). Either way `EpisodeResult.instruction` is the mission
-            the episode was judged by.
+        missions: "own" (each seed's mission), "same_room" (another mission of the level for the seed's room,
+            which the episode is judged by; module docstring) or one instruction text per seed (each episode's
+            mission, judged by the level's verifier). `EpisodeResult.instruction` is the mission the episode was
+            judged by.
     """
-    if missions not in MISSIONS:
-        raise ValueError(f"missions must be one of {', '.join(MISSIONS)}, got {missions!r}")
+    if isinstance(missions, str):
+        if missions not in MISSIONS:
+            raise ValueError(f"missions must be one of {', '.join(MISSIONS)} or one instruction per seed, got "
+                             f"{missions!r}")
+    elif len(missions) != len(seeds):
+        raise ValueError(f"{len(missions)} missions for {len(seeds)} seeds")
     seeds = [int(s) for s in seeds]
     if not seeds:
         return []
@@ -400,7 +412,7 @@ def rollout(
     for start in range(0, len(seeds), batch.size):
         results += _run_wave(
             policy, batch, seeds[start : start + batch.size], max_steps, record_frames, record_observations,
-            missions == "same_room",
+            missions if isinstance(missions, str) else list(missions[start : start + batch.size]),
         )
         if bar is not None:
             bar.update(len(results) - bar.n)
@@ -416,10 +428,10 @@ def _run_wave(
     max_steps: int | None,
     record_frames: bool,
     record_observations: bool,
-    same_room: bool = False,
+    told: str | list[str] = "own",
 ) -> list[EpisodeResult]:
     n = len(seeds)
-    image, direction, missions = batch.reset(seeds, same_room)
+    image, direction, missions = batch.reset(seeds, told)
     image, direction = image[:n], direction[:n]
     if hasattr(policy, "bind_envs"):
         if batch.envs is None:
@@ -480,7 +492,7 @@ def evaluate_policy(
     """Roll `policy` out on `episodes` evaluation seeds of `level`, `batch_size` envs at a time; with
     `num_workers` > 0 the envs step in that many processes (`EnvPool`), with the same results. `instructions`
     (one per seed) replaces the missions the policy reads (success is still judged by each env's own);
-    `missions` as `rollout`'s."""
+    `missions` as `rollout`'s ("own" or "same_room")."""
     if num_workers < 0:
         raise ValueError(f"num_workers must be >= 0 (0: step the envs in this process), got {num_workers}")
     seeds = evaluation_seeds(episodes, seed_start)

@@ -169,3 +169,21 @@ def test_same_room_missions_tell_a_follower_that_reads_from_one_that_does_not() 
     episodes = rollout(BotPolicy(), level, seeds[:4], missions="same_room")
     own = [e.instruction for e in rollout(BotPolicy(), level, seeds[:4])]
     assert all(e.instruction != o for e, o in zip(episodes, own, strict=True))  # told, and judged by, the other
+
+
+def test_given_missions_are_judged_alike_in_a_pool_and_refused_when_they_cannot_be() -> None:
+    from msvae_hf.rollout import EnvPool
+
+    level, seeds = "BabyAI-GoToSeqLocal-v0", list(range(10**9, 10**9 + 6))
+    texts = [e.instruction for e in rollout(BotPolicy(), level, seeds, missions="same_room")]
+    listed = rollout(RandomPolicy(3), level, seeds, missions=texts)
+    with EnvPool(level, 3, 2) as pool:
+        pooled = rollout(RandomPolicy(3), pool, seeds, missions=texts)
+        same_room = rollout(RandomPolicy(3), pool, seeds, missions="same_room")
+    assert [e.to_dict() for e in pooled] == [e.to_dict() for e in listed] == [e.to_dict() for e in same_room]
+    with pytest.raises(ValueError, match="2 missions for 6 seeds"):
+        rollout(RandomPolicy(3), level, seeds, missions=texts[:2])
+    with pytest.raises(ValueError, match="missions must be one of own, same_room"):
+        rollout(RandomPolicy(3), level, seeds, missions="other")
+    with pytest.raises(InstructionError, match="nothing in this room is a yellow ball; the room holds blue ball, "):
+        rollout(RandomPolicy(3), level, seeds[:1], missions=["go to the red key, then go to the yellow ball"])

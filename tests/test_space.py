@@ -44,11 +44,34 @@ def test_follow_rolls_out_and_the_speaker_describes_the_trajectory(saved, tmp_pa
     assert lines[0].startswith("mission: ") and lines[1] == "instruction followed: go to the red ball"
     steps = int(lines[2].split(" in ")[1].split()[0])
     assert _frames(gif) == steps + 1 and lines[3].startswith("the speaker says: ")
-    bot = rollout(BotPolicy(), "GoToLocal", [1_000_000_007])[0]
-    assert f"the bot takes {bot.steps} (SPL " in lines[2]  # beside the bot on the same episode
+    bot = rollout(BotPolicy(), "GoToLocal", [1_000_000_007], missions=["go to the red ball"])[0]
+    assert f"the bot takes {bot.steps} (SPL " in lines[2]  # beside the bot on the same episode, told the same
     _, default = app.follow(saved["msvae"], "GoToLocal", 1_000_000_007, "  ", out_dir=str(tmp_path))
     mission = default.splitlines()[0].removeprefix("mission: ")
     assert default.splitlines()[1] == f"instruction followed: {mission}"  # empty: the episode's own mission
+
+
+def test_a_typed_instruction_is_judged_by_itself(saved, tmp_path):
+    """Episode 1,000,000,007 of GoToLocal asks for "a green ball"; typed "go to the red ball", the level judges the
+    rollout by the red ball (the bot, told it, does it: it walks to the red ball, not a green one)."""
+    own = rollout(BotPolicy(), "GoToLocal", [1_000_000_007])[0]
+    told = rollout(BotPolicy(), "GoToLocal", [1_000_000_007], missions=["go to the red ball"])[0]
+    assert own.instruction == "go to a green ball" and told.success and told.instruction == "go to the red ball"
+    _, text = app.follow(saved["msvae"], "GoToLocal", 1_000_000_007, "go to the red ball", out_dir=str(tmp_path))
+    lines = text.splitlines()
+    assert lines[0] == "mission: go to a green ball" and lines[1] == "instruction followed: go to the red ball"
+    assert "(judged by the instruction typed)" in lines[2] and f"the bot takes {told.steps} " in lines[2]
+    carried_out = rollout(BotPolicy(), "GoToLocal", [1_000_000_007], missions=["go to the green box"])[0]
+    not_carried_out = rollout(BotPolicy(), "GoToLocal", [1_000_000_007], missions=["go to the green box"],
+                              max_steps=1)[0]
+    assert carried_out.success and not not_carried_out.success
+    with pytest.raises(gr.Error, match=r"'go to the blue key': nothing in this room is a blue key; the room holds "
+                                       r"green ball, green ball, green box, grey key, .*, yellow key"):
+        app.follow(saved["msvae"], "GoToLocal", 1_000_000_007, "go to the blue key", out_dir=str(tmp_path))
+    with pytest.raises(gr.Error, match="is not an action"):
+        app.follow(saved["msvae"], "GoToLocal", 1_000_000_007, "go the red ball", out_dir=str(tmp_path))
+    _, default = app.follow(saved["msvae"], "GoToLocal", 1_000_000_007, "", out_dir=str(tmp_path))
+    assert "(judged by the episode's own mission)" in default.splitlines()[2]
 
 
 def test_the_bot_plays_and_a_speaker_describes_it(saved, tmp_path):

@@ -1,5 +1,6 @@
 """A level's missions as the level's own instruction objects: read text into them, compare two missions goal by
-goal, regenerate an episode's mission from its seed, and draw another mission for the same room.
+goal, regenerate an episode's mission from its seed, draw another mission for the same room, or make a typed
+instruction the episode's mission (its verifier then judges by it).
 
 The grammar is the one minigrid's ``LevelGen.rand_instr`` draws from and ``Instr.surface`` writes::
 
@@ -243,12 +244,53 @@ def draw_same_room_mission(env: gym.Env, seed: int, tries: int = 100) -> str:
             raise RuntimeError(f"no other mission for seed {seed}'s room in {tries} draws")
     finally:
         level.np_random = saved
+    _install(level, instrs, surface)
+    return surface
+
+
+def _install(level: Any, instrs: Instr, surface: str) -> None:
+    """Make ``instrs`` the mission of a freshly reset episode: the verifier judges by it, the observations carry
+    ``surface``, and the step limit is the one the level gives it (RoomGridLevel.reset's)."""
     level.instrs, level.surface, level.mission = instrs, surface, surface
     instrs.reset_verifier(level)
-    if not level.fixed_max_steps:  # RoomGridLevel.reset's limit, for the new mission
+    if not getattr(level, "fixed_max_steps", True):
         level.max_steps = level.num_navs_needed(instrs) * level.room_size**2 * level.num_rows * level.num_cols
+
+
+def _descriptions(instr: Instr) -> list[ObjDesc]:
+    if isinstance(instr, (BeforeInstr, AfterInstr, AndInstr)):
+        return _descriptions(instr.instr_a) + _descriptions(instr.instr_b)
+    if isinstance(instr, PutNextInstr):
+        return [instr.desc_move, instr.desc_fixed]
+    return [instr.desc]
+
+
+def room_objects(env: gym.Env) -> list[str]:
+    """What the episode's grid holds, as "colour type" (walls and floor left out), sorted."""
+    grid = env.unwrapped.grid
+    cells = (grid.get(i, j) for i in range(grid.width) for j in range(grid.height))
+    return sorted(f"{c.color} {c.type}" for c in cells if c is not None and c.type not in ("wall", "floor"))
+
+
+def set_mission(env: gym.Env, text: str) -> str:
+    """Make ``text`` the mission of a freshly reset episode of a BabyAI level and return it as the episode will
+    carry it (lower case, single spaces): the level's verifier then judges the episode by it. Text outside the
+    grammar, or an object description that matches nothing in the room, is an :class:`InstructionError` naming it
+    (and listing the room's objects), raised before anything changes."""
+    level: Any = env.unwrapped
+    if not hasattr(level, "instrs") or not hasattr(level, "num_navs_needed"):
+        raise ValueError(f"{env.spec.id if env.spec else type(level).__name__} is not a BabyAI level: it has no "
+                         "verifier to judge an instruction by")
+    surface = " ".join(str(text).lower().split())
+    instrs = parse_mission(surface)
+    for desc in _descriptions(instrs):
+        if not desc.find_matching_objs(level)[0]:
+            named = " ".join(w for w in (desc.color, desc.type or "object", desc.loc and f"({desc.loc})") if w)
+            raise InstructionError(f"{surface!r}: nothing in this room is a {named}; the room holds "
+                                   f"{', '.join(room_objects(env))}")
+    _install(level, instrs, surface)
     return surface
 
 
 __all__ = ["Goal", "InstructionError", "LABEL_ACCURACY_FIELDS", "connectives", "draw_same_room_mission", "goals",
-           "parse_mission", "regenerate_missions", "score_labels"]
+           "parse_mission", "regenerate_missions", "room_objects", "score_labels", "set_mission"]

@@ -73,3 +73,19 @@ def test_the_tables_read_the_records(labels, tmp_path):
     assert len(lines) == 3
     assert lines[2].startswith("| supervised follower | 10,000 | 85.0 +- 7.1 (n = 2) | 40.0 +- 0.0 (n = 2) | "
                                "45.0 +- 7.1 (n = 2) | 70.0 +- 14.1 (n = 2) |")
+
+
+def test_the_plot_has_a_point_a_row_and_refuses_no_runs(tmp_path):
+    import plot_pairs_curve
+
+    root = tmp_path / "results"
+    with pytest.raises(SystemExit, match="no run of the pairs curve"):
+        plot_pairs_curve.plot("gotoseqlocal", tmp_path / "none.png", root)
+    runs = root / "gotoseqlocal" / "runs"
+    runs.mkdir(parents=True)
+    for name, sr in (("follower_film2_m1k", 0.5), ("follower_film2_m10k", 0.8), ("msvae_film2_m1k", 0.7)):
+        test = {"success_rate": sr, "success_rate_other_mission": 0.45, "success_rate_same_room": sr - 0.05}
+        (runs / f"{name}.json").write_text(json.dumps({"test": test}))
+    out = tmp_path / "curve.png"
+    plot_pairs_curve.plot("gotoseqlocal", out, root)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

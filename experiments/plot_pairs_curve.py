@@ -1,0 +1,69 @@
+#!/usr/bin/env python
+"""Plot where reading begins: SR by reading (SR minus SR told another episode's mission) and SR on another mission
+of the same room against M, the pairs (log scale), one line a method, from the run records.
+
+    python experiments/plot_pairs_curve.py gotoseqlocal --out results/gotoseqlocal/pairs_curve.png
+
+Each point is a curve row (experiments/cells.py ``PAIRS_CURVE_ROWS``): the mean over its seeds, the sd as a bar,
+n beside it. The same numbers as ``python experiments/collect_results.py LEVEL --table pairs_curve``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from cells import LEVELS  # noqa: E402
+from result_tables.pairs_curve import curve_rows, test_value  # noqa: E402
+from result_tables.records import RESULTS  # noqa: E402
+
+#: The panels: (test value, axis label).
+PANELS = (("reading", "SR by reading (points)"), ("success_rate_same_room", "SR on another mission of the room (%)"))
+
+
+def plot(level: str, out: Path, root: Path = RESULTS) -> None:
+    """Write the two panels of ``level``'s pairs curve to ``out``; SystemExit where no curve row has a record."""
+    rows = curve_rows(level, root)
+    if not rows:
+        raise SystemExit(f"no run of the pairs curve's rows in {root / level / 'runs'}")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, (key, label) in zip(axes, PANELS, strict=True):
+        for method in dict.fromkeys(method for method, *_ in rows):
+            points = [(m, [100 * v for r in records if (v := test_value(r, key)) is not None])
+                      for name, m, _, records in rows if name == method]
+            points = [(m, xs) for m, xs in points if xs]
+            if not points:
+                continue
+            ms = [m for m, _ in points]
+            means = [statistics.fmean(xs) for _, xs in points]
+            sds = [statistics.stdev(xs) if len(xs) > 1 else 0.0 for _, xs in points]
+            ax.errorbar(ms, means, yerr=sds, marker="o", capsize=3, label=method)
+            for m, mean, (_, xs) in zip(ms, means, points, strict=True):
+                ax.annotate(f"n={len(xs)}", (m, mean), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        ax.set_xscale("log")
+        ax.set_xlabel("M, pairs")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{LEVELS[level]}: where reading begins")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("level", choices=sorted(LEVELS))
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    plot(args.level, Path(args.out))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
