@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 import os
 import tempfile
 from pathlib import Path
@@ -30,8 +29,10 @@ import gradio as gr
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and the Local levels)
+from msvae_hf.envs import seeds
 from msvae_hf.envs.levels import BOSS_LOCAL_ID, GOTOSEQ_LOCAL_ID, resolve_level
 from msvae_hf.envs.missions import InstructionError, regenerate_missions
+from msvae_hf.envs.seeds import MAX_SEED
 from msvae_hf.metrics import spl
 from msvae_hf.render import save_episode_gif
 from msvae_hf.repo_ids import is_hub_repo_id
@@ -47,8 +48,6 @@ DEFAULT_MODELS = [m.strip() for m in os.environ.get("MSVAE_MODEL", "outputs/quic
 MAX_INSTRUCTION_CHARS = 300
 #: Requests waiting beyond the one being served; more are turned away with Gradio's "queue is full".
 QUEUE_SIZE = 16
-#: Seeds a visitor may ask for (gymnasium's reset takes any non-negative integer; these fit every RNG).
-MAX_SEED = 2**31 - 1
 #: What the page says judged the outcome: a typed instruction is the episode's mission (the level's verifier judges
 #: by it: msvae_hf.envs.missions.set_mission); with nothing typed, the episode's own mission.
 JUDGED = {True: "judged by the instruction typed", False: "judged by the episode's own mission"}
@@ -81,10 +80,11 @@ def model_levels(source: str) -> list[str]:
 
 
 def check_seed(seed: float | None) -> int:
-    """A visitor's seed as an int in [0, MAX_SEED], or gr.Error saying what a seed is."""
-    if seed is None or not math.isfinite(seed) or float(seed) != int(seed) or not 0 <= int(seed) <= MAX_SEED:
-        raise gr.Error(f"the seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
-    return int(seed)
+    """A visitor's seed as an int in [0, MAX_SEED], or gr.Error saying what a seed is (the package's check)."""
+    try:
+        return seeds.check_seed(seed)
+    except ValueError as err:
+        raise gr.Error(str(err)) from None
 
 
 def check_length(text: str) -> None:

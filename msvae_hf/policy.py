@@ -85,12 +85,16 @@ class FollowerPolicy:
         if not np.issubdtype(observations.dtype, np.integer):
             raise ValueError(f"observations must be BabyAI's integer codes (uint8), got {observations.dtype}: pass "
                              "the env's obs['image'] as it comes, not normalised")
+        directions = np.asarray(directions)
+        if not (len(observations) == len(directions) == len(env_ids)):
+            raise ValueError(f"act() needs one observation and one direction per env id, got {len(observations)} "
+                             f"observations, {len(directions)} directions and {len(env_ids)} env_ids")
         n = self.memory.shape[0]
         if env_ids.size and (not np.issubdtype(env_ids.dtype, np.integer) or env_ids.min() < 0 or env_ids.max() >= n):
             raise ValueError(f"env_ids must be positions in the batch given to reset(), in [0, {n}), got {env_ids}")
         idx = torch.as_tensor(env_ids, dtype=torch.long, device=device)
         obs = torch.as_tensor(observations, device=device)
-        dirs = torch.as_tensor(np.asarray(directions), dtype=torch.long, device=device)
+        dirs = torch.as_tensor(directions, dtype=torch.long, device=device)
         film = model.action_decoder.step_film(self.memory[idx], self.memory_mask[idx],
                                               None if self.film is None else self.film[idx],
                                               (self.h[:, idx], self.c[:, idx]))

@@ -48,7 +48,7 @@ import numpy as np
 
 from .envs.levels import resolve_level
 from .envs.missions import draw_same_room_mission, set_mission
-from .envs.seeds import TEST_SEED_START
+from .envs.seeds import TEST_SEED_START, check_seed
 
 
 @runtime_checkable
@@ -171,6 +171,11 @@ class _EnvBatch:
         self.vector: gym.vector.VectorEnv | None = None
         self.envs: list[gym.Env] | None = None  # None for a VectorEnv without `.envs` (async)
         if isinstance(envs, gym.vector.VectorEnv):
+            mode = envs.metadata.get("autoreset_mode")
+            if getattr(mode, "name", mode) == "DISABLED":
+                raise ValueError("a VectorEnv with autoreset_mode DISABLED cannot be stepped past an episode's end, "
+                                 "as a wave steps every slot: make it with autoreset_mode NEXT_STEP or SAME_STEP, or "
+                                 "pass a list of envs")
             self.vector, self.size = envs, envs.num_envs
             self.envs = list(envs.envs) if hasattr(envs, "envs") else None
         else:
@@ -393,7 +398,7 @@ def rollout(
                              f"{missions!r}")
     elif len(missions) != len(seeds):
         raise ValueError(f"{len(missions)} missions for {len(seeds)} seeds")
-    seeds = [int(s) for s in seeds]
+    seeds = [check_seed(s) for s in seeds]
     if not seeds:
         return []
     if isinstance(envs_or_level, str):

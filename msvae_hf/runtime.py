@@ -27,6 +27,22 @@ def check_output_folder(out: str | os.PathLike, **inputs: str | os.PathLike | No
                              f"what it reads; choose another output folder")
 
 
+def unwritable_folder(folder: str | os.PathLike) -> str | None:
+    """Why ``folder`` could not be made or written into (a file in its path, a parent without write permission), or
+    None; nothing is created."""
+    path = Path(folder)
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, so {folder} cannot be a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{folder} cannot be written: {existing} is not writable"
+    return None
+
+
 def add_threads_flag(parser: argparse.ArgumentParser, default: int | None = None) -> None:
     """``--threads N`` (N >= 1) for the scripts beside training: torch threads of the process, read by
     :func:`set_threads`; None leaves torch's default. One thread beside other jobs on the same cores: torch's

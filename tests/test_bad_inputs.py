@@ -4,6 +4,7 @@ reset/act protocol. Tiny models (tests/test_model.py's ``build``), saved to tmp_
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -97,15 +98,19 @@ def test_evaluate_tries_the_hub_only_for_a_user_name_id(
     evaluate: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[str] = []
+    retries = logging.getLogger("huggingface_hub.utils._http")  # where huggingface_hub logs its retries
+    warned: list[bool] = []
 
     def offline(name: str, *args: Any, **kwargs: Any) -> None:
         asked.append(name)
+        warned.append(retries.isEnabledFor(logging.WARNING))
         raise OSError("We couldn't connect to 'https://huggingface.co'.\nCheck your internet connection.")
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(evaluate.AutoConfig, "from_pretrained", offline)
     line = evaluate_error(evaluate, capsys, "someone/some-model")
     assert asked == ["someone/some-model"]
+    assert warned == [False] and retries.isEnabledFor(logging.WARNING)  # quiet while asking the Hub, then as it was
     assert line.startswith("evaluate.py: error: no model at someone/some-model: not a local folder, and from the Hub")
 
 
@@ -186,6 +191,14 @@ def test_follower_policy_refuses_normalised_frames_and_unknown_env_ids(saved: di
         policy.act(observations, np.zeros(len(env_ids), dtype=np.int64), env_ids)
 
 
+def test_follower_policy_names_lengths_that_disagree(saved: dict[str, Path]) -> None:
+    policy = AutoModel.from_pretrained(saved["follower"]).policy()
+    policy.reset(["go to the red ball", "go to a box"])
+    with pytest.raises(ValueError, match="one observation and one direction per env id, got 3 observations, 3 "
+                                         "directions and 2 env_ids"):
+        policy.act(np.zeros((3, 7, 7, 3), dtype=np.uint8), np.zeros(3, dtype=np.int64), np.arange(2))
+
+
 def test_a_tokenizer_with_swapped_word_ids_is_refused(tmp_path: Path) -> None:
     """tokenizer.json edited after saving (red <-> blue): the model would follow the wrong colour; the vocabulary's
     digest saved with the weights refuses it, naming the fix."""
@@ -207,9 +220,14 @@ def test_a_tokenizer_with_swapped_word_ids_is_refused(tmp_path: Path) -> None:
     (["--episodes", "0"], "--episodes must be at least 1, got 0"),
     (["--seed-start", "-5"], "--seed-start must be >= 0, got -5"),
     (["--json", "."], "--json . is a folder: give the path of the JSON file to write"),
+    (["--render", "2", "--out", "README.md/gifs"], "--out README.md/gifs (for --render): README.md is a file, so "
+                                                   "README.md/gifs cannot be a folder"),
+    (["--json", "README.md/x.json"], "--json README.md/x.json: README.md is a file, so README.md cannot be a folder"),
 ])
 def test_evaluate_checks_its_arguments_before_any_work(saved: dict[str, Path], extra: list[str], reason: str,
-                                                       capsys) -> None:
+                                                       capsys, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "README.md").write_text("a file\n")
     with pytest.raises(SystemExit) as exit_:
         load_script("evaluate").main(["--model", str(saved["follower"]), "--level", "GoToLocal", *extra])
     assert exit_.value.code == 2
@@ -236,3 +254,15 @@ def test_generate_and_forward_name_bad_decoding_arguments_directions_and_empty_t
     policy.reset(["go to the red ball"])
     with pytest.raises(ValueError, match="directions must be in"):
         policy.act(np.zeros((1, 7, 7, 3), dtype=np.uint8), np.array([9]), np.array([0]))
+
+
+def test_a_vector_env_that_never_resets_is_refused_with_the_fix() -> None:
+    import gymnasium as gym
+    from gymnasium.vector import AutoresetMode
+
+    from msvae_hf.rollout import rollout
+
+    envs = gym.make_vec("BabyAI-GoToLocal-v0", num_envs=2, vectorization_mode="sync",
+                        vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED})
+    with pytest.raises(ValueError, match="autoreset_mode DISABLED cannot be stepped past an episode's end.*NEXT_STEP"):
+        rollout(RandomPolicy(), envs, [1, 2, 3])

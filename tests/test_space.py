@@ -129,6 +129,13 @@ def test_bad_seeds_are_named(saved, seed):
                                                                                         "GoToLocal", seed)):
         with pytest.raises(gr.Error, match=rf"the seed must be a whole number from 0 to {app.MAX_SEED}"):
             call()
+    with pytest.raises(ValueError, match=rf"the seed must be a whole number from 0 to {app.MAX_SEED}, got "
+                                         rf"{re.escape(repr(seed))}"):  # the package's own calls say the same
+        load_model_follow(saved, seed)
+
+
+def load_model_follow(saved, seed):
+    return app.load_model(saved["msvae"]).follow("GoToLocal", [seed])
 
 
 def test_the_space_serves_only_its_models_and_offers_their_level_first(saved, tmp_path):

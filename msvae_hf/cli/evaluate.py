@@ -15,9 +15,12 @@ Installed by pip as `msvae-evaluate` (the same flags).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from ..evaluation import evaluate_follower, resolve_device
 from ..render import render_rollouts
 from ..rollout import evaluation_seeds, resolve_level
 from ..run_folder import write_json
+from ..runtime import unwritable_folder
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 SPEAKER_BLEU = "msvae_hf.evaluation.evaluate_speaker(model, load_demos(DEMOS)['test'])"
@@ -51,13 +55,26 @@ def missing_model(path: str) -> str | None:
     return f"no model at {path}"
 
 
+@contextlib.contextmanager
+def hub_quiet() -> Iterator[None]:
+    """huggingface_hub's own log (retry warnings of an unreachable Hub) held to errors for the block."""
+    hub_logger = logging.getLogger("huggingface_hub")
+    level = hub_logger.level
+    hub_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        hub_logger.setLevel(level)
+
+
 def load_follower(path: str, device: Any) -> tuple[Any, Any]:
     """The model at ``path`` (a folder or Hub id) and its tokenizer; a speaker is refused (it cannot act)."""
     why = missing_model(path)
     if why is not None:
         raise ValueError(why)
     try:
-        model_type = AutoConfig.from_pretrained(path).model_type
+        with hub_quiet():  # huggingface_hub's retries would print before the one line that says what failed
+            model_type = AutoConfig.from_pretrained(path).model_type
         if model_type != "msvae_speaker":  # a speaker is refused before its weights load
             model, tokenizer = AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as err:
@@ -82,6 +99,10 @@ def check_arguments(args: argparse.Namespace) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
     if args.json and Path(args.json).is_dir():
         raise ValueError(f"--json {args.json} is a folder: give the path of the JSON file to write")
+    if args.json and (why := unwritable_folder(Path(args.json).parent)) is not None:
+        raise ValueError(f"--json {args.json}: {why}")
+    if args.render and (why := unwritable_folder(args.out)) is not None:
+        raise ValueError(f"--out {args.out} (for --render): {why}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,7 +6,22 @@ episode out of the demonstrations and the test episodes out of model selection::
     [VALID_SEED_START, ...)               validation rollouts, which choose the best checkpoint during training
 """
 
+import math
+import numbers
+
 TEST_SEED_START = 10**9
 VALID_SEED_START = 1_500_000_000
+#: The largest episode seed taken (gymnasium's reset takes any non-negative integer; these fit every RNG).
+MAX_SEED = 2**31 - 1
 
-__all__ = ["TEST_SEED_START", "VALID_SEED_START"]
+
+def check_seed(seed: object) -> int:
+    """An episode seed as an int in [0, MAX_SEED]; a ValueError saying what a seed is for anything else (a
+    fraction, a negative number, a string, a bool)."""
+    whole = isinstance(seed, numbers.Real) and not isinstance(seed, bool) and math.isfinite(seed) and seed == int(seed)
+    if not whole or not 0 <= int(seed) <= MAX_SEED:
+        raise ValueError(f"the seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
+    return int(seed)
+
+
+__all__ = ["MAX_SEED", "TEST_SEED_START", "VALID_SEED_START", "check_seed"]
