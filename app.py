@@ -30,7 +30,7 @@ from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and the Local levels)
 from msvae_hf.envs import seeds
-from msvae_hf.envs.levels import BOSS_LOCAL_ID, GOTOSEQ_LOCAL_ID, resolve_level
+from msvae_hf.envs.levels import BOSS_LOCAL_ID, GOTOSEQ_LOCAL_ID, OTHER_ONE_ROOM_LEVELS, PAPER_LEVELS, resolve_level
 from msvae_hf.envs.missions import InstructionError, regenerate_missions
 from msvae_hf.envs.seeds import MAX_SEED
 from msvae_hf.metrics import spl
@@ -38,7 +38,7 @@ from msvae_hf.render import save_episode_gif
 from msvae_hf.repo_ids import is_hub_repo_id
 from msvae_hf.rollout import BotPolicy, EpisodeResult, rollout
 
-LEVELS = ["BossLocal", "GoToSeqLocal", "GoToLocal", "PickupLoc", "PutNextLocal"]
+LEVELS = [*PAPER_LEVELS, *OTHER_ONE_ROOM_LEVELS]
 """The levels offered: the paper's two (`msvae_hf.envs.levels`) and BabyAI's other one-room levels."""
 assert resolve_level(LEVELS[0]) == BOSS_LOCAL_ID and resolve_level(LEVELS[1]) == GOTOSEQ_LOCAL_ID
 DEFAULT_MODELS = [m.strip() for m in os.environ.get("MSVAE_MODEL", "outputs/quickstart/msvae/best").split(",")
@@ -71,8 +71,9 @@ def load_model(source: str):
 def model_levels(source: str) -> list[str]:
     """``LEVELS`` with the level ``source`` was trained on first, where its run folder's results.json says."""
     results = Path(source).parent / "results.json"
-    try:
-        trained = json.loads(results.read_text(encoding="utf-8")).get("level") if results.is_file() else None
+    try:  # a run records its level as given: a short name (GoToSeqLocal) or a gymnasium id
+        recorded = json.loads(results.read_text(encoding="utf-8")).get("level") if results.is_file() else None
+        trained = resolve_level(recorded) if isinstance(recorded, str) else None
     except (OSError, ValueError):
         trained = None
     own = [name for name in LEVELS if trained and resolve_level(name) == trained]

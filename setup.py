@@ -2,6 +2,8 @@
 
 from setuptools import find_packages, setup
 
+EXPERIMENTS = ["matplotlib>=3.8", "psutil>=5.9", "scipy>=1.11"]
+
 setup(
     name="msvae-hf",
     license="Apache-2.0",
@@ -33,15 +35,14 @@ setup(
         "jinja2>=3.1",
         "imageio>=2.30",
         "pillow>=10.0",
-        "matplotlib>=3.8",
-        "psutil>=5.9",
-        "scipy>=1.11",  # scripts/collect_results.py: App. D's t-tests over seeds
     ],
     extras_require={
         # app.py, the Space (Gradio pinned, as a Space pins its SDK); dev adds it for tests/test_space.py, whose
         # headless-browser test also needs Chromium and its driver (scripts/install.sh puts them in where it can)
         "space": ["gradio==6.31.0"],
-        "dev": ["pytest>=8.0", "pytest-timeout>=2.3", "ruff>=0.6", "gradio==6.31.0", "selenium>=4.20"],
+        # experiments/ and benchmarks/ (the studies, their tables, plots and t-tests; the benchmarks' memory readings)
+        "experiments": EXPERIMENTS,
+        "dev": ["pytest>=8.0", "pytest-timeout>=2.3", "ruff>=0.6", "gradio==6.31.0", "selenium>=4.20", *EXPERIMENTS],
     },
     entry_points={
         "console_scripts": [  # beside scripts/<name>.py, which call the same main

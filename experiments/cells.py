@@ -25,12 +25,13 @@ from pathlib import Path
 
 from msvae_hf.cli.train import parse_args
 from msvae_hf.configuration_msvae import HEAD_FOLLOWER
+from msvae_hf.envs.levels import PAPER_LEVELS, level_folder
 from msvae_hf.train_config import TrainConfig, load_config, model_flags
 
 REPO = Path(__file__).resolve().parents[1]
 
 #: The paper's two one-room levels (App. C): folder name -> the name make_demos takes.
-LEVELS = {"bosslocal": "BossLocal", "gotoseqlocal": "GoToSeqLocal"}
+LEVELS = {level_folder(name): name for name in PAPER_LEVELS}
 
 #: What each group of cells answers: key (a cell's ``question``) -> the question.
 QUESTIONS = {

@@ -148,6 +148,10 @@ def test_the_space_serves_only_its_models_and_offers_their_level_first(saved, tm
     shutil.copytree(saved["msvae"], run / "best")
     (run / "results.json").write_text('{"level": "BabyAI-GoToSeqLocal-v0"}')
     assert app.model_levels(str(run / "best"))[0] == "GoToSeqLocal"
+    (run / "results.json").write_text('{"level": "GoToSeqLocal"}')  # a run told --level GoToSeqLocal records that
+    assert app.model_levels(str(run / "best"))[0] == "GoToSeqLocal"
+    (run / "results.json").write_text('{"level": "NoSuchLevel"}')
+    assert app.model_levels(str(run / "best")) == app.LEVELS
     assert sorted(app.model_levels(str(run / "best"))) == sorted(app.LEVELS) == sorted(app.model_levels("x/y"))
 
 

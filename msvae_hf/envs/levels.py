@@ -31,6 +31,11 @@ from minigrid.envs.babyai.core.levelgen import LevelGen
 GOTOSEQ_LOCAL_ID = "BabyAI-GoToSeqLocal-v0"
 BOSS_LOCAL_ID = "BabyAI-BossLocal-v0"
 
+#: The paper's one-room levels (App. C), the package's own: the studies' levels and the first the Space offers.
+PAPER_LEVELS = ("BossLocal", "GoToSeqLocal")
+#: BabyAI's other one-room levels, which the Space offers after them.
+OTHER_ONE_ROOM_LEVELS = ("GoToLocal", "PickupLoc", "PutNextLocal")
+
 #: Short names accepted by `resolve_level`, mapped to gymnasium ids.
 LEVELS: dict[str, str] = {
     "GoToSeqLocal": GOTOSEQ_LOCAL_ID,
