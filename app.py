@@ -48,17 +48,29 @@ DEFAULT_MODELS = [m.strip() for m in os.environ.get("MSVAE_MODEL", "outputs/quic
 MAX_INSTRUCTION_CHARS = 300
 #: Requests waiting beyond the one being served; more are turned away with Gradio's "queue is full".
 QUEUE_SIZE = 16
+#: The Space's GIFs (a request without ``out_dir``): one folder, the newest KEPT_GIFS kept.
+GIF_DIR = Path(tempfile.gettempdir()) / "msvae-space-gifs"
+KEPT_GIFS = 64
+
 #: What the page says judged the outcome: a typed instruction is the episode's mission (the level's verifier judges
 #: by it: msvae_hf.envs.missions.set_mission); with nothing typed, the episode's own mission.
 JUDGED = {True: "judged by the instruction typed", False: "judged by the episode's own mission"}
 
 
-@functools.lru_cache(maxsize=4)
 def load_model(source: str):
-    """A saved MS-VAE, follower or speaker from a folder or a Hub id (with its tokenizer), in eval mode. A name that
-    reads as a local path (``msvae_hf.repo_ids.is_hub_repo_id``) and does not exist is refused at once."""
-    if not is_hub_repo_id(source) and not Path(source).exists():
+    """A saved MS-VAE, follower or speaker from a folder or a Hub id (with its tokenizer), in eval mode, one in
+    memory however the folder is spelt (``best``, ``best/``, ``x/./best``: the cache is keyed by the resolved
+    folder). A name that reads as a local path (``msvae_hf.repo_ids.is_hub_repo_id``) and does not exist is refused
+    at once."""
+    if is_hub_repo_id(source):
+        return _load_model(source)
+    if not Path(source).exists():
         raise gr.Error(f"no such folder: {source!r} (a model is a saved folder or a Hub id, user/name)")
+    return _load_model(str(Path(source).resolve()))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_model(source: str):
     try:
         model = AutoModel.from_pretrained(source)
     except (OSError, ValueError) as err:
@@ -114,11 +126,25 @@ def _speaker_says(model, episode: EpisodeResult) -> str:
     return model.describe([episode.observations], [episode.directions], [episode.actions])[0]
 
 
+def gif_path(out_dir: str | None, name: str) -> Path:
+    """Where a request's GIF goes: ``out_dir`` when given, else the Space's one GIF folder, where only the newest
+    ``KEPT_GIFS`` stay (the page shows one at a time: older ones are gone once a visitor's page moved on), so that
+    a public Space's disk does not fill with its visitors' GIFs."""
+    if out_dir is not None:
+        return Path(out_dir) / f"{name}.gif"
+    GIF_DIR.mkdir(parents=True, exist_ok=True)
+    kept = sorted(GIF_DIR.glob("*.gif"), key=lambda p: p.stat().st_mtime)
+    for old in kept[: max(0, len(kept) - KEPT_GIFS + 1)]:
+        old.unlink(missing_ok=True)
+    handle, path = tempfile.mkstemp(suffix=f"_{name}.gif", dir=GIF_DIR)  # a name no other request has
+    os.close(handle)
+    return Path(path)
+
+
 def _show(episode: EpisodeResult, said: str, mission: str, out_dir: str | None, name: str,
           bot_steps: int | None = None) -> tuple[str, str]:
     """The GIF and the page's words; ``mission`` is the episode's own, ``episode.instruction`` what judged it."""
-    gif = save_episode_gif(episode.frames, Path(out_dir or tempfile.mkdtemp()) / f"{name}.gif", episode.instruction,
-                           caption=said)
+    gif = save_episode_gif(episode.frames, gif_path(out_dir, name), episode.instruction, caption=said)
     typed = episode.instruction != mission
     outcome = f"{'success' if episode.success else 'failure'} in {episode.steps} steps ({JUDGED[typed]})"
     if bot_steps is not None:  # SPL against the bot on this episode (msvae_hf.metrics.spl)

@@ -74,6 +74,25 @@ def test_a_typed_instruction_is_judged_by_itself(saved, tmp_path):
     assert "(judged by the episode's own mission)" in default.splitlines()[2]
 
 
+def test_requests_keep_only_the_newest_gifs(saved, tmp_path, monkeypatch):
+    monkeypatch.setattr(app, "GIF_DIR", tmp_path / "gifs")
+    monkeypatch.setattr(app, "KEPT_GIFS", 3)
+    shown = [app.bot(saved["speaker"], "GoToLocal", 1_000_000_000 + i)[0] for i in range(5)]
+    kept = sorted(p.name for p in (tmp_path / "gifs").iterdir())
+    assert kept == sorted(Path(g).name for g in shown[-3:])  # the newest three, nothing else left behind
+    assert Path(shown[-1]).read_bytes()[:3] == b"GIF"
+
+
+def test_one_model_in_memory_for_every_spelling_of_its_folder(saved, monkeypatch):
+    app._load_model.cache_clear()
+    folder = Path(saved["msvae"])
+    monkeypatch.chdir(folder.parent)
+    spellings = [folder.name, f"{folder.name}/", f"{folder.name}/.", f"./{folder.name}", str(folder),
+                 f"{folder.parent}//{folder.name}"]
+    models = [app.load_model(s) for s in spellings]
+    assert all(m is models[0] for m in models) and app._load_model.cache_info().currsize == 1
+
+
 def test_the_bot_plays_and_a_speaker_describes_it(saved, tmp_path):
     gif, text = app.bot(saved["speaker"], "GoToSeqLocal", 1_000_000_001, out_dir=str(tmp_path))
     lines = text.splitlines()
