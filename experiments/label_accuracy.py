@@ -3,11 +3,16 @@
 
     python experiments/label_accuracy.py data/pseudo_labels/gotoseqlocal/speaker_film2 [more label folders]
     python experiments/label_accuracy.py data/pseudo_labels/gotoseqlocal/speaker_film2 --record
+    python experiments/label_accuracy.py --chance data/gotoseqlocal_curve --num-unpaired 10000 \
+        --out results/gotoseqlocal/labels/chance_another_mission.json
 
 Prints one JSON line a folder (msvae_hf.envs.missions.score_labels: exact, in grammar, same mission, goal count,
 and per goal the action, object type and colour, and the connective). ``--record`` also writes the scores into the
 folder's pseudo_labels.json as ``label_accuracy``, as scripts/label_unpaired.py now does when it labels, so that
 labels written without them are scored where they lie (the labels themselves are not touched).
+
+``--chance DEMOS`` scores the yardstick beside every speaker: each unpaired trajectory labelled with the true mission
+of the next one (the last with the first's), a speaker that knows the level's missions and ignores the trajectory.
 """
 
 from __future__ import annotations
@@ -17,15 +22,24 @@ import json
 import sys
 from pathlib import Path
 
+from msvae_hf.data.demos import load_demos
+from msvae_hf.envs.missions import regenerate_missions, score_labels
 from msvae_hf.pseudo_labels import RECORD_FILE, label_accuracy, load_pseudo_labels, pseudo_labels_record
 from msvae_hf.run_folder import write_json
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("labels", nargs="+", help="folders written by scripts/label_unpaired.py")
+    parser.add_argument("labels", nargs="*", help="folders written by scripts/label_unpaired.py")
     parser.add_argument("--record", action="store_true", help="write the scores into each folder's record")
+    parser.add_argument("--chance", metavar="DEMOS", help="score another trajectory's mission on DEMOS' unpaired")
+    parser.add_argument("--num-unpaired", type=int, default=None, help="with --chance: the first N trajectories")
+    parser.add_argument("--out", help="with --chance: write the scores here (JSON)")
     args = parser.parse_args(argv)
+    if args.chance:
+        chance(args.chance, args.num_unpaired, args.out)
+    if not args.labels:
+        return
     try:
         sets = [(Path(folder), load_pseudo_labels(folder)) for folder in args.labels]  # all checked first
     except (OSError, ValueError) as err:
@@ -38,6 +52,21 @@ def main(argv: list[str] | None = None) -> None:
             if "unreadable" in record:
                 sys.exit(f"error: {folder / RECORD_FILE} cannot be read ({record['unreadable']}); not written")
             write_json(folder / RECORD_FILE, {**record, "label_accuracy": scores})
+
+
+def chance(demos: str, num_unpaired: int | None, out: str | None) -> dict:
+    """Each unpaired trajectory of ``demos`` labelled with the next one's true mission, scored (module docstring)."""
+    unpaired = load_demos(demos)["unpaired"]
+    if num_unpaired is not None:
+        unpaired = unpaired.select(range(min(num_unpaired, len(unpaired))))
+    missions = regenerate_missions(unpaired[0]["level"], unpaired["seed"])
+    scores = score_labels(missions[1:] + missions[:1], missions)
+    record = {"speaker": "none: each trajectory labelled with the next one's true mission", "demos": demos,
+              "num_labelled": len(missions), "label_accuracy": scores}
+    print(json.dumps(record))
+    if out:
+        write_json(out, record)
+    return record
 
 
 if __name__ == "__main__":
