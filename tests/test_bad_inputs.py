@@ -81,6 +81,12 @@ def test_evaluate_on_a_run_folder_points_to_best(
     shutil.copytree(saved["msvae"], run / "best_speaker")
     line = evaluate_error(evaluate, capsys, run)
     assert line == f"evaluate.py: error: no model in {run}: did you mean {run}/best or {run}/best_speaker?"
+    step = run / "checkpoints" / "step-000002"
+    (step / "train_state.json").write_text("{}")
+    for checkpoint in (step, run / "checkpoints"):
+        assert evaluate_error(evaluate, capsys, checkpoint) == (
+            f"evaluate.py: error: {checkpoint} is a training checkpoint (the state --resume reads), not a model: the "
+            f"run's model is {run}/best")
 
 
 @pytest.mark.parametrize("where", ["absolute", "./relative", "word", "deep/relative/path"])
@@ -266,3 +272,14 @@ def test_a_vector_env_that_never_resets_is_refused_with_the_fix() -> None:
                         vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED})
     with pytest.raises(ValueError, match="autoreset_mode DISABLED cannot be stepped past an episode's end.*NEXT_STEP"):
         rollout(RandomPolicy(), envs, [1, 2, 3])
+
+
+def test_a_model_folder_given_as_demonstrations_is_named_as_a_model(saved: dict[str, Path]) -> None:
+    from msvae_hf.data.demos import load_demos
+
+    with pytest.raises(ValueError) as err:
+        load_demos(saved["msvae"])
+    message = str(err.value)
+    assert message.startswith(f"{saved['msvae']} holds a saved model (config.json), not a dataset (demonstrations are "
+                              "written by scripts/make_demos.py)")
+    assert "Directory" not in message and "\n" not in message  # none of datasets' own wording

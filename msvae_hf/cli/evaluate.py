@@ -46,6 +46,10 @@ def missing_model(path: str) -> str | None:
         saved = [str(folder / name) for name in ("best", "best_speaker") if (folder / name / "config.json").is_file()]
         if saved:
             return f"no model in {path}: did you mean {' or '.join(saved)}?"
+        if (folder / "train_state.json").is_file() or folder.name == "checkpoints":
+            run = folder.parent if folder.name == "checkpoints" else folder.parent.parent
+            return (f"{path} is a training checkpoint (the state --resume reads), not a model: the run's model is "
+                    f"{run / 'best'}")
         return f"no model in {path}: it has no config.json (pass a folder written by save_pretrained)"
     if folder.is_file():
         hint = f": did you mean {folder.parent}?" if (folder.parent / "config.json").is_file() else ""

@@ -721,11 +721,14 @@ def load_checked(path: Path, verify: bool = True, regenerate: str | None = None,
     :func:`regenerate_command`). The loading of demonstrations and of pseudo-labels."""
     if verify and not _skip_checksums():
         verify_checksums(path, regenerate=regenerate)
+    if (path / "config.json").is_file() and not (path / "dataset_dict.json").is_file():
+        raise ValueError(f"{path} holds a saved model (config.json), not a dataset (demonstrations are written by "
+                         f"scripts/make_demos.py){hint}")
     try:
         return load_from_disk(str(path))
     except FileNotFoundError as err:
-        raise ValueError(f"{path} is not a dataset saved with save_to_disk ({' '.join(str(err).split())}){hint}"
-                         ) from err
+        raise ValueError(f"{path} is not a dataset saved with save_to_disk: it holds no dataset_dict.json or "
+                         f"dataset_info.json{hint}") from err
     except (OSError, pa.ArrowException) as err:
         raise ValueError(_unreadable_message(path, err, regenerate=regenerate)) from err
 
