@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 import gradio as gr
+from huggingface_hub import ModelCard
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and the Local levels)
@@ -90,6 +91,47 @@ def model_levels(source: str) -> list[str]:
         trained = None
     own = [name for name in LEVELS if trained and resolve_level(name) == trained]
     return own + [name for name in LEVELS if name not in own]
+
+
+def measured_test(source: str) -> tuple[dict[str, float], str] | None:
+    """The served model's test numbers and where they come from: its run's ``results.json`` (a run folder's
+    ``best/``), else its card's model-index (``README.md`` in the folder, or the Hub card of an id); None if neither
+    holds a test success rate."""
+    local = not is_hub_repo_id(source) or Path(source).exists()
+    results = Path(source).parent / "results.json"
+    if local and results.is_file():
+        try:
+            test = json.loads(results.read_text(encoding="utf-8")).get("test") or {}
+        except (OSError, ValueError):
+            test = {}
+        if "success_rate" in test:
+            return test, f"its run's {results.name}"
+    card = Path(source) / "README.md"
+    try:
+        data = ModelCard.load(card if local else source, ignore_metadata_errors=True).data
+    except Exception:  # no card here or on the Hub (offline, missing, unreadable): nothing measured to show
+        return None
+    test = {r.metric_type: r.metric_value for r in (data.eval_results or []) if r.dataset_split == "test"}
+    return (test, "its model card") if "success_rate" in test else None
+
+
+def measured(source: str) -> str:
+    """The page's line of what the served model was measured to do (SR, SR told another episode's mission, SR on
+    another mission of the same room, SPL), or that it was not measured."""
+    found = measured_test(source)
+    if found is None:
+        return (f"**{source}**: not measured (no results.json beside it, no test success rate in its card): "
+                "what it does here says nothing of how often it succeeds")
+    test, where = found
+    parts = [f"SR {100 * test['success_rate']:.1f} %"]
+    for key, words in (("success_rate_other_mission", "told another episode's mission"),
+                       ("success_rate_same_room", "told another mission of its room")):
+        if key in test:
+            parts.append(f"{words} {100 * test[key]:.1f} %")
+    if "spl" in test:
+        parts.append(f"SPL {test['spl']:.3f}")
+    episodes = f" over {test['episodes']} test episodes" if "episodes" in test else ""
+    return f"**{source}**, measured{episodes} ({where}): {', '.join(parts)}"
 
 
 def check_seed(seed: float | None) -> int:
@@ -217,6 +259,7 @@ def build(models: list[str] | str = DEFAULT_MODELS, allow_any: bool = False) -> 
             source = gr.Textbox(models[0], label="model (a saved folder or a Hub id)")
         else:
             source = gr.Dropdown(models, value=models[0], label="model")
+        numbers = gr.Markdown(measured(models[0]))
         with gr.Tab("Follow"):
             with gr.Row():
                 level = gr.Dropdown(levels, value=levels[0], label="level (the model's own first)")
@@ -245,6 +288,7 @@ def build(models: list[str] | str = DEFAULT_MODELS, allow_any: bool = False) -> 
             return gr.update(choices=order, value=order[0]), gr.update(choices=order, value=order[0])
 
         source.change(relevel, source, [level, bot_level], api_name=False)
+        source.change(measured, source, numbers, api_name=False)
     return demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
 
 

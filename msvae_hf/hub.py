@@ -350,6 +350,15 @@ def _test_bleu_protocol(train_config: Mapping[str, Any]) -> str:
             f"best checkpoint by {_chosen_by(train_config)}")
 
 
+#: A follower's test numbers beside its SR that say whether it reads (msvae_hf.metrics.follower_summary), with what
+#: each is; they go into the card's table and its model-index.
+READING_METRICS = {
+    "success_rate_other_mission": "success rate told another episode's mission, judged by its own",
+    "success_rate_same_room": "success rate told, and judged by, another mission of the same room",
+    "spl": "success weighted by path length against the bot",
+}
+
+
 def run_metrics(results: Mapping[str, Any], train_config: Mapping[str, Any]) -> dict[str, Any]:
     """The card's results table from a run's ``results.json``: test SR with its protocol, the paper-protocol
     smoothed max of validation SR, test BLEU."""
@@ -358,7 +367,7 @@ def run_metrics(results: Mapping[str, Any], train_config: Mapping[str, Any]) -> 
     if test:
         metrics["success_rate"] = test["success_rate"]
         metrics["success_rate protocol"] = _test_sr_protocol(results, train_config)
-        for key in ("mean_steps", "mean_reward"):
+        for key in (*READING_METRICS, "mean_steps", "bot_mean_steps", "mean_reward"):
             if key in test:
                 metrics[f"test {key}"] = test[key]
     if results.get("paper_protocol_valid_sr") is not None:
@@ -391,6 +400,11 @@ def run_eval_results(results: Mapping[str, Any], train_config: Mapping[str, Any]
     if results.get("test"):
         entries.append(EvalResult(**rollouts, dataset_split="test", metric_value=results["test"]["success_rate"],
                                   metric_name=_test_sr_protocol(results, train_config)))
+        for key, what in READING_METRICS.items():  # what the follower does with its words, on the same episodes
+            if key in results["test"]:
+                entries.append(EvalResult(**{**rollouts, "metric_type": key}, dataset_split="test",
+                                          metric_value=results["test"][key],
+                                          metric_name=f"{what}; {_test_sr_protocol(results, train_config)}"))
     if results.get("paper_protocol_valid_sr") is not None:
         entries.append(EvalResult(**rollouts, dataset_split="validation",
                                   metric_value=results["paper_protocol_valid_sr"],

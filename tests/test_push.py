@@ -49,7 +49,8 @@ def test_push_run(msvae_run):
     readme = api.files["README.md"].decode()
     card = ModelCard(readme)
     assert card.data.metrics == ["success_rate", "bleu"] and "msvae" in card.data.tags
-    assert {r.metric_type for r in card.data.eval_results} == {"success_rate", "bleu"}  # model-index metadata
+    assert {r.metric_type for r in card.data.eval_results} == {  # model-index metadata
+        "success_rate", "bleu", "success_rate_other_mission", "success_rate_same_room", "spl"}
     demos = json.loads((run / "train_config.json").read_text())["demos"]
     assert card.data.datasets is None  # a local folder is no Hub dataset: the text names it, relative to where
     assert os.path.relpath(demos, run.parent) in str(card)  # the run was trained
@@ -128,13 +129,15 @@ def test_card_metrics_are_model_index_metadata(kind, baseline_runs, msvae_run):
     if kind != "speaker":
         expected[("success_rate", "test")] = results["test"]["success_rate"]
         expected[("success_rate", "validation")] = results["paper_protocol_valid_sr"]
+        for key in ("success_rate_other_mission", "success_rate_same_room", "spl"):  # whether it reads
+            expected[(key, "test")] = results["test"][key]
     if kind != "follower":
         expected[("bleu", "test")] = results.get("test_bleu_of_best", results["test_bleu"])  # best/'s BLEU
     assert {key: r.metric_value for key, r in found.items()} == expected
     assert card.data.model_name == "tiny"
     chosen_by = "validation BLEU" if kind == "speaker" else "validation SR"
     for (metric, _), result in found.items():
-        if metric == "success_rate":
+        if metric != "bleu":
             assert result.task_type == "reinforcement-learning"
             assert result.dataset_type == result.dataset_name == TINY_LEVEL
         else:
@@ -150,6 +153,8 @@ def test_card_metrics_are_model_index_metadata(kind, baseline_runs, msvae_run):
             f"seeds 1000000000..{10**9 + TINY_TRAIN['test_episodes'] - 1}, best checkpoint by validation SR"
         valid_sr = found[("success_rate", "validation")].metric_name
         assert "5-evaluation moving average (App. D)" in valid_sr and "seeds from 1500000000" in valid_sr
+        assert found[("success_rate_same_room", "test")].metric_name == (
+            f"success rate told, and judged by, another mission of the same room; {test_sr}")
 
 
 def test_speaker_follower_kind(baseline_runs, tmp_path):

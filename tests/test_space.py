@@ -4,6 +4,7 @@ Chromium and its driver are installed (`apt-get install chromium chromium-driver
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -151,6 +152,35 @@ def test_bad_seeds_are_named(saved, seed):
     with pytest.raises(ValueError, match=rf"the seed must be a whole number from 0 to {app.MAX_SEED}, got "
                                          rf"{re.escape(repr(seed))}"):  # the package's own calls say the same
         load_model_follow(saved, seed)
+
+
+def _page_texts(demo) -> list[str]:
+    return [block.value for block in demo.blocks.values() if isinstance(block, gr.Markdown)]
+
+
+def test_the_page_says_what_the_served_model_was_measured_to_do(saved, tmp_path):
+    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+    run = tmp_path / "run"
+    shutil.copytree(saved["msvae"], run / "best")
+    test = {"success_rate": 0.503, "success_rate_other_mission": 0.462, "success_rate_same_room": 0.48, "spl": 0.3267,
+            "episodes": 1000}
+    (run / "results.json").write_text(json.dumps({"level": "GoToSeqLocal", "test": test}))
+    line = f"**{run / 'best'}**, measured over 1000 test episodes (its run's results.json): SR 50.3 %, told another " \
+           "episode's mission 46.2 %, told another mission of its room 48.0 %, SPL 0.327"
+    assert line in _page_texts(app.build([str(run / "best")]))
+    assert app.measured(saved["msvae"]).endswith("not measured (no results.json beside it, no test success rate in "
+                                                  "its card): what it does here says nothing of how often it succeeds")
+    assert any("not measured" in text for text in _page_texts(app.build([saved["msvae"]])))
+    carded = tmp_path / "carded"
+    shutil.copytree(saved["msvae"], carded)
+    rollouts = {"task_type": "reinforcement-learning", "dataset_type": "x", "dataset_name": "x",
+                "dataset_split": "test"}
+    data = ModelCardData(model_name="m", eval_results=[
+        EvalResult(**rollouts, metric_type="success_rate", metric_value=0.9),
+        EvalResult(**rollouts, metric_type="spl", metric_value=0.7)])
+    ModelCard.from_template(data).save(carded / "README.md")
+    assert app.measured(str(carded)) == f"**{carded}**, measured (its model card): SR 90.0 %, SPL 0.700"
 
 
 def load_model_follow(saved, seed):
