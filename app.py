@@ -210,6 +210,9 @@ def follow(source: str, level: str, seed: float, instruction: str, out_dir: str 
         bot_steps = rollout(BotPolicy(), level_id, [seed], **given)[0].steps
     except InstructionError as err:
         raise gr.Error(str(err)) from None
+    except Exception as err:  # noqa: BLE001  (the bot's own planner failing on a mission it cannot plan)
+        raise gr.Error(f"the bot cannot carry out {typed or 'this mission'!r} here ({type(err).__name__}), so "
+                       "there is no path to compare with: try another instruction or seed") from None
     episode = model.follow(level_id, [seed], record_frames=True, record_observations=True, **given)[0]
     return _show(episode, _speaker_says(model, episode), regenerate_missions(level_id, [seed])[0], out_dir,
                  f"follow_{level}_{seed}", bot_steps)
@@ -288,7 +291,9 @@ def build(models: list[str] | str = DEFAULT_MODELS, allow_any: bool = False) -> 
             return gr.update(choices=order, value=order[0]), gr.update(choices=order, value=order[0])
 
         source.change(relevel, source, [level, bot_level], api_name=False)
-        source.change(measured, source, numbers, api_name=False)
+        # a menu changes once a choice is made; a free field only once the visitor leaves it (not at every key)
+        (source.blur if allow_any else source.change)(lambda chosen: measured(check(chosen)), source, numbers,
+                                                      api_name=False)
     return demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
 
 

@@ -26,6 +26,7 @@ from msvae_hf.data.demos import load_demos
 from msvae_hf.envs.missions import regenerate_missions, score_labels
 from msvae_hf.pseudo_labels import RECORD_FILE, label_accuracy, load_pseudo_labels, pseudo_labels_record
 from msvae_hf.run_folder import write_json
+from msvae_hf.runtime import provenance
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-unpaired", type=int, default=None, help="with --chance: the first N trajectories")
     parser.add_argument("--out", help="with --chance: write the scores here (JSON)")
     args = parser.parse_args(argv)
+    if not args.labels and not args.chance:
+        parser.error("give label folders, or --chance DEMOS")
+    if not args.chance and (args.num_unpaired is not None or args.out):
+        parser.error("--num-unpaired and --out go with --chance")
     if args.chance:
         chance(args.chance, args.num_unpaired, args.out)
     if not args.labels:
@@ -44,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
         sets = [(Path(folder), load_pseudo_labels(folder)) for folder in args.labels]  # all checked first
     except (OSError, ValueError) as err:
         sys.exit(f"error: {err}")
+    commit = provenance()["commit"]  # the scoring's code, which may be later than the labelling's
     for folder, labelled in sets:
         scores = label_accuracy(labelled)
         print(json.dumps({"folder": str(folder), **scores}))
@@ -51,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
             record = pseudo_labels_record(folder)
             if "unreadable" in record:
                 sys.exit(f"error: {folder / RECORD_FILE} cannot be read ({record['unreadable']}); not written")
-            write_json(folder / RECORD_FILE, {**record, "label_accuracy": scores})
+            write_json(folder / RECORD_FILE, {**record, "label_accuracy": {**scores, "scored_at": commit}})
 
 
 def chance(demos: str, num_unpaired: int | None, out: str | None) -> dict:
@@ -62,7 +68,7 @@ def chance(demos: str, num_unpaired: int | None, out: str | None) -> dict:
     missions = regenerate_missions(unpaired[0]["level"], unpaired["seed"])
     scores = score_labels(missions[1:] + missions[:1], missions)
     record = {"speaker": "none: each trajectory labelled with the next one's true mission", "demos": demos,
-              "num_labelled": len(missions), "label_accuracy": scores}
+              "num_labelled": len(missions), "label_accuracy": scores, **provenance()}
     print(json.dumps(record))
     if out:
         write_json(out, record)

@@ -86,9 +86,10 @@ class FollowerPolicy:
             raise ValueError(f"observations must be BabyAI's integer codes (uint8), got {observations.dtype}: pass "
                              "the env's obs['image'] as it comes, not normalised")
         directions = np.asarray(directions)
-        if not (len(observations) == len(directions) == len(env_ids)):
-            raise ValueError(f"act() needs one observation and one direction per env id, got {len(observations)} "
-                             f"observations, {len(directions)} directions and {len(env_ids)} env_ids")
+        if observations.ndim != 4 or directions.ndim != 1 or env_ids.ndim != 1 or not (
+                len(observations) == len(directions) == len(env_ids)):
+            raise ValueError(f"act() needs observations [n, 7, 7, 3], directions [n] and env_ids [n], got shapes "
+                             f"{observations.shape}, {directions.shape} and {env_ids.shape}")
         n = self.memory.shape[0]
         if env_ids.size and (not np.issubdtype(env_ids.dtype, np.integer) or env_ids.min() < 0 or env_ids.max() >= n):
             raise ValueError(f"env_ids must be positions in the batch given to reset(), in [0, {n}), got {env_ids}")

@@ -68,6 +68,12 @@ def label_unpaired(
         unpaired = unpaired.select(range(min(num_unpaired, len(unpaired))))
     texts = describe_dataset(speaker, unpaired, batch_size=batch_size, progress=progress, do_sample=do_sample)
     labelled = with_pseudo_labels(unpaired, texts)
+    scoring = time.perf_counter()
+    try:  # scored before anything is written: a failure here costs a line in the record, never the labels
+        accuracy = label_accuracy(labelled)
+    except Exception as err:  # noqa: BLE001
+        accuracy = {"error": f"{type(err).__name__}: {' '.join(str(err).split())}"}
+    scoring = time.perf_counter() - scoring
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     with writing(tmp, then=f"{out} is as it was: free space, then rerun"):
@@ -76,9 +82,9 @@ def label_unpaired(
         info = {
             "speaker": speaker_path, "speaker_type": speaker.config.model_type, "demos": str(demos),
             "decoding": "sampled" if do_sample else "greedy", "num_labelled": len(labelled), "command": command,
-            "wall_time_s": round(time.perf_counter() - started, 1), **provenance(speaker.device),
+            "wall_time_s": round(time.perf_counter() - started - scoring, 1), **provenance(speaker.device),
             "sha256": digests,  # which labels this record describes (as checksums.json)
-            "label_accuracy": label_accuracy(labelled),  # after the wall time: scoring, not labelling
+            "label_accuracy": accuracy,  # outside the wall time: scoring, not labelling
         }
         write_json(tmp / RECORD_FILE, info)
     old = out.with_name(out.name + ".old")  # the labels replaced stay whole until the new ones are in place

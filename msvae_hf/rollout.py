@@ -28,9 +28,10 @@ step in this process, may sit on a GPU. Results are the same as with a list of e
 ``missions="same_room"`` gives each episode, once reset, another mission of its level drawn for the same room
 (`msvae_hf.envs.missions.draw_same_room_mission`): the policy reads it and the level's verifier judges the episode
 by it. A follower that reads scores on such missions as on the episodes' own; one that ignores its instruction
-scores as a random walk does. ``missions`` given as texts (one per seed) makes each the episode's mission, judged
-by the verifier (`set_mission`: text the level cannot judge, or naming nothing in the room, is refused at reset,
-before any step).
+scores about as a random walk does. ``missions`` given as texts (one per seed) makes each the episode's mission,
+judged by the verifier (`set_mission`): text outside the levels' grammar is refused before any episode, one naming
+nothing in its episode's room (or that the level cannot judge) when that episode is reset, before it steps. Only
+``missions="own"`` runs on a `VectorEnv`.
 
 Policies that need the environments themselves (the BabyAI bot) define `bind_envs(envs)`; the rollout
 calls it after resetting a wave and before `policy.reset`, with the unwrapped-able gymnasium envs of the
@@ -47,7 +48,7 @@ import gymnasium as gym
 import numpy as np
 
 from .envs.levels import resolve_level
-from .envs.missions import draw_same_room_mission, set_mission
+from .envs.missions import InstructionError, draw_same_room_mission, parse_mission, set_mission
 from .envs.seeds import TEST_SEED_START, check_seed
 
 
@@ -67,7 +68,8 @@ class RolloutPolicy(Protocol):
 class EpisodeResult:
     """One evaluated episode. `instruction` is the mission by which success is judged: the episode's own, also
     where the follower was told other words (``instructions=``; those are the caller's), or with
-    ``missions="same_room"`` the one drawn for its room, or the text given as its mission (``missions=[...]``).
+    ``missions="same_room"`` the one drawn for its room, or the text given as its mission (``missions=[...]``, in
+    lower case with single spaces). `instructions=` belongs to `evaluate_policy` and `follow`, which wrap the policy.
     `frames` (RGB, steps + 1 of them), `observations` [steps, 7, 7, 3] and `directions` [steps] (before each action)
     are filled only when recording was asked for."""
 
@@ -243,6 +245,8 @@ def _pool_worker(conn: Any, level: str, num_envs: int, inherited: Sequence[Any] 
             return
         try:
             conn.send(("ok", getattr(batch, command)(*args)))
+        except InstructionError as err:  # a mission the room cannot take: the caller's one line, not a traceback
+            conn.send(("instruction", str(err)))
         except Exception:
             conn.send(("error", traceback.format_exc()))
 
@@ -314,6 +318,8 @@ class EnvPool:
             status, payload = self._conns[w].recv()
         except (EOFError, OSError) as err:
             raise self._died(w) from err
+        if status == "instruction":
+            raise InstructionError(payload)
         if status == "error":
             raise RuntimeError(f"EnvPool worker {w} ({self.level}) failed:\n{payload}")
         return payload
@@ -398,6 +404,9 @@ def rollout(
                              f"{missions!r}")
     elif len(missions) != len(seeds):
         raise ValueError(f"{len(missions)} missions for {len(seeds)} seeds")
+    else:
+        for text in missions:  # the grammar, before any episode runs (the room is checked at each reset)
+            parse_mission(" ".join(str(text).lower().split()))
     seeds = [check_seed(s) for s in seeds]
     if not seeds:
         return []

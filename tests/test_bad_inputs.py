@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import subprocess
 import sys
@@ -200,9 +201,11 @@ def test_follower_policy_refuses_normalised_frames_and_unknown_env_ids(saved: di
 def test_follower_policy_names_lengths_that_disagree(saved: dict[str, Path]) -> None:
     policy = AutoModel.from_pretrained(saved["follower"]).policy()
     policy.reset(["go to the red ball", "go to a box"])
-    with pytest.raises(ValueError, match="one observation and one direction per env id, got 3 observations, 3 "
-                                         "directions and 2 env_ids"):
+    with pytest.raises(ValueError, match=re.escape("needs observations [n, 7, 7, 3], directions [n] and env_ids [n], "
+                                                   "got shapes (3, 7, 7, 3), (3,) and (2,)")):
         policy.act(np.zeros((3, 7, 7, 3), dtype=np.uint8), np.zeros(3, dtype=np.int64), np.arange(2))
+    with pytest.raises(ValueError, match=re.escape("got shapes (2, 7, 7, 3), () and (2,)")):
+        policy.act(np.zeros((2, 7, 7, 3), dtype=np.uint8), np.int64(0), np.arange(2))
 
 
 def test_a_tokenizer_with_swapped_word_ids_is_refused(tmp_path: Path) -> None:

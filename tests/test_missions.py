@@ -20,6 +20,7 @@ from msvae_hf.envs.missions import (
     parse_mission,
     regenerate_missions,
     score_labels,
+    set_mission,
 )
 from msvae_hf.metrics import summarize_episodes
 from msvae_hf.rollout import BotPolicy, RandomPolicy, rollout
@@ -187,3 +188,51 @@ def test_given_missions_are_judged_alike_in_a_pool_and_refused_when_they_cannot_
         rollout(RandomPolicy(3), level, seeds, missions="other")
     with pytest.raises(InstructionError, match="nothing in this room is a yellow ball; the room holds blue ball, "):
         rollout(RandomPolicy(3), level, seeds[:1], missions=["go to the red key, then go to the yellow ball"])
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("open the red ball", "only a door can be opened, not a ball"),
+    ("open the object", "only a door can be opened, not any object"),
+    ("pick up the door", "a door cannot be picked up"),
+    ("put the door next to the ball", "a door cannot be moved"),
+])
+def test_actions_the_levels_never_draw_are_refused_as_text(text: str, reason: str) -> None:
+    with pytest.raises(InstructionError, match=reason):
+        parse_mission(text)
+    assert score_labels([text], ["go to the red ball"])["in_grammar"] == 0.0  # a label, scored, not a crash
+
+
+def test_the_goals_of_an_and_are_paired_as_they_match_best() -> None:
+    partly = score_labels(["go to the red ball and go to the yellow key"],
+                          ["go to the red ball and go to the grey key"])
+    assert (partly["object_type"], partly["colour"]) == (1.0, 0.5)
+    other = score_labels(["pick up the red ball and pick up the blue key"],
+                         ["go to the red ball and pick up the blue key"])
+    assert (other["action"], other["object_type"], other["colour"]) == (0.5, 1.0, 1.0)
+
+
+def test_a_refused_mission_leaves_the_episode_as_it_was() -> None:
+    env = gym.make("BabyAI-BossLocal-v0")
+    env.reset(seed=1)
+    level = env.unwrapped
+    before = (level.mission, level.instrs, level.max_steps, level.np_random_seed)
+    with pytest.raises(InstructionError, match="the level cannot judge it"):
+        set_mission(env, "put the blue box next to the blue box")  # one blue box in the room
+    with pytest.raises(InstructionError, match="nothing in this room is a purple ball"):
+        set_mission(env, "go to the purple ball")
+    assert (level.mission, level.instrs, level.max_steps, level.np_random_seed) == before
+    told = set_mission(env, "Go to the  RED box, then pick up a yellow key")
+    assert told == level.mission == "go to the red box, then pick up a yellow key"
+    assert level.max_steps == 2 * 64  # two navigations of an 8x8 room, as the level gives a mission of two
+    draw_same_room_mission(env, 1)
+    assert level.np_random_seed == before[3]
+
+
+def test_a_bad_mission_through_a_pool_is_one_line() -> None:
+    from msvae_hf.rollout import EnvPool
+
+    with EnvPool("BabyAI-GoToSeqLocal-v0", 2, 2) as pool, pytest.raises(InstructionError) as err:
+        rollout(RandomPolicy(3), pool, [10**9, 10**9 + 1], missions=["go to the red key", "go to the yellow ball"])
+    assert "\n" not in str(err.value) and "nothing in this room is a" in str(err.value)
+    with pytest.raises(InstructionError, match="is not an action"):  # the grammar: before any episode runs
+        rollout(RandomPolicy(3), "GoToSeqLocal", [10**9, 10**9 + 1], missions=["go to the red key", "walk"])

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import imageio.v3 as iio
@@ -254,6 +255,46 @@ def test_a_stranger_over_http_gets_reasons_not_bare_errors(served, saved):
             client.predict(model, "GoToLocal", seed, instruction, api_name="/follow")
     gif, _ = client.predict(saved["msvae"], "GoToSeqLocal", 1_000_000_001, api_name="/bot")
     assert Path(gif).is_file()
+
+
+def test_forty_requests_at_once_are_each_answered_or_refused_with_a_reason(served, saved):
+    """40 requests sent at once (Follow, Bot and bad inputs mixed): each comes back as its result or as one reason
+    (its own, or Gradio's "queue is full" past the QUEUE_SIZE waiting); the server then answers the next request at
+    once, and its memory grows by less than LOAD_MEMORY_BOUND_MB."""
+    import psutil
+    from gradio_client import Client
+
+    client = Client(served, verbose=False)
+    client.predict(saved["msvae"], "GoToSeqLocal", 1_000_000_001, api_name="/bot")  # the model loaded, warm
+    process = psutil.Process()
+    before = process.memory_info().rss
+    kinds = [
+        ((saved["msvae"], "GoToLocal", 1_000_000_007, "go to the red ball"), "/follow", None),
+        ((saved["msvae"], "GoToSeqLocal", 1_000_000_001), "/bot", None),
+        ((saved["msvae"], "GoToLocal", 1, "go to the crimson ball"), "/follow", "unknown words: crimson"),
+        ((saved["msvae"], "GoToLocal", 1_000_000_007, "go to the blue key"), "/follow", "nothing in this room is"),
+    ]
+    jobs = [(client.submit(*args, api_name=api), reason) for i in range(40)
+            for args, api, reason in [kinds[i % len(kinds)]]]
+    answered = refused = 0
+    for job, reason in jobs:
+        try:
+            gif, _ = job.result(timeout=300)
+            assert reason is None and Path(gif).is_file()
+            answered += 1
+        except Exception as err:  # noqa: BLE001  (AppError for a reason, QueueError for a full queue)
+            message = str(err)
+            assert (reason is not None and reason in message) or "queue is full" in message.lower(), message
+            refused += 1
+    assert answered + refused == 40 and answered >= 1
+    started = time.perf_counter()
+    gif, _ = client.predict(saved["msvae"], "GoToSeqLocal", 1_000_000_001, api_name="/bot")
+    assert Path(gif).is_file() and time.perf_counter() - started < 60  # served, not stuck behind the burst
+    assert (process.memory_info().rss - before) / 2**20 < LOAD_MEMORY_BOUND_MB
+
+
+#: The most the Space's process may grow by over a burst of 40 requests with a tiny model (docs/usage.md).
+LOAD_MEMORY_BOUND_MB = 300
 
 
 def test_both_tabs_share_one_rollout_at_a_time(saved):

@@ -727,6 +727,9 @@ def load_checked(path: Path, verify: bool = True, regenerate: str | None = None,
     try:
         return load_from_disk(str(path))
     except FileNotFoundError as err:
+        if (path / "dataset_dict.json").is_file() or (path / "dataset_info.json").is_file():
+            raise ValueError(f"{path} is a saved dataset with a file missing ({' '.join(str(err).split())})"
+                             f"{hint}") from err
         raise ValueError(f"{path} is not a dataset saved with save_to_disk: it holds no dataset_dict.json or "
                          f"dataset_info.json{hint}") from err
     except (OSError, pa.ArrowException) as err:

@@ -88,16 +88,30 @@ def parse_object(text: str, whole: str) -> ObjDesc:
 
 
 def parse_action(text: str, whole: str) -> ActionInstr:
-    """One action phrase (``"put the red ball next to the key"``) as its instruction object."""
+    """One action phrase (``"put the red ball next to the key"``) as its instruction object; "open" takes a door,
+    "pick up" and the object moved by "put" anything but a door (as the levels draw them)."""
     for phrase, kind in ACTIONS.items():
         if text.startswith(phrase + " "):
             rest = text.removeprefix(phrase + " ")
             if kind != "putnext":
-                return ACTION_CLASSES[kind](parse_object(rest, whole))
+                desc = parse_object(rest, whole)
+                _check_door(kind, desc, whole)
+                return ACTION_CLASSES[kind](desc)
             moved, sep, fixed = rest.partition(" next to ")
             if sep:
-                return PutNextInstr(parse_object(moved, whole), parse_object(fixed, whole))
+                desc = parse_object(moved, whole)
+                _check_door(kind, desc, whole)
+                return PutNextInstr(desc, parse_object(fixed, whole))
     raise InstructionError(f"{whole!r}: {text!r} is not an action ({GRAMMAR_HINT})")
+
+
+def _check_door(kind: str, desc: ObjDesc, whole: str) -> None:
+    """InstructionError where the action cannot take the object: only doors open; a door is not picked up or moved."""
+    if kind == "open" and desc.type != "door":
+        what = f"a {desc.type}" if desc.type else "any object"
+        raise InstructionError(f"{whole!r}: only a door can be opened, not {what}")
+    if kind in ("pickup", "putnext") and desc.type == "door":
+        raise InstructionError(f"{whole!r}: a door cannot be {'picked up' if kind == 'pickup' else 'moved'}")
 
 
 def parse_mission(text: str) -> Instr:
@@ -124,19 +138,47 @@ def _object(desc: ObjDesc) -> tuple[str | None, str | None, str | None]:
     return desc.color, desc.type, desc.loc
 
 
-def goals(instr: Instr) -> tuple[Goal, ...]:
-    """The mission's actions in the order they must be carried out ("A after you B": B, then A; "A and B" in
-    a fixed order, either order being right)."""
+def goal_groups(instr: Instr) -> tuple[tuple[Goal, ...], ...]:
+    """The mission's actions in the order they must be carried out ("A after you B": B, then A), grouped: an action
+    alone, or the two of an "and", which either order carries out (in a fixed order of their own, so that two
+    missions compare)."""
     if isinstance(instr, BeforeInstr):
-        return goals(instr.instr_a) + goals(instr.instr_b)
+        return goal_groups(instr.instr_a) + goal_groups(instr.instr_b)
     if isinstance(instr, AfterInstr):
-        return goals(instr.instr_b) + goals(instr.instr_a)
-    if isinstance(instr, AndInstr):  # either order carries it out: one order for both, so that they compare
-        return tuple(sorted(goals(instr.instr_a) + goals(instr.instr_b), key=repr))
+        return goal_groups(instr.instr_b) + goal_groups(instr.instr_a)
+    if isinstance(instr, AndInstr):
+        return (tuple(sorted(goals(instr.instr_a) + goals(instr.instr_b), key=repr)),)
     if isinstance(instr, PutNextInstr):
-        return (Goal("putnext", (_object(instr.desc_move), _object(instr.desc_fixed))),)
+        return ((Goal("putnext", (_object(instr.desc_move), _object(instr.desc_fixed))),),)
     kind = next(k for k, cls in ACTION_CLASSES.items() if isinstance(instr, cls))
-    return (Goal(kind, (_object(instr.desc),)),)
+    return ((Goal(kind, (_object(instr.desc),)),),)
+
+
+def goals(instr: Instr) -> tuple[Goal, ...]:
+    """The mission's actions in the order they must be carried out (:func:`goal_groups`, one after another)."""
+    return tuple(goal for group in goal_groups(instr) for goal in group)
+
+
+def _matches(said: Goal, true: Goal) -> int:
+    """How many of a goal's fields (its action, each object's type and colour) another goal gets right."""
+    fields = int(said.action == true.action)
+    for k, (colour, kind, _) in enumerate(true.objects):
+        if k < len(said.objects):
+            fields += (said.objects[k][1] == kind) + (said.objects[k][0] == colour)
+    return fields
+
+
+def _aligned(said: tuple[tuple[Goal, ...], ...], true: tuple[tuple[Goal, ...], ...]) -> list[Goal]:
+    """The label's goals, one per true goal, in the order to compare them: where both group their goals alike, each
+    "and" pair in whichever of its two orders matches more of the truth's fields; otherwise in order."""
+    if [len(g) for g in said] != [len(g) for g in true]:
+        return [goal for group in said for goal in group]
+    out: list[Goal] = []
+    for mine, truth in zip(said, true, strict=True):
+        if len(mine) == 2 and sum(map(_matches, mine[::-1], truth)) > sum(map(_matches, mine, truth)):
+            mine = mine[::-1]
+        out += mine
+    return out
 
 
 def connectives(instr: Instr) -> str:
@@ -176,6 +218,7 @@ def score_labels(labels: Sequence[str], missions: Sequence[str]) -> dict[str, fl
     totals = {"action": 0, "object_type": 0, "colour": 0, "connective": 0}
     for label, mission in zip(labels, missions, strict=True):
         truth = parse_mission(mission)
+        true_groups = goal_groups(truth)
         true_goals = goals(truth)
         counts["exact"] += " ".join(label.split()) == " ".join(mission.split())
         try:
@@ -191,7 +234,7 @@ def score_labels(labels: Sequence[str], missions: Sequence[str]) -> dict[str, fl
         if len(true_goals) > 1:
             totals["connective"] += 1
             counts["connective"] += connectives(said) == connectives(truth)
-        for mine, true in zip(said_goals, true_goals, strict=True):
+        for mine, true in zip(_aligned(goal_groups(said), true_groups), true_goals, strict=True):
             totals["action"] += 1
             counts["action"] += mine.action == true.action
             for k, (colour, kind, _) in enumerate(true.objects):
@@ -220,16 +263,17 @@ def draw_same_room_mission(env: gym.Env, seed: int, tries: int = 100) -> str:
     """Give a freshly reset episode another mission of its level for the same room, and return its text.
 
     The level's own generator (``LevelGen.rand_instr`` with the level's action and instruction kinds, then its
-    ``validate_instrs``) draws from a stream of ``seed`` of its own, until the mission's words differ from the
-    episode's; the room and the agent stay as reset. The level's verifier then judges the episode by the new
-    mission, and its step limit is the one the level gives that mission. Levels that are not a ``LevelGen`` are
-    refused (they have no generator to draw from)."""
+    ``validate_instrs``) draws from a stream of ``seed`` of its own, until the mission asks for other goals than the
+    episode's (not the same goals in other words); the room and the agent stay as reset. The level's verifier then
+    judges the episode by the new mission, and its step limit is the one the level gives that mission. Levels that
+    are not a ``LevelGen`` are refused (they have no generator to draw from)."""
     level: Any = env.unwrapped
     if not hasattr(level, "rand_instr") or not hasattr(level, "action_kinds"):
         raise ValueError(f"{env.spec.id if env.spec else type(level).__name__} has no mission generator to draw "
                          "another mission from (a LevelGen level: BabyAI's GoToSeq, BossLevel, the Local levels)")
-    own, saved = level.mission, level.np_random
-    level.np_random = np.random.default_rng([SAME_ROOM_STREAM, int(seed)])
+    own = (goals(level.instrs), connectives(level.instrs))
+    saved = level._np_random, level._np_random_seed  # gymnasium's setter would forget the seed: restore both as were
+    level._np_random = np.random.default_rng([SAME_ROOM_STREAM, int(seed)])
     try:
         for _ in range(tries):
             try:
@@ -237,13 +281,13 @@ def draw_same_room_mission(env: gym.Env, seed: int, tries: int = 100) -> str:
                 level.validate_instrs(instrs)
             except (RejectSampling, RecursionError):
                 continue
-            surface = instrs.surface(level)
-            if surface != own:
+            if (goals(instrs), connectives(instrs)) != own:
+                surface = instrs.surface(level)
                 break
         else:
             raise RuntimeError(f"no other mission for seed {seed}'s room in {tries} draws")
     finally:
-        level.np_random = saved
+        level._np_random, level._np_random_seed = saved
     _install(level, instrs, surface)
     return surface
 
@@ -288,6 +332,11 @@ def set_mission(env: gym.Env, text: str) -> str:
             named = " ".join(w for w in (desc.color, desc.type or "object", desc.loc and f"({desc.loc})") if w)
             raise InstructionError(f"{surface!r}: nothing in this room is a {named}; the room holds "
                                    f"{', '.join(room_objects(env))}")
+    if hasattr(level, "validate_instrs"):  # what the level's generator refuses (e.g. an object put next to itself)
+        try:
+            level.validate_instrs(instrs)
+        except RejectSampling as err:
+            raise InstructionError(f"{surface!r}: the level cannot judge it: {err}") from None
     _install(level, instrs, surface)
     return surface
 

@@ -18,9 +18,14 @@ MAX_SEED = 2**31 - 1
 def check_seed(seed: object) -> int:
     """An episode seed as an int in [0, MAX_SEED]; a ValueError saying what a seed is for anything else (a
     fraction, a negative number, a string, a bool)."""
-    whole = isinstance(seed, numbers.Real) and not isinstance(seed, bool) and math.isfinite(seed) and seed == int(seed)
+    try:
+        whole = isinstance(seed, numbers.Real) and not isinstance(seed, bool) and math.isfinite(seed) \
+            and seed == int(seed)
+    except OverflowError:  # an int too large for a float
+        whole = False
     if not whole or not 0 <= int(seed) <= MAX_SEED:
-        raise ValueError(f"the seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
+        shown = repr(seed) if len(repr(seed)) <= 40 else repr(seed)[:40] + "..."
+        raise ValueError(f"the seed must be a whole number from 0 to {MAX_SEED}, got {shown}")
     return int(seed)
 
 

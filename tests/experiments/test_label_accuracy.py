@@ -43,6 +43,7 @@ def test_record_writes_the_scores_into_a_record_without_them(labels, tmp_path, c
     after = json.loads((copy / RECORD_FILE).read_text())
     assert after["label_accuracy"]["labels"] == 30 and {**after, "label_accuracy": None} == {
         **record, "label_accuracy": None}
+    assert after["label_accuracy"]["scored_at"]  # the scoring's commit, beside the labelling's
     assert {k: v for k, v in tree_digest(copy).items() if k != RECORD_FILE} == before  # the labels untouched
 
 
