@@ -10,17 +10,14 @@ same numbers as ``python experiments/collect_results.py LEVEL --table unpaired``
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from cells import LEVELS  # noqa: E402
-from result_tables.records import RESULTS, load_records, records_by_row, values  # noqa: E402
-from result_tables.scale import unpaired_curve  # noqa: E402
+import matplotlib.pyplot as plt
+from cells import LEVELS
+from figures import level_plot_main, save_figure
+from result_tables.records import RESULTS, load_records, records_by_row, values
+from result_tables.scale import unpaired_curve
 
 
 def plot(level: str, out: Path, root: Path = RESULTS) -> None:
@@ -51,20 +48,11 @@ def plot(level: str, out: Path, root: Path = RESULTS) -> None:
         ax.set_xlabel("N, unpaired trajectories")
         ax.set_ylabel(label)
         ax.legend(fontsize=8)
-    fig.suptitle(f"{LEVELS[level]}: MS-VAE against the number of unpaired trajectories")
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    save_figure(fig, f"{LEVELS[level]}: MS-VAE against the number of unpaired trajectories", out)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("level", choices=sorted(LEVELS))
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    plot(args.level, Path(args.out))
-    print(f"wrote {args.out}")
+    level_plot_main(plot, __doc__, argv)
 
 
 if __name__ == "__main__":
