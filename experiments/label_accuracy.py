@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 
 from msvae_hf.data.demos import load_demos
-from msvae_hf.envs.missions import regenerate_missions, score_labels
-from msvae_hf.pseudo_labels import RECORD_FILE, label_accuracy, load_pseudo_labels, pseudo_labels_record
+from msvae_hf.envs.missions import score_labels
+from msvae_hf.pseudo_labels import RECORD_FILE, label_accuracy, load_pseudo_labels, pseudo_labels_record, true_missions
 from msvae_hf.run_folder import write_json
 from msvae_hf.runtime import provenance
 
@@ -65,7 +65,7 @@ def chance(demos: str, num_unpaired: int | None, out: str | None) -> dict:
     unpaired = load_demos(demos)["unpaired"]
     if num_unpaired is not None:
         unpaired = unpaired.select(range(min(num_unpaired, len(unpaired))))
-    missions = regenerate_missions(unpaired[0]["level"], unpaired["seed"])
+    missions = true_missions(unpaired)
     scores = score_labels(missions[1:] + missions[:1], missions)
     record = {"speaker": "none: each trajectory labelled with the next one's true mission", "demos": demos,
               "num_labelled": len(missions), "label_accuracy": scores, **provenance()}

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from .data.collator import DemoCollator, for_loader, read_rows, without_instructions
+from .envs import missions
 from .envs.levels import resolve_level
 from .envs.seeds import TEST_SEED_START
 from .metrics import bleu, follower_summary
@@ -84,7 +85,7 @@ def has_mission_generator(level: str) -> bool:
 
     env = gym.make(resolve_level(level))
     try:
-        return hasattr(env.unwrapped, "rand_instr") and hasattr(env.unwrapped, "action_kinds")
+        return missions.has_mission_generator(env)
     finally:
         env.close()
 

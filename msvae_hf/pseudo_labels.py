@@ -100,15 +100,20 @@ def label_accuracy(labelled: Any) -> dict[str, float | int]:
     """:func:`~msvae_hf.envs.missions.score_labels` of a labelled set's ``instruction`` column against each row's
     true mission, which its ``level`` regenerates from its ``seed``, with the seconds the scoring took."""
     started = time.perf_counter()
-    rows = labelled.select_columns(["level", "seed"])
-    levels, seeds = list(rows["level"]), list(rows["seed"])
+    scores = score_labels(list(labelled["instruction"]), true_missions(labelled))
+    return {**scores, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def true_missions(rows: Any) -> list[str]:
+    """Each row's mission as its ``level`` regenerates it from its ``seed`` (a demonstration's ``instruction``)."""
+    columns = rows.select_columns(["level", "seed"])
+    levels, seeds = list(columns["level"]), list(columns["seed"])
     missions: list[str] = [""] * len(seeds)
     for level in sorted(set(levels)):
         at = [i for i, name in enumerate(levels) if name == level]
         for i, mission in zip(at, regenerate_missions(level, [seeds[i] for i in at]), strict=True):
             missions[i] = mission
-    scores = score_labels(list(labelled["instruction"]), missions)
-    return {**scores, "seconds": round(time.perf_counter() - started, 1)}
+    return missions
 
 
 def check_num_unpaired(num_unpaired: int | None) -> None:

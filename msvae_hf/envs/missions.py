@@ -259,6 +259,11 @@ def regenerate_missions(level_id: str, seeds: Sequence[int]) -> list[str]:
         env.close()
 
 
+def has_mission_generator(env: gym.Env) -> bool:
+    """Whether the env's level draws its missions with ``LevelGen``'s generator (so that another can be drawn)."""
+    return hasattr(env.unwrapped, "rand_instr") and hasattr(env.unwrapped, "action_kinds")
+
+
 def draw_same_room_mission(env: gym.Env, seed: int, tries: int = 100) -> str:
     """Give a freshly reset episode another mission of its level for the same room, and return its text.
 
@@ -268,7 +273,7 @@ def draw_same_room_mission(env: gym.Env, seed: int, tries: int = 100) -> str:
     judges the episode by the new mission, and its step limit is the one the level gives that mission. Levels that
     are not a ``LevelGen`` are refused (they have no generator to draw from)."""
     level: Any = env.unwrapped
-    if not hasattr(level, "rand_instr") or not hasattr(level, "action_kinds"):
+    if not has_mission_generator(env):
         raise ValueError(f"{env.spec.id if env.spec else type(level).__name__} has no mission generator to draw "
                          "another mission from (a LevelGen level: BabyAI's GoToSeq, BossLevel, the Local levels)")
     own = (goals(level.instrs), connectives(level.instrs))
