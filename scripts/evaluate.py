@@ -1,8 +1,16 @@
 #!/usr/bin/env python
 """``msvae_hf.cli.evaluate``, installed by pip as ``msvae-evaluate`` (see its docstring or ``--help``)."""
 
-from msvae_hf.cli.evaluate import *  # noqa: F403  (its names, for tests that load this file)
-from msvae_hf.cli.evaluate import main
+try:
+    from msvae_hf.cli.evaluate import *  # noqa: F403  (its names, for tests that load this file)
+    from msvae_hf.cli.evaluate import main
+except KeyboardInterrupt:  # Ctrl-C while the package loads (torch, datasets): nothing has started
+    if __name__ != "__main__":
+        raise
+    raise SystemExit("stopped") from None
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C before or after main's own handling (parsing flags, printing the result)
+        raise SystemExit("stopped") from None

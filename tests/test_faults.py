@@ -293,6 +293,33 @@ def test_a_killed_make_demos_leaves_no_process_behind(tmp_path: Path, how: signa
         proc.wait(timeout=30)
 
 
+@pytest.mark.parametrize("after_s", [0.3, pytest.param(2.0, marks=pytest.mark.slow), 5.0,
+                                     pytest.param(9.0, marks=pytest.mark.slow)])
+def test_ctrl_c_at_any_moment_of_make_demos_says_one_line(tmp_path: Path, after_s: float) -> None:
+    """Ctrl-C while the package loads, while flags are read, while the pool starts or while chunks are played and
+    saved ends in one line, "stopped" (with where the saved chunks are once any can be), never a traceback."""
+    command = [sys.executable, str(REPO / "scripts" / "make_demos.py"), "--level", "GoToSeqLocal", "--paired",
+               "4000", "--num-proc", "2", "--chunk-size", "200", "--out", str(tmp_path / "demos")]
+    log = tmp_path / "make_demos.log"
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(command, cwd=REPO, stdout=sink, stderr=sink, start_new_session=True,
+                                env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        time.sleep(after_s)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+        lines = [line for line in log.read_text().splitlines() if line.strip()]
+        assert "Traceback" not in log.read_text() and lines[-1].startswith("stopped"), log.read_text()[-3000:]
+        assert proc.returncode != 0
+    finally:
+        for pid in [proc.pid, *_children(proc.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(timeout=30)
+
+
 def test_a_second_make_demos_on_the_same_folder_is_refused_at_once(tmp_path: Path) -> None:
     out = tmp_path / "demos"
     holder = run_folder.RunLock(tmp_path / "demos.chunks", "python scripts/make_demos.py --out demos")

@@ -100,7 +100,8 @@ def _interrupt(signum: int, frame: object) -> None:
     """SIGINT or SIGTERM -> KeyboardInterrupt, recorded: a killed make_demos stops as Ctrl-C stops it (the
     pool's ``finally`` may put its own error in the interrupt's place, so the record is what says it was one)."""
     _SIGNALS.append(signum)
-    raise KeyboardInterrupt
+    if len(_SIGNALS) == 1:  # a second stop (Ctrl-C pressed again) is recorded, never raised inside the cleanup
+        raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -113,9 +114,9 @@ def main(argv: list[str] | None = None) -> None:
     # As the process's own command (not main([...]) called in-process), on the main thread: SIGINT and SIGTERM stop
     # it cleanly, but for a signal its parent told it to ignore (a background job keeps ignoring Ctrl-C).
     handles = argv is None and threading.current_thread() is threading.main_thread()
+    _SIGNALS.clear()
     stops = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)
              if handles and signal.getsignal(s) is not signal.SIG_IGN}
-    _SIGNALS.clear()
     try:
         if args.convert:
             dd = convert_demos(args.convert, args.out, overwrite=args.overwrite)
