@@ -23,6 +23,7 @@ oneDNN's matmul, `train_step.gemm_peaks`); and the first setting's time over the
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
 from typing import Any
@@ -36,6 +37,7 @@ import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf.backends import Backend
 from msvae_hf.runtime import adam, provenance, retain_freed_memory
 from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.update import update
 
 SWITCHES = {"length_groups": ("padded", "grouped"), "linear": ("f_linear", "onednn")}
 """Each switch (a field of :class:`~msvae_hf.backends.Backend`, ``onednn`` for ``linear``): the names of its settings
@@ -63,8 +65,7 @@ def time_layouts(model: torch.nn.Module, batches: list[dict], steps: int, warmup
             with model.using_backend(backend):
                 start = time.perf_counter()
                 optimizer.zero_grad(set_to_none=True)
-                model(**batch).loss.backward()
-                optimizer.step()
+                update(functools.partial(model, **batch), optimizer)
                 if i >= warmup:
                     times[name].append(time.perf_counter() - start)
     for name, t in times.items():

@@ -12,6 +12,7 @@ a variant's figure is the median over its rounds of the per-round median. Defaul
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -25,6 +26,7 @@ from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel
 from msvae_hf.configuration_msvae import FOLLOWER_VARIANTS as VARIANTS
 from msvae_hf.runtime import adam, provenance, retain_freed_memory
 from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.update import update
 
 
 def build(name: str, variant: str, tok: MSVAETokenizer, tiny: bool) -> torch.nn.Module:
@@ -41,8 +43,7 @@ def time_round(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: 
     for i in range(steps + 1):
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        model(**batch).loss.backward()
-        optimizer.step()
+        update(functools.partial(model, **batch), optimizer)
         if i:
             times.append(time.perf_counter() - start)
     return statistics.median(times)

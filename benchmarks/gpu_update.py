@@ -20,6 +20,7 @@ On the CPU (``--device cpu --tiny``) the same code runs uncaptured: a smoke test
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from typing import Any
 
@@ -36,6 +37,7 @@ from msvae_hf.evaluation import device_name, resolve_device
 from msvae_hf.graphed import FRAME_MULTIPLE, LENGTH_MULTIPLE, TIME_MULTIPLE, CapturedUpdate, captured_adam
 from msvae_hf.runtime import adam, provenance
 from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.update import update
 
 
 def load_batches(args: argparse.Namespace, tok: MSVAETokenizer, count: int) -> list[dict[str, torch.Tensor]]:
@@ -93,8 +95,7 @@ def time_eager(args, batches, vocab_size: int, device: torch.device) -> dict[str
 
     def step(i: int) -> None:
         optimizer.zero_grad(set_to_none=True)
-        model(**on_device[i % len(on_device)]).loss.backward()
-        optimizer.step()
+        update(functools.partial(model, **on_device[i % len(on_device)]), optimizer)
 
     for i in range(3):
         step(i)
@@ -129,15 +130,15 @@ def time_captured(args, batches, runs: int, vocab_size: int, device: torch.devic
     n = len(batches)
     start = time.perf_counter()
     for i in range(n):  # capture every bucket the batches hold, once per run
-        for r, update in enumerate(updates):
-            update(batches[(i + 7 * r) % n])
+        for r, run in enumerate(updates):
+            run(batches[(i + 7 * r) % n])
     synchronize(device)
     capture_s = time.perf_counter() - start
     graphs = sum(len(u._graphs) for u in updates)
 
     def round_(i: int) -> None:
-        for r, update in enumerate(updates):
-            update(batches[(i + 7 * r) % n])
+        for r, run in enumerate(updates):
+            run(batches[(i + 7 * r) % n])
 
     rounds = max(1, args.updates // runs) if runs > 1 else args.updates
     synchronize(device)
@@ -146,8 +147,8 @@ def time_captured(args, batches, runs: int, vocab_size: int, device: torch.devic
         round_(i)
     synchronize(device)
     seconds = time.perf_counter() - start
-    for update in updates:
-        update.check()
+    for run in updates:
+        run.check()
     result = {"runs": runs, "captured": capture, "rounds": rounds, "updates_per_s": runs * rounds / seconds,
               "ms_per_round": 1e3 * seconds / rounds, "capture_s": capture_s, "graphs": graphs,
               "buckets": sorted({tuple(b["observations"].shape[:2]) + (b["input_ids"].shape[1],) for b in batches})}

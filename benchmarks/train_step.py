@@ -54,6 +54,7 @@ from msvae_hf.ops.linear import AVAILABLE as ONEDNN_AVAILABLE
 from msvae_hf.ops.linear import onednn_matmul
 from msvae_hf.runtime import adam, provenance, retain_freed_memory
 from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.update import update
 
 TINY = dict(hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32,
             prior_hidden_size=32, obs_embed_dim=8, action_embed_dim=8)
@@ -167,19 +168,18 @@ def time_updates(model: torch.nn.Module, batch: dict, steps: int, warmup: int, d
     model.train()
     optimizer = adam(model.parameters(), 1e-4)
 
-    def loss() -> torch.Tensor:
+    def forward() -> Any:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=mixed_precision == "bf16"):
-            return model(**batch).loss
+            return model(**batch)
 
-    flops = count_flops(lambda: loss().backward())["all"]
+    flops = count_flops(lambda: forward().loss.backward())["all"]
     optimizer.zero_grad()
     times = []
     for i in range(warmup + steps):
         synchronize(device)
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss().backward()
-        optimizer.step()
+        update(forward, optimizer)
         synchronize(device)
         if i >= warmup:
             times.append(time.perf_counter() - start)
@@ -199,20 +199,19 @@ def profile_updates(model: torch.nn.Module, batch: dict, steps: int, mixed_preci
     optimizer = adam(model.parameters(), 1e-4)
     model.train()
 
-    def loss() -> torch.Tensor:
+    def forward() -> Any:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed_precision == "bf16"):
-            return model(**batch).loss
+            return model(**batch)
 
-    def update() -> None:
+    def one_update() -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss().backward()
-        optimizer.step()
+        update(forward, optimizer)
 
-    update()  # Adam's state, outside the profile
-    flops = count_flops(lambda: loss().backward())
+    one_update()  # Adam's state, outside the profile
+    flops = count_flops(lambda: forward().loss.backward())
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(steps):
-            update()
+            one_update()
     ms = {"convolution": 0.0, "matmul": 0.0, "attention": 0.0, "other": 0.0}
     by_op = {}
     for e in prof.key_averages():

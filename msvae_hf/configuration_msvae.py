@@ -16,8 +16,28 @@ from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
 ATTENTION_KINDS = ("none", "attention", "bottleneck")
-#: Where the follower's memory (h_y, or z) enters the action decoder (``msvae_hf/modules.py``, ActionDecoder).
-CONDITIONING_KINDS = ("head", "film", "film_recurrent", "film_both")
+
+
+@dataclasses.dataclass(frozen=True)
+class Conditioning:
+    """Where a follower's memory (h_y, or z) enters its action decoder (``msvae_hf/modules.py``, ActionDecoder):
+    ``films_frames``: it also modulates the frames' convolution maps (FiLM), else only the head's attention reads
+    it; ``keyed``: the FiLM reads it at each step by attention keyed by h'_{t-1}; ``learned_queries``: by learned
+    constant queries (both: their sum, the key starting at zero)."""
+
+    films_frames: bool
+    keyed: bool = False
+    learned_queries: bool = False
+
+
+#: Each ``follower_conditioning`` by name: the one place a name is read (``ModulesConfig.conditioning``).
+CONDITIONINGS = {
+    "head": Conditioning(films_frames=False),
+    "film": Conditioning(films_frames=True, learned_queries=True),
+    "film_recurrent": Conditioning(films_frames=True, keyed=True),
+    "film_both": Conditioning(films_frames=True, keyed=True, learned_queries=True),
+}
+CONDITIONING_KINDS = tuple(CONDITIONINGS)
 #: The follower of the study's records of Tables 1-3 and of the quickstart's recorded numbers:
 #: the instruction at the action head only, the LSTM reading a_{t-1}.
 HEAD_FOLLOWER = {"follower_conditioning": "head", "previous_action_input": True}
@@ -136,6 +156,11 @@ class ModulesConfig(PreTrainedConfig):
     def _fail(self, name: str, requirement: str) -> ValueError:
         return ValueError(f"{type(self).__name__}.{name} must be {requirement}, got {getattr(self, name)!r}")
 
+    @property
+    def conditioning(self) -> Conditioning:
+        """What ``follower_conditioning`` names (:data:`CONDITIONINGS`)."""
+        return CONDITIONINGS[self.follower_conditioning]
+
     def check_values(self) -> None:
         """Reject bad values and combinations, naming the field."""
         for name in self.positive_fields:
@@ -228,7 +253,7 @@ class MSVAEConfig(ModulesConfig):
                 raise self._fail(name, "true or false")
         if self.prior not in PRIOR_KINDS:
             raise self._fail("prior", f"one of {PRIOR_KINDS}")
-        if not self.unpaired_trains_action_decoder and self.follower_conditioning != "head":
+        if not self.unpaired_trains_action_decoder and self.conditioning.films_frames:
             raise ValueError("MSVAEConfig.unpaired_trains_action_decoder=False holds the action decoder fixed behind "
                              "z, which every FiLM follower_conditioning also feeds into the frames: "
                              "use 'head'")
@@ -258,5 +283,5 @@ FollowerConfig.ignored_keys = SpeakerConfig.ignored_keys = MSVAE_ONLY_FIELDS
 MODEL_TYPE_CONFIGS = {"follower": FollowerConfig, "speaker": SpeakerConfig, "msvae": MSVAEConfig}
 
 __all__ = ["ModulesConfig", "MSVAEConfig", "FollowerConfig", "SpeakerConfig", "ATTENTION_KINDS", "PRIOR_KINDS",
-           "CONDITIONING_KINDS", "FOLLOWER_FIELDS", "FOLLOWER_VARIANTS", "HEAD_FOLLOWER",
-           "LOSS_REDUCTIONS", "MODEL_TYPE_CONFIGS"]
+           "CONDITIONING_KINDS", "CONDITIONINGS", "Conditioning", "FOLLOWER_FIELDS", "FOLLOWER_VARIANTS",
+           "HEAD_FOLLOWER", "LOSS_REDUCTIONS", "MODEL_TYPE_CONFIGS"]

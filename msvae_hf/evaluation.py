@@ -52,13 +52,15 @@ def evaluate_follower(
     tokenizer: Any = None,
     progress: bool = False,
     num_workers: int = 0,
+    reading: bool = True,
 ) -> tuple[dict[str, float], list[EpisodeResult]]:
     """:func:`~msvae_hf.metrics.follower_summary` of ``model.policy()`` (greedy) on fixed seeds, and the episodes
     told their own missions. Each seed is rolled out twice, told its own mission and told the mission of the next
     seed (success judged by its own), and compared with the bot on the same seed. The model is called once per
     step for all live envs of a batch (stepped in ``num_workers`` processes if > 0). A third rollout tells each seed
     another mission drawn by the level for its room and judges it by that (``success_rate_same_room``; levels
-    without a mission generator skip it)."""
+    without a mission generator skip it). ``reading=False`` rolls out the own missions only (no
+    ``success_rate_other_mission`` or ``success_rate_same_room``)."""
     if episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {episodes}")
     was_training = model.training
@@ -68,9 +70,10 @@ def evaluate_follower(
         policy = model.policy(tokenizer)
         own = evaluate_policy(policy, level, episodes, seed_start, batch_size, progress, num_workers)
         told = [b.instruction for b in bot[1:]]
-        other = evaluate_policy(policy, level, episodes, seed_start, batch_size, progress, num_workers, told)
+        other = (evaluate_policy(policy, level, episodes, seed_start, batch_size, progress, num_workers, told)
+                 if reading else [])
         same_room = []
-        if has_mission_generator(level):
+        if reading and has_mission_generator(level):
             same_room = evaluate_policy(policy, level, episodes, seed_start, batch_size, progress, num_workers,
                                         missions="same_room")
     finally:

@@ -21,10 +21,12 @@ import contextlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from .run_folder import NonFiniteError, scalar_terms
+from .update import update
 
 WARMUP_UPDATES = 2
 """Eager updates run (and undone) on a side stream before a capture, as ``torch.cuda.graphs`` asks."""
@@ -95,29 +97,31 @@ class CapturedUpdate:
         return max(1, -(-real // self.frame_multiple)) * self.frame_multiple
 
     def _update(self, inputs: Mapping[str, torch.Tensor], frames: int | None) -> None:
-        """The update itself, eager or being captured: nothing in it waits for the device."""
-        with self.model.using_backend("static", frames):
-            output = self.model(**inputs)
-        output.loss.backward()
-        grads = [p.grad for p in self.params if p.grad is not None]
-        if self.max_grad_norm:
-            norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
-        else:
+        """The update itself (:func:`msvae_hf.update.update` on the static layout), eager or being captured:
+        nothing in it waits for the device. Its terms and gradient norm (before clipping) are kept on the device;
+        a non-finite one sets fused Adam's ``found_inf``, so that the step is skipped."""
+        def forward() -> Any:
+            with self.model.using_backend("static", frames):
+                return self.model(**inputs)
+
+        def check(output: Any) -> None:
+            grads = [p.grad for p in self.params if p.grad is not None]
             norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-        terms = scalar_terms(output)
-        if self.names is None:
-            self.names = [*terms, "grad_norm"]
-        values = torch.stack([*(t.detach().float() for t in terms.values()), norm.detach().float()])
-        bad = ~torch.isfinite(values).all()
-        self._found_inf.copy_(bad.float())
-        self.optimizer.step()
+            terms = scalar_terms(output)
+            if self.names is None:
+                self.names = [*terms, "grad_norm"]
+            values = torch.stack([*(t.detach().float() for t in terms.values()), norm.detach().float()])
+            bad = ~torch.isfinite(values).all()
+            self._found_inf.copy_(bad.float())
+            first = bad & (self.first_bad < 0)
+            self.first_bad.copy_(torch.where(first, self.updates + 1, self.first_bad))
+            if self.terms is None:
+                self.terms, self.bad_terms = torch.zeros_like(values), torch.zeros_like(values)
+            self.bad_terms.copy_(torch.where(first, values, self.bad_terms))
+            self.terms.copy_(values)
+
+        update(forward, self.optimizer, self.max_grad_norm, check=check)
         self.updates.add_(1)
-        first = bad & (self.first_bad < 0)
-        self.first_bad.copy_(torch.where(first, self.updates, self.first_bad))
-        if self.terms is None:
-            self.terms, self.bad_terms = torch.zeros_like(values), torch.zeros_like(values)
-        self.bad_terms.copy_(torch.where(first, values, self.bad_terms))
-        self.terms.copy_(values)
 
     def check_values(self, batch: Mapping[str, torch.Tensor]) -> None:
         """ValueError naming the first input outside the model's ranges (host tensors; what the default layout

@@ -142,18 +142,19 @@ def follower_summary(
     """The follower's numbers on one list of seeds, each list in seed order:
 
     - ``success_rate``, ``mean_steps``, ``mean_reward`` and ``episodes`` of ``own`` (told each env's mission);
-    - ``success_rate_other_mission``: the success rate of ``other``, the same seeds told another episode's mission
-      (success still judged by each env's own): what the follower achieves without reading its instruction;
+    - ``success_rate_other_mission`` where ``other`` is given: the success rate of the same seeds told another
+      episode's mission (success still judged by each env's own): what the follower achieves without reading;
     - ``spl``: mean success weighted by path length against the bot's steps on the same seed (:func:`spl`);
     - ``bot_mean_steps``: the bot's mean steps on those seeds, beside ``mean_steps``;
     - ``success_rate_same_room`` where ``same_room`` is given: the success rate of the same seeds each told, and
       judged by, another mission drawn by the level for its room: whether the follower does what it is told.
     """
-    if not (len(own) == len(other) == len(bot)) or (same_room and len(same_room) != len(own)):
+    if len(own) != len(bot) or any(len(told) not in (0, len(own)) for told in (other, same_room)):
         raise ValueError(f"need one episode per seed in each list, got {len(own)}, {len(other)}, {len(bot)}"
                          + (f" and {len(same_room)}" if same_room else ""))
     summary = summarize_episodes(own)
-    summary["success_rate_other_mission"] = float(np.mean([bool(r.success) for r in other]))
+    if other:
+        summary["success_rate_other_mission"] = float(np.mean([bool(r.success) for r in other]))
     summary["spl"] = float(np.mean([spl(r.success, r.steps, b.steps) for r, b in zip(own, bot, strict=True)]))
     summary["bot_mean_steps"] = float(np.mean([b.steps for b in bot]))
     if same_room:

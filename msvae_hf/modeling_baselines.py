@@ -82,7 +82,7 @@ class FollowerModel(FollowerMixin, MSVAEPreTrainedModel):
 
     def __init__(self, config: FollowerConfig) -> None:
         super().__init__(config)
-        self.obs_encoder = ObservationEncoder(config, film=config.follower_conditioning != "head")
+        self.obs_encoder = ObservationEncoder(config, film=config.conditioning.films_frames)
         self.instruction_encoder = InstructionEncoder(config)
         if config.follower_attention == "bottleneck":
             self.instruction_posterior = BottleneckAttention(config, config.hidden_size)

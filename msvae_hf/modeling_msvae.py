@@ -130,7 +130,7 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
 
     def __init__(self, config: MSVAEConfig) -> None:
         super().__init__(config)
-        self.obs_encoder = ObservationEncoder(config, film=config.follower_conditioning != "head")
+        self.obs_encoder = ObservationEncoder(config, film=config.conditioning.films_frames)
         self.instruction_encoder = InstructionEncoder(config)
         self.instruction_posterior = BottleneckAttention(config, config.hidden_size)
         self.trajectory_encoder = TrajectoryEncoder(config)
@@ -239,18 +239,9 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         mean_y, logvar_y = self.instruction_posterior_params(input_ids, attention_mask)
         z_tau, z_y = reparameterize(mean_tau, logvar_tau), reparameterize(mean_y, logvar_y)
         p = slice(0, num_paired)
-        decoder = self.action_decoder
-        if decoder.film is None:  # h'_t does not depend on z: one LSTM pass serves A_1, C_2 and the unpaired A_1
-            states = states_y = decoder.states(features, actions, trajectory_mask)
-        elif decoder.recurrent_film:  # FiLM keyed by h'_{t-1}: one step-by-step pass per z (z_y's on paired rows)
-            maps, dirs = frames.padded()
-            states = decoder.film_states(frames.encoder, maps, dirs, actions, trajectory_mask, z_tau, None)
-            states_y = decoder.film_states(frames.encoder, maps[p], dirs[p], actions[p], trajectory_mask[p], z_y, None)
-        else:  # FiLM: the frames read z, one LSTM pass per z (z_y's on the paired rows only)
-            states = decoder.states(frames.features(decoder.film_parameters(z_tau, None)), actions, trajectory_mask)
-            paired_frames = frames.first_rows(num_paired)
-            states_y = decoder.states(paired_frames.features(decoder.film_parameters(z_y, None)), actions[p],
-                                      trajectory_mask[p])
+        # h'_t under z_tau (every row) and z_y (the paired rows): one pass per z where the frames read z (FiLM), one
+        # pass for both where z enters at the head only (the follower's conditioning decides: ActionDecoder.run_each)
+        states, states_y = self.action_decoder.run_each(frames, actions, trajectory_mask, (z_tau, z_y), plain=features)
         if unpaired_actions is not None and not self.config.unpaired_trains_action_decoder:
             u = slice(num_paired, None)
             a_1_all = torch.cat([

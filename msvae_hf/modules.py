@@ -25,6 +25,7 @@ positions, runs a recurrence or a product asks ``self.backend``, which the model
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -317,12 +318,12 @@ class FiLMGenerator(nn.Module):
     def __init__(self, config, memory_size: int) -> None:
         super().__init__()
         self.heads, self.hidden_size = config.decoder_heads, config.hidden_size
-        kind = config.follower_conditioning
-        self.keyed = kind in ("film_recurrent", "film_both")
+        kind = config.conditioning
+        self.keyed = kind.keyed
         if self.keyed:
             self.key = Linear(config.hidden_size, config.decoder_heads * config.hidden_size)
-            self.key.starts_at_zero = kind == "film_both"
-        if kind in ("film", "film_both"):
+            self.key.starts_at_zero = kind.learned_queries  # the sum starts as the learned queries alone
+        if kind.learned_queries:
             self.queries = nn.Parameter(torch.empty(config.decoder_heads, config.hidden_size))
         self.attention = LuongAttention(config.hidden_size, memory_size)
         self.out = Linear(config.decoder_heads * config.hidden_size, 2 * config.obs_channels * config.film_layers)
@@ -372,7 +373,7 @@ class ActionDecoder(nn.Module):
         extra = config.action_embed_dim if self.reads_previous_action else 0
         if self.reads_previous_action:
             self.action_embedding = nn.Embedding(config.num_actions + 1, config.action_embed_dim)
-        self.film = FiLMGenerator(config, memory_size) if config.follower_conditioning != "head" else None
+        self.film = FiLMGenerator(config, memory_size) if config.conditioning.films_frames else None
         self.recurrent_film = self.film is not None and self.film.keyed
         self.lstm = nn.LSTM(config.hidden_size + extra, config.hidden_size, batch_first=True)
         self.attention = LuongAttention(config.hidden_size, memory_size)
@@ -411,6 +412,19 @@ class ActionDecoder(nn.Module):
             maps, directions = frames.padded()
             return self.film_states(frames.encoder, maps, directions, actions, mask, memory, memory_mask)
         return self.states(frames.features(self.film_parameters(memory, memory_mask)), actions, mask)
+
+    def run_each(
+        self, frames, actions: torch.Tensor, mask: torch.Tensor, memories: Sequence[torch.Tensor],
+        plain: torch.Tensor | None = None,
+    ) -> list[torch.Tensor]:
+        """h'_t [b, T, H] under each memory of ``memories`` (each [b, K, D], every slot real: it conditions the
+        batch's first b rows), as :meth:`run` gives it. Where the memory enters at the head only, h'_t does not
+        depend on it: one pass over the batch (its frame features ``plain`` where already computed) serves all."""
+        if self.film is None:
+            states = self.states(frames.features() if plain is None else plain, actions, mask)
+            return [states[: len(memory)] for memory in memories]
+        return [self.run(frames if len(memory) == len(mask) else frames.first_rows(len(memory)),
+                         actions[: len(memory)], mask[: len(memory)], memory, None) for memory in memories]
 
     def film_states(
         self,

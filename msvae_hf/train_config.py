@@ -6,15 +6,12 @@ scripts."""
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import functools
-import inspect
 import math
 import numbers
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -28,87 +25,81 @@ from .envs.levels import level_folder, resolve_level
 MODEL_TYPE_NAMES = tuple(MODEL_TYPE_CONFIGS)
 
 
+def option(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Callable[[], Any] | None = None) -> Any:
+    """A :class:`TrainConfig` field and its documentation (kept in the field's metadata, where the command line's
+    help and :func:`field_docs` read it); ``factory`` makes a mutable default."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"doc": doc})
+    return field(default=default, metadata={"doc": doc})
+
+
 @dataclass
 class TrainConfig:
     """Everything a run needs. Set in a YAML/JSON file and/or on the command line."""
 
-    model_type: str = "msvae"
-    """follower | speaker | msvae"""
-    demos: str = "data/bosslocal"
-    """a DatasetDict written by scripts/make_demos.py (splits paired, unpaired, valid, test)"""
-    output_dir: str = "runs/msvae"
-    """the run folder (msvae_hf/run_folder.py: checkpoints, best/, TensorBoard logs, results.json)"""
-    level: str | None = None
-    """evaluation level; defaults to the level the demonstrations were made on. A config file's ``{level}`` (in
-    ``output_dir: runs/{level}/msvae``) stands for its folder name (BossLocal: bosslocal), so such a file needs it"""
-    model: dict = field(default_factory=dict)
-    """overrides of the model config (the fields of model_type's config class: MSVAEConfig, FollowerConfig or
-    SpeakerConfig), e.g. {gamma: 0, follower_attention: bottleneck}"""
-    init_follower: str | None = None
-    """MS-VAE only: a trained baseline follower to initialise from (App. D)"""
-    init_speaker: str | None = None
-    """MS-VAE only: a trained baseline speaker to initialise from"""
-    init_from: str | None = None
-    """a saved model of the same model_type (``save_pretrained`` folder, e.g. another run's best/) to start
-    from; ``model`` overrides change its config, e.g. {gamma: 0, alpha: 0} to go on with paired data only"""
-    pseudo_labels: str | None = None
-    """follower or speaker: a pseudo-paired dataset from scripts/label_unpaired.py, added to the paired data
-    (the speaker-follower's follower, Sec. 2.3; for a speaker, self-training on the unpaired trajectories)"""
-    num_paired: int | None = None
-    """use only the first M paired examples (None: all)"""
-    num_unpaired: int | None = None
-    """use only the first N unpaired trajectories (None: all)"""
-    batch_size: int = 128
-    """paired batch per process per micro-step"""
-    unpaired_batch_size: int | None = None
-    """unpaired batch per process (MS-VAE); None (unset): same as batch_size"""
-    learning_rate: float = 1e-3
-    """Adam's step size, constant (App. D: Adam)"""
-    max_updates: int = 2000
-    """optimiser updates of the run (an MS-VAE update draws a paired and an unpaired batch)"""
-    gradient_accumulation_steps: int = 1
-    """micro-batches per update (the global batch is batch_size x processes x this)"""
-    max_grad_norm: float | None = None
-    """clip the gradients' total 2-norm to this (None: no clipping)"""
-    mixed_precision: str = "no"
-    """no | bf16 | fp16 (bf16 autocast on CPU)"""
-    seed: int = 0
-    """the seed of the initial weights, the noise and the data order"""
-    eval_every: int = 250
-    """validate every this many updates (and at the last one)"""
-    eval_episodes: int = 200
-    """validation episodes for the success rate (seeds from 1.5e9)"""
-    eval_batch_size: int = 256
-    """episodes rolled out at once in evaluation"""
-    eval_workers: int = 0
-    """processes that step the evaluation envs (rollout.EnvPool); 0: in the training process"""
-    bleu_examples: int = 500
-    """pairs of the valid / test split scored for BLEU-4"""
-    test_episodes: int = 1000
-    """test episodes for the final success rate (seeds from 1e9)"""
-    log_every: int = 10
-    """log the loss terms to TensorBoard every this many updates"""
-    checkpoint_every: int = 250
-    """write a checkpoint every this many updates (and at the last one)"""
-    keep_checkpoints: int = 2
-    """how many of the latest checkpoints to keep"""
-    resume: bool = False
-    """continue from the latest checkpoint in output_dir"""
-    continue_from: str | None = None
-    """a finished run's folder: this run starts from its last checkpoint (with its best models, curve, wall time
-    and command lines) and trains on to ``max_updates`` in ``output_dir``, as one uninterrupted run of
-    ``max_updates`` would; the finished run is only read (:func:`continue_run`)"""
-    threads: int | None = None
-    """torch.set_num_threads (None: leave torch's default)"""
-    retain_freed_memory: bool = True
-    """keep freed host memory for reuse (glibc: :func:`retain_freed_memory`); False: the C library's default"""
-    cuda_graphs: bool = False
-    """on one CUDA device: each update (forward, backward, clipping, fused Adam) replayed as a CUDA graph on
-    the static layout, one graph per batch shape (padded to multiples of 32 steps and 16 tokens, real frames
-    rounded up to 1024 slots); non-finite updates are skipped on the device and stop the run at the next log
-    point (:mod:`msvae_hf.graphed`)"""
-    loader_workers: int = 0
-    """processes that assemble the next updates' batches ahead, pinned (0: each batch in the training loop)"""
+    model_type: str = option("msvae", "follower | speaker | msvae")
+    demos: str = option("data/bosslocal", (
+        "a DatasetDict written by scripts/make_demos.py (splits paired, unpaired, valid, test)"))
+    output_dir: str = option("runs/msvae", (
+        "the run folder (msvae_hf/run_folder.py: checkpoints, best/, TensorBoard logs, results.json)"))
+    level: str | None = option(None, (
+        "evaluation level; defaults to the level the demonstrations were made on. A config file's ``{level}`` (in "
+        "``output_dir: runs/{level}/msvae``) stands for its folder name (BossLocal: bosslocal), so such a file needs "
+        "it"))
+    model: dict = option(factory=dict, doc=(
+        "overrides of the model config (the fields of model_type's config class: MSVAEConfig, FollowerConfig or "
+        "SpeakerConfig), e.g. {gamma: 0, follower_attention: bottleneck}"))
+    init_follower: str | None = option(None, "MS-VAE only: a trained baseline follower to initialise from (App. D)")
+    init_speaker: str | None = option(None, "MS-VAE only: a trained baseline speaker to initialise from")
+    init_from: str | None = option(None, (
+        "a saved model of the same model_type (``save_pretrained`` folder, e.g. another run's best/) to start from; "
+        "``model`` overrides change its config, e.g. {gamma: 0, alpha: 0} to go on with paired data only"))
+    pseudo_labels: str | None = option(None, (
+        "follower or speaker: a pseudo-paired dataset from scripts/label_unpaired.py, added to the paired data (the "
+        "speaker-follower's follower, Sec. 2.3; for a speaker, self-training on the unpaired trajectories)"))
+    num_paired: int | None = option(None, "use only the first M paired examples (None: all)")
+    num_unpaired: int | None = option(None, "use only the first N unpaired trajectories (None: all)")
+    batch_size: int = option(128, "paired batch per process per micro-step")
+    unpaired_batch_size: int | None = option(None, (
+        "unpaired batch per process (MS-VAE); None (unset): same as batch_size"))
+    learning_rate: float = option(1e-3, "Adam's step size, constant (App. D: Adam)")
+    max_updates: int = option(2000, (
+        "optimiser updates of the run (an MS-VAE update draws a paired and an unpaired batch)"))
+    gradient_accumulation_steps: int = option(1, (
+        "micro-batches per update (the global batch is batch_size x processes x this)"))
+    max_grad_norm: float | None = option(None, "clip the gradients' total 2-norm to this (None: no clipping)")
+    mixed_precision: str = option("no", "no | bf16 | fp16 (bf16 autocast on CPU)")
+    seed: int = option(0, "the seed of the initial weights, the noise and the data order")
+    eval_every: int = option(250, "validate every this many updates (and at the last one)")
+    eval_episodes: int = option(200, "validation episodes for the success rate (seeds from 1.5e9)")
+    eval_batch_size: int = option(256, "episodes rolled out at once in evaluation")
+    eval_workers: int = option(0, (
+        "processes that step the evaluation envs (rollout.EnvPool); 0: in the training process"))
+    validate_reading: bool = option(True, (
+        "validation also rolls out each seed told another episode's mission and another mission of its room (SR "
+        "told another, SR on the same room: each as long as the rollout on the own missions); false: the own "
+        "missions only. The best model is chosen on SR either way"))
+    bleu_examples: int = option(500, "pairs of the valid / test split scored for BLEU-4")
+    test_episodes: int = option(1000, "test episodes for the final success rate (seeds from 1e9)")
+    log_every: int = option(10, "log the loss terms to TensorBoard every this many updates")
+    checkpoint_every: int = option(250, "write a checkpoint every this many updates (and at the last one)")
+    keep_checkpoints: int = option(2, "how many of the latest checkpoints to keep")
+    resume: bool = option(False, "continue from the latest checkpoint in output_dir")
+    continue_from: str | None = option(None, (
+        "a finished run's folder: this run starts from its last checkpoint (with its best models, curve, wall time "
+        "and command lines) and trains on to ``max_updates`` in ``output_dir``, as one uninterrupted run of "
+        "``max_updates`` would; the finished run is only read (:func:`continue_run`)"))
+    threads: int | None = option(None, "torch.set_num_threads (None: leave torch's default)")
+    retain_freed_memory: bool = option(True, (
+        "keep freed host memory for reuse (glibc: :func:`retain_freed_memory`); False: the C library's default"))
+    cuda_graphs: bool = option(False, (
+        "on one CUDA device: each update (forward, backward, clipping, fused Adam) replayed as a CUDA graph on the "
+        "static layout, one graph per batch shape (padded to multiples of 32 steps and 16 tokens, real frames "
+        "rounded up to 1024 slots); non-finite updates are skipped on the device and stop the run at the next log "
+        "point "
+        "(:mod:`msvae_hf.graphed`)"))
+    loader_workers: int = option(0, (
+        "processes that assemble the next updates' batches ahead, pinned (0: each batch in the training loop)"))
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
@@ -234,21 +225,11 @@ def read_config_file(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str
     return {**inherited, **values, "model": {**inherited["model"], **values["model"]}}
 
 
-@functools.cache
 def field_docs() -> dict[str, str]:
-    """Each TrainConfig field's docstring (the string literal after it in the class body) as plain text: whitespace
-    collapsed, reST markup (``x``, :func:`x`) dropped; empty where the source cannot be read."""
-    try:
-        body = ast.parse(inspect.getsource(TrainConfig)).body[0].body
-    except (OSError, TypeError):
-        return {}
-    docs = {}
-    for node, after in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr) \
-                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
-            text = re.sub(r":\w+:`([^`]+)`", r"\1", after.value.value).replace("``", "")
-            docs[node.target.id] = " ".join(text.split())
-    return docs
+    """Each TrainConfig field's help (:func:`option`'s ``doc``) as plain text: whitespace collapsed, reST markup
+    (``x``, :func:`x`) dropped."""
+    return {f.name: " ".join(re.sub(r":\w+:`([^`]+)`", r"\1", f.metadata["doc"]).replace("``", "").split())
+            for f in dataclasses.fields(TrainConfig) if f.metadata.get("doc")}
 
 
 def field_help(f: dataclasses.Field) -> str:

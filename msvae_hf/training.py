@@ -12,12 +12,14 @@ then :func:`train`. What a run is lives in :mod:`msvae_hf.train_config`, the run
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,7 @@ from .run_folder import (
 from .runtime import adam, provenance, retain_freed_memory
 from .tokenization_msvae import MSVAETokenizer
 from .train_config import TrainConfig, model_flags, with_follower
+from .update import update
 
 MODEL_TYPES = {name: (model_cls, model_cls.config_class)
                for name, model_cls in (("follower", FollowerModel), ("speaker", SpeakerModel), ("msvae", MSVAEModel))}
@@ -276,7 +279,7 @@ def validate(model: Any, cfg: TrainConfig, level: str, valid: Any) -> dict[str, 
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         if cfg.model_type in ("follower", "msvae"):
             summary, _ = evaluate_follower(model, level, cfg.eval_episodes, VALID_SEED_START, cfg.eval_batch_size,
-                                           num_workers=cfg.eval_workers)
+                                           num_workers=cfg.eval_workers, reading=cfg.validate_reading)
             metrics.update({f"valid/{k}": v for k, v in summary.items() if k != "episodes"})
             if valid is not None and len(valid) >= 2:  # teacher forced: how much the actions depend on the words
                 use = instruction_use(model, valid.select(range(min(len(valid), cfg.bleu_examples))))
@@ -301,12 +304,48 @@ def keep_best(state: dict, metrics: dict[str, float], step: int, cfg: TrainConfi
 # ---------------------------------------------------------------------------------------------- loop
 
 
+@dataclass
+class Run:
+    """A run set up by :func:`prepare_run`: everything checked and built, nothing written yet."""
+
+    cfg: TrainConfig
+    accelerator: Accelerator
+    model: torch.nn.Module  # as accelerate prepared it (wrapped for several processes)
+    raw_model: Any  # the model itself
+    optimizer: Any
+    batches: UpdateBatches
+    level: str
+    valid: Any
+    test: Any
+    labels_record: dict[str, Any] | None  # the pseudo-labels' record as read, not as it may later be
+    continues: Path | None  # the finished run's checkpoint this run continues from (``continue_from``)
+
+
 def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     """Train, validate, checkpoint, keep the best model, then evaluate it on the test seeds/split.
 
     ``command`` (the command line that started this run, from ``scripts/train.py``) is appended to
     ``output_dir/command.txt``, one line per start or resume, for the model card.
     """
+    run = prepare_run(cfg)
+    # Everything is checked: the first write is the lock, and the folder is checked again under it.
+    lock = claim_run_folder(cfg, run.accelerator, command)
+    try:
+        state = start_run(run, command)
+        train_loop(run, state)
+        results = {}
+        if run.accelerator.is_main_process:
+            results = final_evaluation(cfg, state, run.level, run.test, device=run.accelerator.device,
+                                       labels_record=run.labels_record)
+        run.accelerator.end_training()
+        return results
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def prepare_run(cfg: TrainConfig) -> Run:
+    """Check the run folder, load the data, build the model, the optimiser and the batches, writing nothing."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if cfg.retain_freed_memory:
@@ -315,17 +354,13 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
         mixed_precision=cfg.mixed_precision, gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         log_with="tensorboard", project_dir=cfg.output_dir,
     )
-    out = Path(cfg.output_dir)
     check_run_folder(cfg)  # every rank checks (none has written anything yet), so no rank waits for a failed one
-    source = None
-    if cfg.continue_from and not cfg.resume:
-        source = continuable_checkpoint(cfg)
+    continues = continuable_checkpoint(cfg) if cfg.continue_from and not cfg.resume else None
     set_seed(cfg.seed)
     paired, unpaired, valid, test, level = load_training_data(cfg)
-    labels_record = pseudo_labels_record(cfg.pseudo_labels) if cfg.pseudo_labels else None  # as read, not as later
+    labels_record = pseudo_labels_record(cfg.pseudo_labels) if cfg.pseudo_labels else None
     resolve_level(level)
     tokenizer = MSVAETokenizer.from_grammar()
-    collator = DemoCollator(tokenizer)
     model = build_model(cfg, tokenizer)
     if cfg.cuda_graphs and (accelerator.device.type != "cuda" or accelerator.num_processes > 1):
         raise ValueError(f"cuda_graphs needs one process on a CUDA device, got {accelerator.num_processes} on "
@@ -335,111 +370,129 @@ def train(cfg: TrainConfig, command: str | None = None) -> dict[str, Any]:
     register_checkpoint_hooks(accelerator)
     raw_model = accelerator.unwrap_model(model)
     world, rank = accelerator.num_processes, accelerator.process_index
-    micro = cfg.gradient_accumulation_steps
     paired_sampler = StepSampler(paired, cfg.batch_size, world, cfg.seed, stream=0)
     unpaired_sampler = None
     if cfg.model_type == "msvae" and unpaired is not None and len(unpaired) and raw_model.config.uses_unpaired:
         unpaired_sampler = StepSampler(unpaired, cfg.unpaired_batch_size or cfg.batch_size, world, cfg.seed, stream=1)
     bucket = dict(time_multiple=TIME_MULTIPLE, length_multiple=LENGTH_MULTIPLE) if cfg.cuda_graphs else {}
-    update_batches = UpdateBatches(collator, paired_sampler, unpaired_sampler, rank, **bucket)
+    batches = UpdateBatches(DemoCollator(tokenizer), paired_sampler, unpaired_sampler, rank, **bucket)
+    return Run(cfg, accelerator, model, raw_model, optimizer, batches, level, valid, test, labels_record, continues)
 
-    # Everything is checked: the first write is the lock, and the folder is checked again under it.
-    lock = claim_run_folder(cfg, accelerator, command)
-    try:
-        if not cfg.resume and accelerator.is_main_process and is_unstarted_run_folder(out):
-            clear_unstarted_run_folder(out)  # a start that failed before its first checkpoint: begin afresh
+
+def start_run(run: Run, command: str | None) -> dict[str, Any]:
+    """Begin writing: clear a failed start, copy a continued run's folder, load the checkpoint a resume or a
+    continued run goes on from, start TensorBoard and record the config and ``command``; returns the bookkeeping
+    (step, history, best models, wall time, the commits that trained)."""
+    cfg, accelerator, out = run.cfg, run.accelerator, Path(run.cfg.output_dir)
+    if not cfg.resume and accelerator.is_main_process and is_unstarted_run_folder(out):
+        clear_unstarted_run_folder(out)  # a start that failed before its first checkpoint: begin afresh
+    accelerator.wait_for_everyone()
+    commit = provenance()["commit"]  # the code that trains; final_evaluation may run under a later one
+    state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,
+             "wall_time": 0.0, "commits": [commit]}
+    if run.continues is not None:
+        if accelerator.is_main_process:
+            continue_run(run.continues, out)
         accelerator.wait_for_everyone()
-        commit = provenance()["commit"]  # the code that trains; final_evaluation may run under a later one
-        state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,
-                 "wall_time": 0.0, "commits": [commit]}
-        if source is not None:
-            if accelerator.is_main_process:
-                continue_run(source, out)
-            accelerator.wait_for_everyone()
-        if cfg.resume or source is not None:
-            last = intact_checkpoint(out)
-            saved = read_json(last / "train_state.json")
-            if saved.get("model_type") != cfg.model_type:
-                raise ValueError(f"checkpoint {last} is a {saved.get('model_type')!r} run, not {cfg.model_type!r}")
-            accelerator.load_state(str(last))
-            state = saved
-            if "commits" not in state and source is not None:  # a checkpoint whose train_state holds no commits
-                finished = read_json(Path(cfg.continue_from) / "results.json")
-                state["commits"] = finished.get("training_commits") or [finished.get("commit")]
-            state.setdefault("commits", []).append(commit)
-        accelerator.init_trackers("tb", config={k: v for k, v in dataclasses.asdict(cfg).items()
-                                                if isinstance(v, (int, float, str, bool))})
-        if accelerator.is_main_process:
-            out.mkdir(parents=True, exist_ok=True)
-            write_json(out / "train_config.json", with_follower(dataclasses.asdict(cfg), saved=False))
-            if command:
-                if world > 1 and command.startswith("python "):
-                    command = f"accelerate launch --num_processes {world} " + command[len("python "):]
-                with open(out / "command.txt", "a", encoding="utf-8") as f:
-                    f.write(command + "\n")
+    if cfg.resume or run.continues is not None:
+        last = intact_checkpoint(out)
+        saved = read_json(last / "train_state.json")
+        if saved.get("model_type") != cfg.model_type:
+            raise ValueError(f"checkpoint {last} is a {saved.get('model_type')!r} run, not {cfg.model_type!r}")
+        accelerator.load_state(str(last))
+        state = saved
+        if "commits" not in state and run.continues is not None:  # a checkpoint whose train_state holds no commits
+            finished = read_json(Path(cfg.continue_from) / "results.json")
+            state["commits"] = finished.get("training_commits") or [finished.get("commit")]
+        state.setdefault("commits", []).append(commit)
+    accelerator.init_trackers("tb", config={k: v for k, v in dataclasses.asdict(cfg).items()
+                                            if isinstance(v, (int, float, str, bool))})
+    if accelerator.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "train_config.json", with_follower(dataclasses.asdict(cfg), saved=False))
+        if command:
+            world = accelerator.num_processes
+            if world > 1 and command.startswith("python "):
+                command = f"accelerate launch --num_processes {world} " + command[len("python "):]
+            with open(out / "command.txt", "a", encoding="utf-8") as f:
+                f.write(command + "\n")
+    return state
 
-        bar = tqdm(total=cfg.max_updates, initial=state["step"], disable=not accelerator.is_main_process,
-                   desc="updates")
-        started = time.time() - state["wall_time"]
-        model.train()
-        bad_terms: list[str] = []  # the non-finite loss terms of this update's micro-steps
-        # built once the optimiser state is loaded (a resume), so that its graphs capture the tensors trained
-        captured = (CapturedUpdate(raw_model, optimizer.optimizer, cfg.max_grad_norm, start=state["step"])
-                    if cfg.cuda_graphs else None)
-        batches = prefetched(update_batches, state["step"] * micro, cfg.max_updates * micro, cfg.loader_workers,
-                             pin_memory=accelerator.device.type == "cuda")
-        while state["step"] < cfg.max_updates:
-            step = state["step"]
-            for _ in range(micro):
-                batch = next(batches)
-                if captured is not None:  # the whole update, replayed on the device; nothing waits for it
-                    captured(batch)
-                    continue
-                batch = {name: t.to(accelerator.device, non_blocking=True) for name, t in batch.items()}
-                with accelerator.accumulate(model):
-                    output = model(**batch)
-                    accelerator.backward(output.loss)
-                    if not bad_terms and not bool(torch.isfinite(output.loss.detach())):  # one sync; terms on failure
-                        bad_terms = nonfinite_terms(scalar_terms(output))
-                    if accelerator.sync_gradients:  # fp16's gradients are scaled, its scaler skips inf steps
-                        check_finite_update(step + 1, bad_terms, None if cfg.mixed_precision == "fp16" else
-                                            raw_model.named_parameters())
-                        bad_terms = []
-                    if cfg.max_grad_norm and accelerator.sync_gradients:
-                        accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                    optimizer.step()
-                    optimizer.zero_grad()
-            state["step"] = step = step + 1
-            bar.update(1)
-            if captured is not None and (step % cfg.log_every == 0 or step == 1 or step % cfg.eval_every == 0
-                                         or step % cfg.checkpoint_every == 0 or step == cfg.max_updates):
-                captured.check()  # a skipped non-finite update stops the run before anything is saved
-            if step % cfg.log_every == 0 or step == 1:
-                terms = captured.last_terms() if captured is not None else scalar_terms(output)
-                logs = {f"train/{k}": float(v) for k, v in terms.items()}
-                accelerator.log(logs, step=step)
-                bar.set_postfix(loss=f"{logs['train/loss']:.3f}")
-            if step % cfg.eval_every == 0 or step == cfg.max_updates:
-                if accelerator.is_main_process:
-                    validation_started = time.time()
-                    metrics = validate(raw_model, cfg, level, valid)
-                    state["validation_time"] = state.get("validation_time", 0.0) + time.time() - validation_started
-                    accelerator.log(metrics, step=step)
-                    keep_best(state, metrics, step, cfg, raw_model)
-                    bar.write(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
-                state = _broadcast(state, accelerator)
-            if step % cfg.checkpoint_every == 0 or step == cfg.max_updates:
-                state["wall_time"] = time.time() - started
-                save_checkpoint(accelerator, cfg.output_dir, state, cfg.keep_checkpoints)
-        bar.close()
-        results = {}
-        if accelerator.is_main_process:
-            results = final_evaluation(cfg, state, level, test, device=accelerator.device, labels_record=labels_record)
-        accelerator.end_training()
-        return results
-    finally:
-        if lock is not None:
-            lock.release()
+
+def eager_update(run: Run, state: dict[str, Any]) -> Callable[[Mapping[str, torch.Tensor]], Any]:
+    """A micro-step of the eager update (:func:`msvae_hf.update.update` through accelerate: its backward, its
+    clipping once the micro-steps are summed), stopped before its step where the loss or, once summed, the
+    gradients are not finite (fp16's gradients are scaled and its scaler skips such steps itself)."""
+    cfg, accelerator, model = run.cfg, run.accelerator, run.model
+    bad_terms: list[str] = []  # the non-finite loss terms of this update's micro-steps
+
+    def check(output: Any) -> None:
+        nonlocal bad_terms
+        if not bad_terms and not bool(torch.isfinite(output.loss.detach())):  # one sync; terms on failure
+            bad_terms = nonfinite_terms(scalar_terms(output))
+        if accelerator.sync_gradients:
+            check_finite_update(state["step"] + 1, bad_terms, None if cfg.mixed_precision == "fp16" else
+                                run.raw_model.named_parameters())
+            bad_terms = []
+
+    def micro_step(batch: Mapping[str, torch.Tensor]) -> Any:
+        batch = {name: t.to(accelerator.device, non_blocking=True) for name, t in batch.items()}
+        with accelerator.accumulate(model):
+            output = update(functools.partial(model, **batch), run.optimizer,
+                            cfg.max_grad_norm if accelerator.sync_gradients else None,
+                            backward=accelerator.backward, clip=accelerator.clip_grad_norm_, check=check)
+            run.optimizer.zero_grad()
+        return output
+
+    return micro_step
+
+
+def train_loop(run: Run, state: dict[str, Any]) -> None:
+    """Update from ``state["step"]`` to ``max_updates``: log the terms, validate (keeping the best models) and
+    checkpoint on their schedules. ``state`` is updated in place."""
+    cfg, accelerator = run.cfg, run.accelerator
+    bar = tqdm(total=cfg.max_updates, initial=state["step"], disable=not accelerator.is_main_process,
+               desc="updates")
+    started = time.time() - state["wall_time"]
+    run.model.train()
+    # built once the optimiser state is loaded (a resume), so that its graphs capture the tensors trained
+    captured = (CapturedUpdate(run.raw_model, run.optimizer.optimizer, cfg.max_grad_norm, start=state["step"])
+                if cfg.cuda_graphs else None)
+    micro_step = captured or eager_update(run, state)  # the captured update is replayed; nothing waits for it
+    micro = cfg.gradient_accumulation_steps
+    batches = prefetched(run.batches, state["step"] * micro, cfg.max_updates * micro, cfg.loader_workers,
+                         pin_memory=accelerator.device.type == "cuda")
+    while state["step"] < cfg.max_updates:
+        for _ in range(micro):
+            output = micro_step(next(batches))
+        state["step"] = step = state["step"] + 1
+        bar.update(1)
+        logs, validates = step % cfg.log_every == 0 or step == 1, step % cfg.eval_every == 0
+        saves = step % cfg.checkpoint_every == 0 or step == cfg.max_updates
+        if captured is not None and (logs or validates or saves):
+            captured.check()  # a skipped non-finite update stops the run before anything is saved
+        if logs:
+            terms = captured.last_terms() if captured is not None else scalar_terms(output)
+            accelerator.log({f"train/{k}": float(v) for k, v in terms.items()}, step=step)
+            bar.set_postfix(loss=f"{float(terms['loss']):.3f}")
+        if validates or step == cfg.max_updates:
+            validate_and_keep(run, state, step, bar)
+        if saves:
+            state["wall_time"] = time.time() - started
+            save_checkpoint(accelerator, cfg.output_dir, state, cfg.keep_checkpoints)
+    bar.close()
+
+
+def validate_and_keep(run: Run, state: dict[str, Any], step: int, bar: Any) -> None:
+    """Validate on the main process, keep the best models, and give every process its bookkeeping."""
+    if run.accelerator.is_main_process:
+        started = time.time()
+        metrics = validate(run.raw_model, run.cfg, run.level, run.valid)
+        state["validation_time"] = state.get("validation_time", 0.0) + time.time() - started
+        run.accelerator.log(metrics, step=step)
+        keep_best(state, metrics, step, run.cfg, run.raw_model)
+        bar.write(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
+    state.update(_broadcast(state, run.accelerator))
 
 
 def _broadcast(state: dict, accelerator: Accelerator) -> dict:

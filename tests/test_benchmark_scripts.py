@@ -80,6 +80,7 @@ def test_train_step_profiles_an_update_by_kind_of_operator(tmp_path: Path) -> No
         profile["flops_per_s"]["matmul"] / data["best_gemm_peak_flops_per_s"])
 
 
+@pytest.mark.slow
 def test_demo_dataset_generates_a_set_once_and_measures_it_as_stored(tmp_path: Path) -> None:
     """benchmarks/demo_dataset.py: make_demos timed, every split's rows and bytes (all of the folder's files), an
     epoch of the unpaired split; run again on the finished set it generates nothing and measures the same."""
@@ -99,6 +100,7 @@ def test_demo_dataset_generates_a_set_once_and_measures_it_as_stored(tmp_path: P
     assert measured["generation"] is None and measured["splits"] == made["splits"]
 
 
+@pytest.mark.slow
 def test_attention_layout_times_both_layouts_of_every_model(tmp_path: Path) -> None:
     """benchmarks/attention_layout.py: each model's updates in both layouts, their FLOPs (the length groups pad
     less, so count fewer) and the speed-up as the ratio of the medians."""
@@ -118,6 +120,7 @@ def test_attention_layout_times_both_layouts_of_every_model(tmp_path: Path) -> N
     assert data["switch"] == "length_groups" and data["settings"] == ["padded", "grouped"]
 
 
+@pytest.mark.slow
 def test_attention_layout_times_the_linear_backends(tmp_path: Path) -> None:
     """--switch linear over two batches in turn: both settings timed and named, the ratio and the fractions of the
     best peak. A tiny batch's products are all under linear.MIN_ROWS rows, so both settings run F.linear and count
@@ -137,6 +140,7 @@ def test_attention_layout_times_the_linear_backends(tmp_path: Path) -> None:
             r["onednn"]["achieved_flops_per_s"] / data["best_gemm_peak_flops_per_s"])
 
 
+@pytest.mark.slow
 def test_demo_generation_times_its_rounds_and_reports_the_median_ratio(tmp_path: Path) -> None:
     """benchmarks/demo_generation.py --repeats, end to end: one 1-process and one 2-process timing per round, one
     ratio per round, the speed-up their median (the order of the rounds: the test below)."""
@@ -177,6 +181,7 @@ def test_demo_generation_rounds_alternate_which_count_of_processes_goes_first(mo
         demo_generation.timed_rounds("L", 6, 1, "/tmp")
 
 
+@pytest.mark.slow
 def test_demo_generation_refuses_fewer_than_one_round(tmp_path: Path) -> None:
     result = subprocess.run(["python", "benchmarks/demo_generation.py", "--repeats", "0", "--out",
                              str(tmp_path / "x.json")], cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -218,6 +223,7 @@ def test_kernel_bound_records_each_distinct_product_once_with_its_count(monkeypa
     assert timed["kind"] == "matmul" and timed["shapes"] == [[8, 5], [5, 3]]
 
 
+@pytest.mark.slow
 def test_kernel_bound_replays_every_product_of_each_update(tmp_path: Path) -> None:
     """benchmarks/kernel_bound.py: per model, the replayed kernels carry exactly the FLOPs the update counts, the
     ceiling is their FLOPs over their time and the best peak, and the time outside them is the remainder."""
@@ -242,6 +248,7 @@ def test_kernel_bound_replays_every_product_of_each_update(tmp_path: Path) -> No
     assert data["models"]["msvae"]["kernels"]["by_kind"]["convolution"]["flops"] > 0
 
 
+@pytest.mark.slow
 def test_objective_gradients_from_the_baselines_under_each_reduction(baseline_runs, tiny_demos, tmp_path) -> None:
     """benchmarks/objective_gradients.py on MS-VAE built from the baselines (App. D): under "mean" the likelihoods
     shrink by the sequence lengths, D' does not change, and the alpha sweep scales D''s norm linearly."""
@@ -287,6 +294,7 @@ def test_gpu_update_benchmark_runs_on_the_cpu(tmp_path: Path) -> None:
     assert "| CapturedUpdate, R = 2 |" in table
 
 
+@pytest.mark.slow
 def test_train_processes_runs_seeds_side_by_side_and_adds_their_rates(tiny_demos: Path, tmp_path: Path) -> None:
     """benchmarks/train_processes.py: two tiny train.py runs at once (seeds 0 and 1), each rate from its
     results.json, their sum the machine's; a run that fails is reported with its log, not summed;
@@ -316,6 +324,7 @@ def test_train_processes_runs_seeds_side_by_side_and_adds_their_rates(tiny_demos
     assert "unknown level 'BossLokal'" in " ".join(failed["runs"][0]["log_tail"])  # the trainer's own refusal
 
 
+@pytest.mark.slow
 def test_follower_variants_times_every_variant_against_head_prev(tmp_path: Path) -> None:
     out = tmp_path / "follower_variants.json"
     subprocess.run(["python", "benchmarks/follower_variants.py", "--tiny", "--batch-size", "4", "--rounds", "1",

@@ -364,8 +364,10 @@ def test_a_stranger_in_a_headless_browser_reads_the_reasons_in_the_page(browser,
     def page_says(text: str) -> bool:
         return text in browser.find_element(By.TAG_NAME, "body").text
 
-    follow("Go to the red ball.")
-    wait.until(lambda d: "instruction followed: go to the red ball" in outcome())
+    follow("Go to the green ball.")  # the default episode's room holds a green ball and a blue key, no red ball
+    wait.until(lambda d: "instruction followed: go to the green ball" in outcome())
+    follow("go to the red ball")
+    wait.until(lambda d: page_says("nothing in this room is a red ball; the room holds"))
     follow("go to the crimson ball")
     wait.until(lambda d: page_says("unknown words: crimson; this model knows:"))
     follow("go to the red ball " * 400)

@@ -62,6 +62,10 @@ def check_run(run_dir: Path, model_type: str) -> dict[str, Any]:
     results = json.loads((run_dir / "results.json").read_text())
     assert results["model_type"] == model_type and results["updates"] == TINY_TRAIN["max_updates"]
     assert [h["step"] for h in results["history"]] == [2, 4]
+    if model_type != "speaker":  # validate_reading false: validation on the own missions, the test on all three
+        assert all("valid/success_rate" in h and "valid/success_rate_other_mission" not in h
+                   and "valid/success_rate_same_room" not in h for h in results["history"])
+        assert {"success_rate_other_mission", "success_rate_same_room"} <= set(results["test"])
     best = run_dir / "best"
     for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
         assert (best / name).is_file(), name
@@ -328,10 +332,27 @@ def test_checkpoint_weights_load_into_flat_rnn_buffers(tmp_path):
     assert target.weight_ih_l0.data_ptr() == flat.data_ptr()  # loaded in place, still one buffer
 
 
-def test_kill_and_resume_is_bit_identical(tiny_demos, tmp_path):
+@pytest.fixture(scope="module")
+def finished_runs(tiny_demos, tmp_path_factory):
+    """``finished_runs(updates)``: (the demonstrations, a finished run of ``updates`` tiny updates), trained once for
+    the module: the tests that read it only check that it is left as it was."""
+    runs: dict[str, Path] = {}
+
+    def get(updates: str) -> tuple[Path, Path]:
+        if updates not in runs:
+            runs[updates] = tmp_path_factory.mktemp("finished") / "short"
+            subprocess.run(train_command(tiny_demos, runs[updates], "--max-updates", updates), check=True,
+                           env={**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}, capture_output=True,
+                           timeout=300)
+        return tiny_demos, runs[updates]
+
+    return get
+
+
+def test_kill_and_resume_is_bit_identical(finished_runs, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
-    full, broken = tmp_path / "full", tmp_path / "broken"
-    subprocess.run(train_command(tiny_demos, full), check=True, env=env, capture_output=True, timeout=300)
+    tiny_demos, full = finished_runs("8")
+    broken = tmp_path / "broken"
 
     proc = subprocess.Popen(train_command(tiny_demos, broken), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -373,14 +394,12 @@ def test_kill_and_resume_is_bit_identical(tiny_demos, tmp_path):
     assert hist_a["training_commits"] == [hist_a["commit"]]
 
 
-def test_continued_run_equals_one_longer_run(tiny_demos, tmp_path):
+def test_continued_run_equals_one_longer_run(finished_runs, tmp_path):
     """A finished run of 4 updates continued to 8 (--continue-from) is the run of 8: same weights, optimizer
     state, curve, best models and test results; the finished run is left byte for byte."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
-    full, short, longer = tmp_path / "full", tmp_path / "short", tmp_path / "longer"
-    subprocess.run(train_command(tiny_demos, full), check=True, env=env, capture_output=True, timeout=300)
-    subprocess.run(train_command(tiny_demos, short, "--max-updates", "4"), check=True, env=env, capture_output=True,
-                   timeout=300)
+    (tiny_demos, full), (_, short) = finished_runs("8"), finished_runs("4")
+    longer = tmp_path / "longer"
     before = tree_digest(short)
     done = subprocess.run(train_command(tiny_demos, longer, "--continue-from", str(short), "--keep-checkpoints", "3"),
                           env=env, capture_output=True, text=True, timeout=300)
@@ -395,6 +414,8 @@ def test_continued_run_equals_one_longer_run(tiny_demos, tmp_path):
     assert all(torch.equal(s[n], opt_b["state"][k][n]) for k, s in opt_a["state"].items() for n in s)
     ra, rb = (json.loads((run / "results.json").read_text()) for run in (full, longer))
     assert ra["history"] == rb["history"] and [h["step"] for h in rb["history"]] == [4, 8]
+    assert all({"valid/success_rate_other_mission", "valid/success_rate_same_room"} <= set(h)
+               for h in rb["history"])  # validate_reading's default
     for key in ("test", "test_bleu", "best", "best_speaker", "updates"):
         assert ra[key] == rb[key], key
     assert tree_digest(full / "best") == tree_digest(longer / "best")
@@ -410,12 +431,9 @@ def test_continued_run_equals_one_longer_run(tiny_demos, tmp_path):
     ("4", ("--max-updates", "4"), "max_updates must be more"),
     ("6", (), "stopped at update 6, off the validation schedule"),  # validated at 4 and 6; a run of 8 at 4 and 8
 ])
-def test_continue_from_refuses_another_run(tiny_demos, tmp_path, finished, flags, message):
+def test_continue_from_refuses_another_run(finished_runs, tmp_path, finished, flags, message):
     """A continuation that would not be the finished run made longer stops before writing anything."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
-    short = tmp_path / "short"
-    subprocess.run(train_command(tiny_demos, short, "--max-updates", finished), check=True, env=env,
-                   capture_output=True, timeout=300)
+    tiny_demos, short = finished_runs(finished)
     before = tree_digest(short)
     script = load_train_script()
     out = tmp_path / "longer"
@@ -425,12 +443,12 @@ def test_continue_from_refuses_another_run(tiny_demos, tmp_path, finished, flags
     assert tree_digest(short) == before and not out.exists()
 
 
-def test_a_continued_run_names_the_commits_of_the_run_it_continued(tiny_demos, tmp_path):
+def test_a_continued_run_names_the_commits_of_the_run_it_continued(finished_runs, tmp_path):
     """A checkpoint without its commits: the finished run's results.json gives them."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+    tiny_demos, finished = finished_runs("4")
     short, longer = tmp_path / "short", tmp_path / "longer"
-    subprocess.run(train_command(tiny_demos, short, "--max-updates", "4"), check=True, env=env, capture_output=True,
-                   timeout=300)
+    shutil.copytree(finished, short)  # changed below: the module's finished run stays as it was
     state_file = checkpoint_dirs(short)[-1] / "train_state.json"
     state = json.loads(state_file.read_text())
     del state["commits"]
@@ -657,13 +675,13 @@ def test_adam_steps_as_the_per_parameter_loop() -> None:
         assert torch.equal(a, b) and not torch.equal(a, before)
 
 
-def test_resume_skips_a_damaged_checkpoint_and_refuses_when_none_is_intact(tiny_demos, tmp_path):
+def test_resume_skips_a_damaged_checkpoint_and_refuses_when_none_is_intact(finished_runs, tmp_path):
     """Every checkpoint lists its files' digests: a resume whose newest checkpoint lost its random states, or had a
     bit of its optimizer state flipped, resumes from the newest intact one (warned, and the run is the uninterrupted
     one); with none intact it is refused, naming the file, and nothing is written."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
-    full, cut = tmp_path / "full", tmp_path / "cut"
-    subprocess.run(train_command(tiny_demos, full), check=True, env=env, capture_output=True, timeout=300)
+    tiny_demos, full = finished_runs("8")
+    cut = tmp_path / "cut"
     shutil.copytree(full, cut)  # as if killed after the checkpoint of update 6
     (cut / "results.json").unlink()
     shutil.rmtree(cut / "checkpoints" / "step-0000008")

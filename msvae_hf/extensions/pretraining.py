@@ -10,14 +10,17 @@ such term); the speaker then trains on the pairs as usual, from the pre-trained 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers.utils import ModelOutput
 
 from ..data.collator import DemoCollator, for_loader, read_rows, without_instructions
+from ..update import update
 
 FRONT_CELL = (3, 5)  # minigrid's egocentric view: the agent at (3, 6) facing up, the cell ahead at (3, 5)
 EVENT_ACTIONS = (3, 4, 5)  # pickup, drop, toggle (minigrid.core.actions.Actions)
@@ -60,6 +63,12 @@ def trajectory_states(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tenso
     return model.trajectory_encoder(features, batch["actions"].long(), mask.bool())
 
 
+def front_cell_loss(model: Any, head: FrontCellHead, batch: dict[str, torch.Tensor]) -> ModelOutput:
+    """The front-cell task's loss on ``batch``, as an output whose ``loss`` :func:`msvae_hf.update.update` minimises."""
+    targets = front_cell_targets(batch["observations"], batch["actions"], batch["trajectory_mask"])
+    return ModelOutput(loss=head.loss(trajectory_states(model, batch), *targets))
+
+
 def pretrain_speaker_encoder(
     model: Any,
     trajectories: Any,
@@ -89,10 +98,7 @@ def pretrain_speaker_encoder(
     losses = []
     for _ in steps:
         batch = collate(read_rows(data, np.sort(rng.choice(len(data), batch_size, replace=False)).tolist()))
-        targets = front_cell_targets(batch["observations"], batch["actions"], batch["trajectory_mask"])
-        loss = head.loss(trajectory_states(model, batch), *targets)
         optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+        output = update(functools.partial(front_cell_loss, model, head, batch), optimizer)
+        losses.append(output.loss.item())
     return losses
