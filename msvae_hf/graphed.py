@@ -104,7 +104,10 @@ class CapturedUpdate:
             with self.model.using_backend("static", frames):
                 return self.model(**inputs)
 
+        norm = None
+
         def check(output: Any) -> None:
+            nonlocal norm
             grads = [p.grad for p in self.params if p.grad is not None]
             norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
             terms = scalar_terms(output)
@@ -120,7 +123,10 @@ class CapturedUpdate:
             self.bad_terms.copy_(torch.where(first, values, self.bad_terms))
             self.terms.copy_(values)
 
-        update(forward, self.optimizer, self.max_grad_norm, check=check)
+        def clip(parameters: list[torch.Tensor], max_norm: float) -> None:  # by the norm check() computed
+            torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, norm)
+
+        update(forward, self.optimizer, self.max_grad_norm, check=check, clip=clip)
         self.updates.add_(1)
 
     def check_values(self, batch: Mapping[str, torch.Tensor]) -> None:

@@ -293,11 +293,13 @@ def test_a_killed_make_demos_leaves_no_process_behind(tmp_path: Path, how: signa
         proc.wait(timeout=30)
 
 
-@pytest.mark.parametrize("after_s", [0.3, pytest.param(2.0, marks=pytest.mark.slow), 5.0,
-                                     pytest.param(9.0, marks=pytest.mark.slow)])
-def test_ctrl_c_at_any_moment_of_make_demos_says_one_line(tmp_path: Path, after_s: float) -> None:
+@pytest.mark.parametrize(("after_s", "twice"), [(0.3, False), pytest.param(2.0, False, marks=pytest.mark.slow),
+                                               (5.0, False), pytest.param(9.0, False, marks=pytest.mark.slow),
+                                               pytest.param(5.0, True, marks=pytest.mark.slow)])
+def test_ctrl_c_at_any_moment_of_make_demos_says_one_line(tmp_path: Path, after_s: float, twice: bool) -> None:
     """Ctrl-C while the package loads, while flags are read, while the pool starts or while chunks are played and
-    saved ends in one line, "stopped" (with where the saved chunks are once any can be), never a traceback."""
+    saved ends in one line, "stopped" (with where the saved chunks are once any can be), never a traceback; pressed
+    again while the first stop cleans up, it ends the process at once, in one line too."""
     command = [sys.executable, str(REPO / "scripts" / "make_demos.py"), "--level", "GoToSeqLocal", "--paired",
                "4000", "--num-proc", "2", "--chunk-size", "200", "--out", str(tmp_path / "demos")]
     log = tmp_path / "make_demos.log"
@@ -307,6 +309,9 @@ def test_ctrl_c_at_any_moment_of_make_demos_says_one_line(tmp_path: Path, after_
     try:
         time.sleep(after_s)
         proc.send_signal(signal.SIGINT)
+        if twice:
+            time.sleep(0.1)
+            proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)
         lines = [line for line in log.read_text().splitlines() if line.strip()]
         assert "Traceback" not in log.read_text() and lines[-1].startswith("stopped"), log.read_text()[-3000:]

@@ -340,10 +340,11 @@ def finished_runs(tiny_demos, tmp_path_factory):
 
     def get(updates: str) -> tuple[Path, Path]:
         if updates not in runs:
-            runs[updates] = tmp_path_factory.mktemp("finished") / "short"
-            subprocess.run(train_command(tiny_demos, runs[updates], "--max-updates", updates), check=True,
+            run = tmp_path_factory.mktemp("finished") / "short"
+            subprocess.run(train_command(tiny_demos, run, "--max-updates", updates), check=True,
                            env={**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}, capture_output=True,
                            timeout=300)
+            runs[updates] = run  # kept once finished: a failed run fails the test that asked, not the later ones
         return tiny_demos, runs[updates]
 
     return get

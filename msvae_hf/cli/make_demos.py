@@ -100,8 +100,10 @@ def _interrupt(signum: int, frame: object) -> None:
     """SIGINT or SIGTERM -> KeyboardInterrupt, recorded: a killed make_demos stops as Ctrl-C stops it (the
     pool's ``finally`` may put its own error in the interrupt's place, so the record is what says it was one)."""
     _SIGNALS.append(signum)
-    if len(_SIGNALS) == 1:  # a second stop (Ctrl-C pressed again) is recorded, never raised inside the cleanup
-        raise KeyboardInterrupt
+    if len(_SIGNALS) > 1:  # stopped again while the first stop's cleanup runs: end now, never a traceback
+        print("stopped", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> None:
