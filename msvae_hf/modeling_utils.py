@@ -23,7 +23,7 @@ from transformers import initialization as init
 from transformers.utils import cached_file
 
 from .backends import BACKENDS, Backend, get_backend
-from .configuration_msvae import ModulesConfig, MSVAEConfig
+from .configuration_msvae import CONDITIONINGS, ModulesConfig, MSVAEConfig
 from .losses import sequence_log_likelihood
 from .modules import BottleneckAttention, FiLMGenerator, ObservationEncoder
 from .policy import FollowerPolicy
@@ -393,9 +393,11 @@ def _class_of(config) -> type:
 
 def _grown_keys(config: ModulesConfig, saved: dict) -> set[str]:
     """The weights a model may lack in its checkpoint because its config grows the saved one (``saved``, the
-    checkpoint's config.json): a ``film`` follower loaded as ``film_both`` gains the FiLM's keys W, which start at
-    zero (so it computes what the film follower did)."""
-    if getattr(config, "follower_conditioning", None) != "film_both" or saved.get("follower_conditioning") != "film":
+    checkpoint's config.json): a FiLM read by learned queries (``film``) loaded as one keyed by h'_{t-1} besides
+    (``film_both``) gains the keys W, which start at zero (so it computes what the saved follower did)."""
+    now = CONDITIONINGS.get(getattr(config, "follower_conditioning", None))
+    before = CONDITIONINGS.get(saved.get("follower_conditioning"))
+    if not (now and before and now.learned_queries and before.learned_queries and now.keyed and not before.keyed):
         return set()
     return {"action_decoder.film.key.weight", "action_decoder.film.key.bias"}
 

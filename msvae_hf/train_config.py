@@ -18,7 +18,7 @@ from typing import IO, Any
 
 import yaml
 
-from .configuration_msvae import FOLLOWER_FIELDS, MODEL_TYPE_CONFIGS, ModulesConfig
+from .configuration_msvae import CONDITIONINGS, FOLLOWER_FIELDS, MODEL_TYPE_CONFIGS, ModulesConfig
 from .envs.levels import level_folder, resolve_level
 
 #: The models a run trains (msvae_hf.training.MODEL_TYPES gives their classes).
@@ -329,6 +329,7 @@ def with_follower(config: Mapping[str, Any], saved: bool) -> dict[str, Any]:
     defaults = FOLLOWER_FIELDS if saved else {name: ModulesConfig.__dataclass_fields__[name].default
                                               for name in FOLLOWER_FIELDS}
     model = {**defaults, **(config.get("model") or {})}
-    if model["follower_conditioning"] == "head":  # no FiLM: its layers are no part of the model
+    kind = CONDITIONINGS.get(model["follower_conditioning"])  # an unknown name is the model config's to refuse
+    if kind is not None and not kind.films_frames:  # no FiLM: its layers are no part of the model
         model.pop("film_layers")
     return {**config, "model": model}

@@ -116,6 +116,21 @@ def test_film_both_starts_as_film_and_moves_its_reading_with_the_state(tok):
     assert not torch.allclose(both.action_decoder.step_film(memory, mask, None, (h, h)), per_episode)
 
 
+def test_a_saved_film_follower_loads_as_film_both_and_as_nothing_else_without_its_keys(tok, tmp_path):
+    """from_pretrained(..., follower_conditioning="film_both") on a saved ``film`` follower grows the keys at zero
+    and computes the saved follower's logits; as ``film_recurrent`` (no learned queries to start from) it is refused,
+    naming the weights it lacks."""
+    film = built("follower-attention", tok, **FILM)
+    film.save_pretrained(tmp_path)
+    both = type(film).from_pretrained(tmp_path, follower_conditioning="film_both")
+    assert not both.action_decoder.film.key.weight.any()
+    batch = real_batch(tok)
+    with torch.no_grad():
+        torch.testing.assert_close(both(**batch).logits, film(**batch).logits, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="does not match FollowerModel's config.*action_decoder.film.key.bias"):
+        type(film).from_pretrained(tmp_path, follower_conditioning="film_recurrent")
+
+
 def test_without_the_previous_action_the_logits_do_not_read_it(tok):
     """previous_action_input=False: the teacher-forced logits are the same whatever actions were taken before."""
     batch = real_batch(tok)
