@@ -293,7 +293,9 @@ class EncodedFrames:
     def first_rows(self, rows: int) -> EncodedFrames:
         """The frames of the batch's first ``rows`` rows, without running the trunk again: their maps are the
         first ones of the layout, as many as the layout of ``mask[:rows]`` selects (in the slot layout every
-        slot: the spare ones are never read back)."""
+        slot: the spare ones are never read back); all rows: these frames themselves."""
+        if rows == self.mask.shape[0]:
+            return self
         mask = self.mask[:rows]
         select, place = self.layout(mask)
         count = select(mask).shape[0]

@@ -423,8 +423,8 @@ class ActionDecoder(nn.Module):
         if self.film is None:
             states = self.states(frames.features() if plain is None else plain, actions, mask)
             return [states[: len(memory)] for memory in memories]
-        return [self.run(frames if len(memory) == len(mask) else frames.first_rows(len(memory)),
-                         actions[: len(memory)], mask[: len(memory)], memory, None) for memory in memories]
+        return [self.run(frames.first_rows(len(memory)), actions[: len(memory)], mask[: len(memory)], memory, None)
+                for memory in memories]
 
     def film_states(
         self,

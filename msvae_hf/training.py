@@ -467,15 +467,16 @@ def train_loop(run: Run, state: dict[str, Any]) -> None:
             output = micro_step(next(batches))
         state["step"] = step = state["step"] + 1
         bar.update(1)
-        logs, validates = step % cfg.log_every == 0 or step == 1, step % cfg.eval_every == 0
-        saves = step % cfg.checkpoint_every == 0 or step == cfg.max_updates
+        last = step == cfg.max_updates
+        logs, validates = step % cfg.log_every == 0 or step == 1, step % cfg.eval_every == 0 or last
+        saves = step % cfg.checkpoint_every == 0 or last
         if captured is not None and (logs or validates or saves):
             captured.check()  # a skipped non-finite update stops the run before anything is saved
         if logs:
             terms = captured.last_terms() if captured is not None else scalar_terms(output)
             accelerator.log({f"train/{k}": float(v) for k, v in terms.items()}, step=step)
             bar.set_postfix(loss=f"{float(terms['loss']):.3f}")
-        if validates or step == cfg.max_updates:
+        if validates:
             validate_and_keep(run, state, step, bar)
         if saves:
             state["wall_time"] = time.time() - started
