@@ -34,10 +34,10 @@ from msvae_hf.envs import seeds
 from msvae_hf.envs.levels import BOSS_LOCAL_ID, GOTOSEQ_LOCAL_ID, OTHER_ONE_ROOM_LEVELS, PAPER_LEVELS, resolve_level
 from msvae_hf.envs.missions import InstructionError, regenerate_missions
 from msvae_hf.envs.seeds import MAX_SEED
-from msvae_hf.metrics import spl
-from msvae_hf.render import save_episode_gif
-from msvae_hf.repo_ids import is_hub_repo_id
-from msvae_hf.rollout import BotPolicy, EpisodeResult, rollout
+from msvae_hf.evaluation.metrics import spl
+from msvae_hf.evaluation.render import save_episode_gif
+from msvae_hf.evaluation.rollout import BotPolicy, EpisodeResult, rollout
+from msvae_hf.hub.repo_ids import is_hub_repo_id
 
 LEVELS = [*PAPER_LEVELS, *OTHER_ONE_ROOM_LEVELS]
 """The levels offered: the paper's two (`msvae_hf.envs.levels`) and BabyAI's other one-room levels."""
@@ -61,7 +61,7 @@ JUDGED = {True: "judged by the instruction typed", False: "judged by the episode
 def load_model(source: str):
     """A saved MS-VAE, follower or speaker from a folder or a Hub id (with its tokenizer), in eval mode, one in
     memory however the folder is spelt (``best``, ``best/``, ``x/./best``: the cache is keyed by the resolved
-    folder). A name that reads as a local path (``msvae_hf.repo_ids.is_hub_repo_id``) and does not exist is refused
+    folder). A name that reads as a local path (``msvae_hf.hub.repo_ids.is_hub_repo_id``) and does not exist is refused
     at once."""
     if is_hub_repo_id(source):
         return _load_model(source)
@@ -189,7 +189,7 @@ def _show(episode: EpisodeResult, said: str, mission: str, out_dir: str | None, 
     gif = save_episode_gif(episode.frames, gif_path(out_dir, name), episode.instruction, caption=said)
     typed = episode.instruction != mission
     outcome = f"{'success' if episode.success else 'failure'} in {episode.steps} steps ({JUDGED[typed]})"
-    if bot_steps is not None:  # SPL against the bot on this episode (msvae_hf.metrics.spl)
+    if bot_steps is not None:  # SPL against the bot on this episode (msvae_hf.evaluation.metrics.spl)
         outcome += f"; the bot takes {bot_steps} (SPL {spl(episode.success, episode.steps, bot_steps):.2f})"
     return str(gif), (f"mission: {mission}\ninstruction followed: {episode.instruction}\n"
                       f"{outcome}\nthe speaker says: {said}")

@@ -34,13 +34,14 @@ from report import write_report
 from train_step import add_fractions, gemm_peaks, load_batches, model_batch, peak_summary, three_models
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
-from msvae_hf.backends import Backend
-from msvae_hf.runtime import adam, provenance, retain_freed_memory
-from msvae_hf.tokenization_msvae import MSVAETokenizer
-from msvae_hf.update import update
+from msvae_hf.backends.registry import Backend
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
+from msvae_hf.training.update import update
+from msvae_hf.utils.runtime import adam, provenance, retain_freed_memory
 
 SWITCHES = {"length_groups": ("padded", "grouped"), "linear": ("f_linear", "onednn")}
-"""Each switch (a field of :class:`~msvae_hf.backends.Backend`, ``onednn`` for ``linear``): the names of its settings
+"""Each switch (a field of :class:`~msvae_hf.backends.registry.Backend`, ``onednn`` for ``linear``): the names of its
+settings
 False and True."""
 
 

@@ -27,7 +27,7 @@ from report import write_report
 
 from msvae_hf.data.demos import SPLITS, work_dir
 from msvae_hf.envs.levels import resolve_level
-from msvae_hf.runtime import provenance
+from msvae_hf.utils.runtime import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 

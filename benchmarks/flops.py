@@ -4,7 +4,7 @@ FlopCounterMode counts matrix products, convolutions and the GPU's fused attenti
 attention kernel for the CPU (``_scaled_dot_product_flash_attention_for_cpu`` and its backward) has no formula
 there and would count as zero; importing this module registers the GPU kernels' formulas for it (the scores
 recomputed in the backward included, as the kernel does). Likewise oneDNN's matmul
-(``mkldnn::_linear_pointwise``, which ``msvae_hf.ops.linear`` runs the CPU's linear layers on) gets addmm's count,
+(``mkldnn::_linear_pointwise``, which ``msvae_hf.backends.linear`` runs the CPU's linear layers on) gets addmm's count,
 2 M K N, so that a model counts the same FLOPs on either backend.
 """
 

@@ -23,10 +23,10 @@ import torch
 from train_step import TINY, load_batches, model_batch
 
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel
-from msvae_hf.configuration_msvae import FOLLOWER_VARIANTS as VARIANTS
-from msvae_hf.runtime import adam, provenance, retain_freed_memory
-from msvae_hf.tokenization_msvae import MSVAETokenizer
-from msvae_hf.update import update
+from msvae_hf.models.configuration_msvae import FOLLOWER_VARIANTS as VARIANTS
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
+from msvae_hf.training.update import update
+from msvae_hf.utils.runtime import adam, provenance, retain_freed_memory
 
 
 def build(name: str, variant: str, tok: MSVAETokenizer, tiny: bool) -> torch.nn.Module:

@@ -1,4 +1,4 @@
-"""MS-VAE updates per second on one GPU: today's eager update against the captured one (msvae_hf.graphed), one
+"""MS-VAE updates per second on one GPU: today's eager update against the captured one (msvae_hf.training.graphed), one
 run alone and R runs side by side, with a profile of each (kernels, device-busy time, peak memory).
 
     python benchmarks/gpu_update.py --demos DIR [--runs 1 16 64] [--updates 100] [--eager-updates 20]
@@ -33,11 +33,11 @@ from msvae_hf import MSVAEConfig, MSVAEModel
 from msvae_hf.data.collator import DemoCollator
 from msvae_hf.data.prefetch import UpdateBatches
 from msvae_hf.data.sampler import StepSampler
-from msvae_hf.evaluation import device_name, resolve_device
-from msvae_hf.graphed import FRAME_MULTIPLE, LENGTH_MULTIPLE, TIME_MULTIPLE, CapturedUpdate, captured_adam
-from msvae_hf.runtime import adam, provenance
-from msvae_hf.tokenization_msvae import MSVAETokenizer
-from msvae_hf.update import update
+from msvae_hf.evaluation.evaluate import device_name, resolve_device
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
+from msvae_hf.training.graphed import FRAME_MULTIPLE, LENGTH_MULTIPLE, TIME_MULTIPLE, CapturedUpdate, captured_adam
+from msvae_hf.training.update import update
+from msvae_hf.utils.runtime import adam, provenance
 
 
 def load_batches(args: argparse.Namespace, tok: MSVAETokenizer, count: int) -> list[dict[str, torch.Tensor]]:

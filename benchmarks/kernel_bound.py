@@ -35,8 +35,8 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry
 from train_step import add_fractions, gemm_peaks, load_batches, model_batch, peak_summary, three_models, time_updates
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
-from msvae_hf.runtime import provenance, retain_freed_memory
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
+from msvae_hf.utils.runtime import provenance, retain_freed_memory
 
 KINDS = ("convolution", "matmul", "attention", "other")
 """flops.op_kind's kinds; a FLOP-counted operator outside the first three (none in these models) counts as other."""

@@ -30,7 +30,7 @@ import msvae_hf
 from msvae_hf.data.collator import DemoCollator
 from msvae_hf.data.demos import load_demos
 from msvae_hf.data.sampler import StepSampler
-from msvae_hf.losses import domain_distance
+from msvae_hf.models.losses import domain_distance
 
 
 def main() -> None:

@@ -32,8 +32,8 @@ from torch import nn
 
 import msvae_hf  # noqa: F401  (registers the Local levels and the Auto classes)
 from msvae_hf.envs.seeds import TEST_SEED_START
-from msvae_hf.evaluation import device_name, resolve_device
-from msvae_hf.rollout import EnvPool, EpisodeResult, evaluation_seeds, resolve_level, rollout
+from msvae_hf.evaluation.evaluate import device_name, resolve_device
+from msvae_hf.evaluation.rollout import EnvPool, EpisodeResult, evaluation_seeds, resolve_level, rollout
 
 
 class StandInFollower(nn.Module):

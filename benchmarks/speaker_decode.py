@@ -26,7 +26,7 @@ from train_step import TIMED_FOLLOWER
 import msvae_hf  # noqa: F401  (registers the Local levels and Auto classes)
 from msvae_hf import MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
 from msvae_hf.data.collator import DemoCollator, for_loader
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 TINY = dict(hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32,
             prior_hidden_size=32, obs_embed_dim=8, action_embed_dim=8)

@@ -27,7 +27,7 @@ from typing import Any
 
 from report import write_report
 
-from msvae_hf.runtime import provenance
+from msvae_hf.utils.runtime import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 

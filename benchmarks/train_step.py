@@ -15,7 +15,8 @@ elementwise ops are not counted); the
 GEMM peak is a large torch.matmul (fp32, or bf16 with
 `--mixed-precision bf16`), best of 10, timed before the models and after each in the same run (the highest is
 kept: a shared machine's speed drifts, by 10% or more within minutes on the 2-core CPU), on the same thread
-count (reported as torch_threads) and device. On the CPU in fp32 oneDNN's matmul (the one `msvae_hf.ops.linear` runs
+count (reported as torch_threads) and device. On the CPU in fp32 oneDNN's matmul (the one `msvae_hf.backends.linear`
+runs
 the linear layers on) is timed beside it: where MKL does not use the CPU's AVX-512 (AMD) it runs about half as
 fast as oneDNN, so each model's fraction is given of torch.matmul's peak (`fraction_of_gemm_peak`, as before)
 and of the higher of the two (`fraction_of_best_gemm_peak`).
@@ -29,7 +30,7 @@ everything else, the FLOPs of each and their rate against the GEMM peak, and the
 time, by their own time (the profiler's overhead included).
 
 Host memory: MS-VAE is timed first with the C library's default allocator (`msvae_default_allocator`), then
-`msvae_hf.runtime.retain_freed_memory()` is applied, as `scripts/train.py` does, and every model is timed.
+`msvae_hf.utils.runtime.retain_freed_memory()` is applied, as `scripts/train.py` does, and every model is timed.
 """
 
 from __future__ import annotations
@@ -47,14 +48,14 @@ from report import write_report
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
-from msvae_hf.configuration_msvae import HEAD_FOLLOWER
+from msvae_hf.backends.linear import AVAILABLE as ONEDNN_AVAILABLE
+from msvae_hf.backends.linear import onednn_matmul
 from msvae_hf.data.collator import DemoCollator, for_loader
-from msvae_hf.evaluation import device_name, resolve_device
-from msvae_hf.ops.linear import AVAILABLE as ONEDNN_AVAILABLE
-from msvae_hf.ops.linear import onednn_matmul
-from msvae_hf.runtime import adam, provenance, retain_freed_memory
-from msvae_hf.tokenization_msvae import MSVAETokenizer
-from msvae_hf.update import update
+from msvae_hf.evaluation.evaluate import device_name, resolve_device
+from msvae_hf.models.configuration_msvae import HEAD_FOLLOWER
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
+from msvae_hf.training.update import update
+from msvae_hf.utils.runtime import adam, provenance, retain_freed_memory
 
 TINY = dict(hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32,
             prior_hidden_size=32, obs_embed_dim=8, action_embed_dim=8)
@@ -136,7 +137,7 @@ def gemm_peak(n: int, repeats: int, device: torch.device, dtype: torch.dtype = t
 def gemm_peaks(n: int, repeats: int, device: torch.device,
                dtype: torch.dtype = torch.float32) -> dict[str, float | None]:
     """The GEMM peak through torch.matmul (the BLAS torch was built with: MKL on x86) and, for CPU fp32, through
-    oneDNN's matmul (msvae_hf.ops.linear), which outruns MKL where MKL does not use the CPU's AVX-512; None where
+    oneDNN's matmul (msvae_hf.backends.linear), which outruns MKL where MKL does not use the CPU's AVX-512; None where
     there is no second backend."""
     onednn = device.type == "cpu" and dtype == torch.float32 and ONEDNN_AVAILABLE
     return {"torch_matmul": gemm_peak(n, repeats, device, dtype),

@@ -25,8 +25,8 @@ from train_step import TIMED_FOLLOWER, TINY
 
 import msvae_hf  # noqa: F401
 from msvae_hf import MSVAEConfig, MSVAEModel
-from msvae_hf.graphed import FRAME_MULTIPLE, LENGTH_MULTIPLE, TIME_MULTIPLE
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
+from msvae_hf.training.graphed import FRAME_MULTIPLE, LENGTH_MULTIPLE, TIME_MULTIPLE
 
 
 def _computes(func) -> bool:

@@ -60,7 +60,7 @@ def describe(path: str, demos: str, **generate_kwargs) -> tuple[list[str], list[
 
     import msvae_hf  # noqa: F401  (registers the Auto classes)
     from msvae_hf.data.demos import load_demos
-    from msvae_hf.evaluation import describe_dataset
+    from msvae_hf.evaluation.evaluate import describe_dataset
 
     test = load_demos(demos)["test"]
     model = AutoModel.from_pretrained(path)

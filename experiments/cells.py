@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from msvae_hf.cli.train import parse_args
-from msvae_hf.configuration_msvae import HEAD_FOLLOWER
 from msvae_hf.envs.levels import PAPER_LEVELS, level_folder
-from msvae_hf.train_config import TrainConfig, load_config, model_flags
+from msvae_hf.models.configuration_msvae import HEAD_FOLLOWER
+from msvae_hf.training.train_config import TrainConfig, load_config, model_flags
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -554,7 +554,8 @@ def train_command(level: str, row: str, threads: int = 1) -> list[str]:
 
 
 def head_follower_flags(overrides: tuple[str, ...]) -> list[str]:
-    """The study's rows were trained with :data:`~msvae_hf.configuration_msvae.HEAD_FOLLOWER` (the instruction at the
+    """The study's rows were trained with :data:`~msvae_hf.models.configuration_msvae.HEAD_FOLLOWER` (the instruction
+    at the
     action head, a_{t-1} read): its flags for each of its settings a row's ``overrides`` leave to the default."""
     return model_flags({name: value for name, value in HEAD_FOLLOWER.items() if f"--model.{name}" not in overrides})
 

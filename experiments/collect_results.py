@@ -73,8 +73,8 @@ def random_floor(level: str, episodes: int = 1000) -> dict[str, dict[str, float]
     """Random policies over left/right/forward and over all 7 actions on the test seeds."""
     import msvae_hf  # noqa: F401  (registers the levels)
     from msvae_hf.envs.seeds import TEST_SEED_START
-    from msvae_hf.metrics import summarize_episodes
-    from msvae_hf.rollout import RandomPolicy, evaluation_seeds, rollout
+    from msvae_hf.evaluation.metrics import summarize_episodes
+    from msvae_hf.evaluation.rollout import RandomPolicy, evaluation_seeds, rollout
 
     seeds = evaluation_seeds(episodes, TEST_SEED_START)
     env = f"BabyAI-{LEVELS[level]}-v0"

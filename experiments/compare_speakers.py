@@ -24,8 +24,8 @@ from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the models with AutoModel)
 from msvae_hf.data.demos import load_demos
-from msvae_hf.evaluation import describe_dataset
-from msvae_hf.metrics import compare_bleu, instruction_parts_match
+from msvae_hf.evaluation.evaluate import describe_dataset
+from msvae_hf.evaluation.metrics import compare_bleu, instruction_parts_match
 
 
 def parse_speaker(text: str) -> tuple[str, str]:

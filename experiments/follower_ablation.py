@@ -5,7 +5,7 @@
     python experiments/follower_ablation.py gotoseqlocal --table           # the table, from results/ only
 
 Each cell trains the level's supervised follower (``configs/follower.yaml``: M = 1000 pairs, 1200 updates
-of 128) with one variant of the action decoder (msvae_hf/modules.py, ActionDecoder), on ``data/<level>_pairs_1k``
+of 128) with one variant of the action decoder (msvae_hf/models/modules.py, ActionDecoder), on ``data/<level>_pairs_1k``
 (``python scripts/make_demos.py --level LEVEL --paired 1000 --unpaired 0 --valid 500 --test 500 --seed 0 --out
 data/<level>_pairs_1k``: the study's 1000 pairs, valid and test episodes, the same seeds), three seeds a variant.
 A finished cell's record lands in ``results/<level>/follower_ablation/<variant>_seed<k>.json`` (the config, the
@@ -34,8 +34,8 @@ from pathlib import Path
 from cells import LEVELS
 from result_tables.follower import VARIANTS, table_follower_ablation
 
-from msvae_hf.run_folder import read_json, write_json
-from msvae_hf.train_config import model_flags
+from msvae_hf.training.train_config import model_flags
+from msvae_hf.utils.run_folder import read_json, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = (0, 1, 2)

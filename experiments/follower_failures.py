@@ -26,8 +26,8 @@ from transformers import AutoModel
 import msvae_hf  # noqa: F401  (registers the Auto classes and the Local levels)
 from msvae_hf.envs.levels import resolve_level
 from msvae_hf.envs.seeds import TEST_SEED_START
-from msvae_hf.evaluation import bot_episodes, evaluate_follower
-from msvae_hf.run_folder import write_json
+from msvae_hf.evaluation.evaluate import bot_episodes, evaluate_follower
+from msvae_hf.utils.run_folder import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 

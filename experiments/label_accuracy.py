@@ -23,10 +23,16 @@ import sys
 from pathlib import Path
 
 from msvae_hf.data.demos import load_demos
+from msvae_hf.data.pseudo_labels import (
+    RECORD_FILE,
+    label_accuracy,
+    load_pseudo_labels,
+    pseudo_labels_record,
+    true_missions,
+)
 from msvae_hf.envs.missions import score_labels
-from msvae_hf.pseudo_labels import RECORD_FILE, label_accuracy, load_pseudo_labels, pseudo_labels_record, true_missions
-from msvae_hf.run_folder import write_json
-from msvae_hf.runtime import provenance
+from msvae_hf.utils.run_folder import write_json
+from msvae_hf.utils.runtime import provenance
 
 
 def main(argv: list[str] | None = None) -> None:

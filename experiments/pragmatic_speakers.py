@@ -27,10 +27,10 @@ from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the models with AutoModel)
 from msvae_hf.data.demos import load_demos
-from msvae_hf.evaluation import describe_dataset
+from msvae_hf.evaluation.evaluate import describe_dataset
+from msvae_hf.evaluation.metrics import bleu, compare_bleu
 from msvae_hf.extensions.pragmatics import score_candidates
-from msvae_hf.metrics import bleu, compare_bleu
-from msvae_hf.runtime import add_threads_flag, set_threads
+from msvae_hf.utils.runtime import add_threads_flag, set_threads
 
 DEFAULT_LAMS = "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1"
 

@@ -22,10 +22,10 @@ import torch
 import msvae_hf  # noqa: F401
 from msvae_hf.data.demos import load_demos
 from msvae_hf.extensions.pretraining import pretrain_speaker_encoder
-from msvae_hf.runtime import add_threads_flag, set_threads
-from msvae_hf.tokenization_msvae import MSVAETokenizer
-from msvae_hf.train_config import load_config, read_config_file
-from msvae_hf.training import build_model
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
+from msvae_hf.training.loop import build_model
+from msvae_hf.training.train_config import load_config, read_config_file
+from msvae_hf.utils.runtime import add_threads_flag, set_threads
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -32,10 +32,10 @@ from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.demos import load_demos
-from msvae_hf.evaluation import instruction_use, rolled_texts, same_words_as_the_one_before
-from msvae_hf.metrics import summarize_episodes
-from msvae_hf.rollout import evaluation_seeds
-from msvae_hf.runtime import add_threads_flag, set_threads
+from msvae_hf.evaluation.evaluate import instruction_use, rolled_texts, same_words_as_the_one_before
+from msvae_hf.evaluation.metrics import summarize_episodes
+from msvae_hf.evaluation.rollout import evaluation_seeds
+from msvae_hf.utils.runtime import add_threads_flag, set_threads
 
 
 def rollouts_told_another_mission(model: Any, level: str, episodes: int, batch_size: int = 256) -> dict[str, Any]:

@@ -10,7 +10,7 @@ Without ``--seeds`` each row runs on the seeds the study ran it on (experiments/
 row on those seeds (and seed 0).
 
 With ``--cuda-graphs`` every training cell runs ``scripts/train.py --cuda-graphs --loader-workers 2``: on one CUDA
-device its updates are replayed as CUDA graphs (msvae_hf.graphed, docs/results/benchmarks.md "The GPU update").
+device its updates are replayed as CUDA graphs (msvae_hf.training.graphed, docs/results/benchmarks.md "The GPU update").
 With ``--eval-workers N`` every training cell's validation and test envs step in N processes beside it.
 
 A run whose record exists (``results/<level>/runs/<run>.json``) is finished, even where its run folder is not
@@ -46,8 +46,8 @@ from pathlib import Path
 
 from cells import Cell, level_cells
 
-from msvae_hf.pseudo_labels import RECORD_FILE, pseudo_labels_record
-from msvae_hf.run_folder import checkpoint_dirs, read_json, write_json
+from msvae_hf.data.pseudo_labels import RECORD_FILE, pseudo_labels_record
+from msvae_hf.utils.run_folder import checkpoint_dirs, read_json, write_json
 
 
 def run_record(run: Path) -> dict:

@@ -7,10 +7,10 @@ tokenizer with transformers' Auto classes, so ``AutoModel.from_pretrained(dir)``
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from . import envs  # noqa: F401  (registers BabyAI-GoToSeqLocal-v0 / BabyAI-BossLocal-v0)
-from .configuration_msvae import FollowerConfig, ModulesConfig, MSVAEConfig, SpeakerConfig
-from .modeling_baselines import FollowerModel, SpeakerModel
-from .modeling_msvae import MSVAEModel, MSVAEOutput
-from .tokenization_msvae import MSVAETokenizer
+from .models.configuration_msvae import FollowerConfig, ModulesConfig, MSVAEConfig, SpeakerConfig
+from .models.modeling_baselines import FollowerModel, SpeakerModel
+from .models.modeling_msvae import MSVAEModel, MSVAEOutput
+from .models.tokenization_msvae import MSVAETokenizer
 
 __version__ = "0.1.0"
 

@@ -40,7 +40,7 @@ TINY_TRAIN: dict[str, Any] = {
 
 def tiny_model(model_type: str = "msvae") -> dict[str, Any]:
     """:data:`TINY_MODEL`'s keys that ``model_type``'s config class has."""
-    from msvae_hf.configuration_msvae import MODEL_TYPE_CONFIGS
+    from msvae_hf.models.configuration_msvae import MODEL_TYPE_CONFIGS
 
     fields = {f.name for f in dataclasses.fields(MODEL_TYPE_CONFIGS[model_type])}
     return {key: value for key, value in TINY_MODEL.items() if key in fields}
@@ -65,9 +65,9 @@ def tiny_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def train_tiny(model_type: str, output_dir: str | Path, demos: str | Path, **overrides: Any) -> dict[str, Any]:
-    """``msvae_hf.training.train`` on a tiny config in this process (fp32, CPU); returns results.json."""
-    from msvae_hf.train_config import load_config
-    from msvae_hf.training import train
+    """``msvae_hf.training.loop.train`` on a tiny config in this process (fp32, CPU); returns results.json."""
+    from msvae_hf.training.loop import train
+    from msvae_hf.training.train_config import load_config
 
     model = {**tiny_model(model_type), **overrides.pop("model", {})}
     values = {"model_type": model_type, "output_dir": str(output_dir), "demos": str(demos), **TINY_TRAIN, **overrides}
@@ -89,7 +89,7 @@ def baseline_runs(tiny_demos: Path, tmp_path_factory: pytest.TempPathFactory) ->
 @pytest.fixture(scope="session")
 def tok():
     """The package's tokenizer (BabyAI's closed grammar); it holds no state a test could change."""
-    from msvae_hf.tokenization_msvae import MSVAETokenizer
+    from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
     return MSVAETokenizer.from_grammar()
 
@@ -97,7 +97,7 @@ def tok():
 @pytest.fixture
 def mean_z(monkeypatch: pytest.MonkeyPatch) -> None:
     """z = posterior mean instead of a reparameterised sample, so MS-VAE's forward() is deterministic."""
-    import msvae_hf.modeling_msvae as modeling_msvae
+    import msvae_hf.models.modeling_msvae as modeling_msvae
 
     monkeypatch.setattr(modeling_msvae, "reparameterize", lambda mean, logvar: mean)
 

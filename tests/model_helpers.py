@@ -12,7 +12,7 @@ import torch
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and Local levels)
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 TINY = dict(
     hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32, prior_hidden_size=32,

@@ -20,8 +20,8 @@ from model_helpers import build
 from safetensors import SafetensorError
 from transformers import AutoModel
 
-from msvae_hf.rollout import BotPolicy, RandomPolicy
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.evaluation.rollout import BotPolicy, RandomPolicy
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_evaluate_refuses_a_speaker_and_names_the_bleu_function(
     line = evaluate_error(evaluate, capsys, saved["speaker"])
     assert f"{saved['speaker']} is a speaker" in line
     assert "evaluate.py rolls out followers and MS-VAE" in line
-    assert "msvae_hf.evaluation.evaluate_speaker" in line
+    assert "msvae_hf.evaluation.evaluate.evaluate_speaker" in line
 
 
 def test_evaluate_on_a_run_folder_points_to_best(
@@ -269,7 +269,7 @@ def test_a_vector_env_that_never_resets_is_refused_with_the_fix() -> None:
     import gymnasium as gym
     from gymnasium.vector import AutoresetMode
 
-    from msvae_hf.rollout import rollout
+    from msvae_hf.evaluation.rollout import rollout
 
     envs = gym.make_vec("BabyAI-GoToLocal-v0", num_envs=2, vectorization_mode="sync",
                         vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED})

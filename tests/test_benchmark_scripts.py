@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import TINY_TRAIN, tiny_model
 
-from msvae_hf.ops.linear import AVAILABLE as ONEDNN_AVAILABLE
+from msvae_hf.backends.linear import AVAILABLE as ONEDNN_AVAILABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,7 +44,7 @@ def test_flops_count_a_linear_layer_the_same_on_either_backend(monkeypatch) -> N
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     from flops import count_flops, op_kind
 
-    from msvae_hf.ops.linear import linear
+    from msvae_hf.backends.linear import linear
 
     x, w, b = torch.randn(3, 7, 5, requires_grad=True), torch.randn(6, 5, requires_grad=True), torch.randn(6)
     counts = []
@@ -338,3 +339,17 @@ def test_follower_variants_times_every_variant_against_head_prev(tmp_path: Path)
         assert variants["head_prev"]["ratio_to_head_prev"] == 1.0
         # FiLM adds parameters, dropping a_{t-1} removes its embedding
         assert variants["film"]["parameters"] > variants["head"]["parameters"] < variants["head_prev"]["parameters"]
+
+
+def test_cli_parsers_holds_the_package_parser_to_every_promise(tmp_path: Path) -> None:
+    """benchmarks/cli_parsers.py: the training scripts' parser passes each case of the command line's contract (a
+    candidate parser that is not installed is recorded as such, one that is with its cases)."""
+    out = tmp_path / "cli.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cli_parsers.py"), "--out", str(out)], check=True,
+                   capture_output=True, cwd=ROOT)
+    result = json.loads(out.read_text())
+    ours = result["parsers"]["ours"]
+    assert ours["passed"] == ours["of"] == len(result["cases"]) == 13 and ours["help_shows_field_docs"] is True
+    for name in ("tyro", "jsonargparse", "draccus"):
+        other = result["parsers"][name]
+        assert other == {"installed": False} or set(other["cases"]) == set(result["cases"])

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, load_script
 
-from msvae_hf.train_config import TrainConfig, load_config, train_arg_parser
+from msvae_hf.training.train_config import TrainConfig, load_config, train_arg_parser
 
 #: script name -> entry point name (setup.py's console_scripts).
 TOOLS = {name: "msvae-" + name.replace("_", "-")
@@ -76,8 +76,17 @@ def test_bool_flags_override_the_config_both_ways(tmp_path: Path) -> None:
     assert parsed([]).retain_freed_memory is True  # no file, no flag: TrainConfig's default
 
 
+def test_a_misspelt_flag_is_refused_even_where_it_begins_a_real_one(capsys: pytest.CaptureFixture) -> None:
+    """argparse would read `--max-update 5` as `--max-updates 5` (prefix matching); the training scripts refuse it,
+    naming it (benchmarks/cli_parsers.py's `misspelt_flag` case)."""
+    with pytest.raises(SystemExit):
+        parsed(["--max-update", "5"])
+    assert "--max-update" in capsys.readouterr().err
+    assert parsed(["--max-updates", "5"]).max_updates == 5
+
+
 def test_every_field_flag_has_help() -> None:
-    from msvae_hf.train_config import field_docs
+    from msvae_hf.training.train_config import field_docs
 
     actions = {action.dest: action for action in train_arg_parser()._actions}
     docs = field_docs()

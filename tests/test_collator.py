@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 
 from msvae_hf.data.collator import DemoCollator, decode_frames, encode_frames, for_loader, read_rows, with_pseudo_labels
 from msvae_hf.data.demos import load_demos
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 FEATURES = Features(
     {

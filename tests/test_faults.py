@@ -23,11 +23,11 @@ from hub_helpers import FakeHfApi
 from huggingface_hub.errors import HfHubHTTPError
 from model_helpers import build
 
-import msvae_hf.run_folder as run_folder
+import msvae_hf.utils.run_folder as run_folder
 from msvae_hf.data.demos import load_demos
-from msvae_hf.hub import HubRequestError, push_folder_to_hub
-from msvae_hf.pseudo_labels import label_unpaired, load_pseudo_labels
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.data.pseudo_labels import label_unpaired, load_pseudo_labels
+from msvae_hf.hub.push import HubRequestError, push_folder_to_hub
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 
 def untrained_speaker():

@@ -9,10 +9,10 @@ import torch
 from model_helpers import build, move_film, pad_more, real_batch, select, unpaired
 from test_graphed import assert_captured_update_is_the_eager_one
 
-from msvae_hf import evaluation
-from msvae_hf.evaluation import bot_episodes, evaluate_follower
-from msvae_hf.metrics import follower_summary, spl
-from msvae_hf.rollout import BotPolicy, EpisodeResult, evaluate_policy
+from msvae_hf.evaluation import evaluate as evaluation
+from msvae_hf.evaluation.evaluate import bot_episodes, evaluate_follower
+from msvae_hf.evaluation.metrics import follower_summary, spl
+from msvae_hf.evaluation.rollout import BotPolicy, EpisodeResult, evaluate_policy
 
 VARIANTS = [
     pytest.param({"follower_conditioning": "film", "previous_action_input": False}, id="film"),
@@ -381,7 +381,7 @@ def test_a_config_saved_before_film_layers_loads_with_one_modulated_map(tok, tmp
     import json
 
     from msvae_hf import FollowerModel
-    from msvae_hf.configuration_msvae import FollowerConfig
+    from msvae_hf.models.configuration_msvae import FollowerConfig
 
     model = built("follower-attention", tok, **FILM, film_layers=1)
     model.save_pretrained(tmp_path)

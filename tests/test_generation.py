@@ -20,8 +20,8 @@ from model_helpers import played_batch, real_batch
 import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
 from msvae_hf.data.demos import replay_episode
-from msvae_hf.rollout import EpisodeResult
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.evaluation.rollout import EpisodeResult
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 TINY = dict(
     hidden_size=32, latent_dim=32, obs_channels=16, decoder_ffn_dim=64, word_embed_dim=32, prior_hidden_size=32,
@@ -215,7 +215,7 @@ def test_follower_on_boss_local_has_some_reward_cases(tok: MSVAETokenizer) -> No
     """The bot's own actions, fed through the policy protocol, succeed: success flags are not all False by
     construction. (A scripted policy that replays the bot's episode.)"""
     from msvae_hf.data.demos import run_bot
-    from msvae_hf.rollout import rollout
+    from msvae_hf.evaluation.rollout import rollout
 
     env = gym.make("BabyAI-BossLocal-v0")
     seeds = [0, 1, 2]
@@ -262,19 +262,19 @@ def test_follow_with_given_instructions_reads_them() -> None:
     model = msvae_hf.FollowerModel(msvae_hf.FollowerConfig(vocab_size=len(tok), hidden_size=32, latent_dim=32,
                                                           obs_channels=8, decoder_ffn_dim=32)).eval()
     seen: list[str] = []
-    original = msvae_hf.policy.FollowerPolicy.reset
+    original = msvae_hf.evaluation.policy.FollowerPolicy.reset
 
     def spy(self, instructions):
         seen.extend(instructions)
         return original(self, instructions)
 
-    msvae_hf.policy.FollowerPolicy.reset = spy
+    msvae_hf.evaluation.policy.FollowerPolicy.reset = spy
     try:
         texts = ["go to the red ball", "go to a key", "pick up the blue box"]
         results = model.follow("BabyAI-GoToLocal-v0", [1, 2, 3], tokenizer=tok, instructions=texts, max_steps=3,
                                batch_size=2)
     finally:
-        msvae_hf.policy.FollowerPolicy.reset = original
+        msvae_hf.evaluation.policy.FollowerPolicy.reset = original
     assert seen == texts and len(results) == 3
     with pytest.raises(ValueError, match="2 instructions for 3 seeds"):
         model.follow("BabyAI-GoToLocal-v0", [1, 2, 3], tokenizer=tok, instructions=texts[:2])

@@ -1,4 +1,4 @@
-"""CapturedUpdate (msvae_hf.graphed) on the CPU, where it runs the update it would capture eagerly: the same
+"""CapturedUpdate (msvae_hf.training.graphed) on the CPU, where it runs the update it would capture eagerly: the same
 updates as the default training step, a non-finite update skipped on the device and named by ``check``, and the
 whole update free of host reads (it runs on the meta device, where any read of a value fails)."""
 
@@ -10,8 +10,8 @@ from model_helpers import build, key_bias_rows, real_batch, unpaired
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from msvae_hf.graphed import CapturedUpdate, captured_adam
-from msvae_hf.run_folder import NonFiniteError
+from msvae_hf.training.graphed import CapturedUpdate, captured_adam
+from msvae_hf.utils.run_folder import NonFiniteError
 
 
 def _batches(tok, count: int = 3) -> list[dict[str, torch.Tensor]]:

@@ -10,10 +10,11 @@ import pytest
 from hub_helpers import FakeHfApi
 from huggingface_hub import ModelCard
 
-from msvae_hf.card_templates import template_path
-from msvae_hf.configuration_msvae import MSVAEConfig
 from msvae_hf.data.demos import render_dataset_card
-from msvae_hf.hub import push_folder_to_hub, render_model_card
+from msvae_hf.hub.card_templates import template_path
+from msvae_hf.hub.cards import render_model_card
+from msvae_hf.hub.push import push_folder_to_hub
+from msvae_hf.models.configuration_msvae import MSVAEConfig
 
 COMMAND = "python scripts/train.py --level BabyAI-GoToSeqLocal-v0 --paired 1000 --unpaired 10000 --seed 0"
 METRICS = {"success_rate": 0.6543, "bleu": 41.27, "mean_steps": 14.2, "episodes": 1000}

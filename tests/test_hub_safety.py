@@ -19,8 +19,8 @@ from huggingface_hub import ModelCard
 from safetensors.torch import load_file, save_file
 
 import msvae_hf
-from msvae_hf.configuration_msvae import FOLLOWER_FIELDS
-from msvae_hf.hub import push_run
+from msvae_hf.hub.push import push_run
+from msvae_hf.models.configuration_msvae import FOLLOWER_FIELDS
 
 DATASET = "someone/bosslocal-demos"
 #: An absolute path of another machine, sharing nothing with the test's folders but "/".
@@ -184,9 +184,9 @@ def test_dataset_must_be_a_hub_id(fake_run):
 def test_a_card_names_a_hub_dataset_where_the_loader_read_one(fake_run: Path, demos: str, made: str | None,
                                                               from_hub: bool | None, hub: bool) -> None:
     """A run's ``demos`` as recorded (relative to the folder it trained from) is a Hub dataset in its card's
-    metadata exactly where ``load_demos`` would have fetched one there (msvae_hf.repo_ids.is_hub_repo_id), or as
+    metadata exactly where ``load_demos`` would have fetched one there (msvae_hf.hub.repo_ids.is_hub_repo_id), or as
     results.json records it (``demos_from_hub``); never by the pusher's working directory."""
-    from msvae_hf.hub import render_run_card
+    from msvae_hf.hub.cards import render_run_card
 
     root = fake_run.parents[2]  # the folder it trained from (the "msvae-hf" repository)
     shutil.rmtree(root / "data")

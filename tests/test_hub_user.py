@@ -21,7 +21,7 @@ from transformers import AutoModel
 
 import msvae_hf
 from msvae_hf.data.demos import demo_features, push_demos_to_hub
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 REPO_ID = "user/msvae-bosslocal"
 DATASET_ID = "user/bosslocal-demos"
@@ -183,8 +183,8 @@ def test_load_demos_and_train_config_take_a_hub_id(pushed_demos: Path, tmp_path:
     report = run_as_user(f"""
         import json
         from msvae_hf.data.demos import load_demos
-        from msvae_hf.train_config import load_config
-        from msvae_hf.training import load_training_data
+        from msvae_hf.training.train_config import load_config
+        from msvae_hf.training.loop import load_training_data
 
         demos = load_demos({DATASET_ID!r})
         paired, unpaired, valid, test, level = load_training_data(

@@ -1,4 +1,4 @@
-"""msvae_hf.ops.linear: CPU fp32 linear layers on oneDNN give F.linear's values and gradients to fp32 rounding, and
+"""msvae_hf.backends.linear: CPU fp32 linear layers on oneDNN give F.linear's values and gradients to fp32 rounding, and
 F.linear itself, bit for bit, wherever they do not run on oneDNN."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import torch.nn.functional as F
 from model_helpers import build, real_batch, unpaired
 from torch import nn
 
-import msvae_hf.ops.linear as linear_module
+import msvae_hf.backends.linear as linear_module
 from msvae_hf import MSVAETokenizer
-from msvae_hf.backends import BACKENDS, Backend, Linear
-from msvae_hf.ops.linear import AVAILABLE, MIN_ROWS, ROW_BUCKET, linear
+from msvae_hf.backends.linear import AVAILABLE, MIN_ROWS, ROW_BUCKET, linear
+from msvae_hf.backends.registry import BACKENDS, Backend, Linear
 
 FP32_SUMS = {"rtol": 1e-4, "atol": 1e-4}
 """fp32 against float64, for sums of about a thousand products of order one."""

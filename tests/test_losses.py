@@ -1,4 +1,4 @@
-"""The MS-VAE objective term by term (msvae_hf/losses.py) against independent closed forms.
+"""The MS-VAE objective term by term (msvae_hf/models/losses.py) against independent closed forms.
 
 KL terms against torch.distributions, the sliced Wasserstein distance against scipy's exact 1-D
 Wasserstein distance, and Eq. 9 / Eq. 3 (App. A sign) / Eq. 10 against hand-computed numbers.
@@ -12,8 +12,9 @@ import torch
 from scipy.stats import wasserstein_distance
 from torch.distributions import Independent, Normal, kl_divergence
 
-from msvae_hf.configuration_msvae import LOSS_REDUCTIONS, MSVAEConfig
-from msvae_hf.losses import (
+from msvae_hf.backends.positions import RealPositions
+from msvae_hf.models.configuration_msvae import LOSS_REDUCTIONS, MSVAEConfig
+from msvae_hf.models.losses import (
     domain_distance,
     gaussian_kl,
     kl_to_prior,
@@ -24,8 +25,7 @@ from msvae_hf.losses import (
     sliced_wasserstein,
     unpaired_elbo,
 )
-from msvae_hf.modules import LatentPrior
-from msvae_hf.ops.positions import RealPositions
+from msvae_hf.models.modules import LatentPrior
 
 TINY = dict(hidden_size=32, latent_dim=8, prior_hidden_size=16, decoder_heads=4)
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import sacrebleu
 
-from msvae_hf.metrics import (
+from msvae_hf.evaluation.metrics import (
     BLEU_METRIC_SCRIPT,
     bleu,
     compare_bleu,
@@ -85,7 +85,7 @@ def test_bleu_identical_is_100_and_bad_inputs_raise():
 
 def test_local_evaluate_metric_loads_offline_and_agrees():
     code = (
-        "import json, sys; from msvae_hf.metrics import load_bleu_metric; m = load_bleu_metric(); "
+        "import json, sys; from msvae_hf.evaluation.metrics import load_bleu_metric; m = load_bleu_metric(); "
         "p, r = json.loads(sys.argv[1]); print(json.dumps(m.compute(predictions=p, references=r)))"
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}

@@ -22,8 +22,8 @@ from msvae_hf.envs.missions import (
     score_labels,
     set_mission,
 )
-from msvae_hf.metrics import summarize_episodes
-from msvae_hf.rollout import BotPolicy, RandomPolicy, rollout
+from msvae_hf.evaluation.metrics import summarize_episodes
+from msvae_hf.evaluation.rollout import BotPolicy, RandomPolicy, rollout
 
 LOCAL_LEVELS = ("BabyAI-GoToSeqLocal-v0", "BabyAI-BossLocal-v0")
 
@@ -173,7 +173,7 @@ def test_same_room_missions_tell_a_follower_that_reads_from_one_that_does_not() 
 
 
 def test_given_missions_are_judged_alike_in_a_pool_and_refused_when_they_cannot_be() -> None:
-    from msvae_hf.rollout import EnvPool
+    from msvae_hf.evaluation.rollout import EnvPool
 
     level, seeds = "BabyAI-GoToSeqLocal-v0", list(range(10**9, 10**9 + 6))
     texts = [e.instruction for e in rollout(BotPolicy(), level, seeds, missions="same_room")]
@@ -229,7 +229,7 @@ def test_a_refused_mission_leaves_the_episode_as_it_was() -> None:
 
 
 def test_a_bad_mission_through_a_pool_is_one_line() -> None:
-    from msvae_hf.rollout import EnvPool
+    from msvae_hf.evaluation.rollout import EnvPool
 
     with EnvPool("BabyAI-GoToSeqLocal-v0", 2, 2) as pool, pytest.raises(InstructionError) as err:
         rollout(RandomPolicy(3), pool, [10**9, 10**9 + 1], missions=["go to the red key", "go to the yellow ball"])

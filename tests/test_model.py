@@ -19,8 +19,8 @@ from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and Local levels)
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
-from msvae_hf.configuration_msvae import HEAD_FOLLOWER, ModulesConfig
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.models.configuration_msvae import HEAD_FOLLOWER, ModulesConfig
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 
 # ------------------------------------------------------------------------------------------------ config

@@ -16,11 +16,11 @@ from model_helpers import TERMS, build, pad_more, real_batch, unpaired
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-import msvae_hf.backends as backends
-import msvae_hf.modules as modules
-from msvae_hf.ops.positions import RealPositions
-from msvae_hf.ops.recurrence import packed_recurrence
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+import msvae_hf.backends.registry as backends
+import msvae_hf.models.modules as modules
+from msvae_hf.backends.positions import RealPositions
+from msvae_hf.backends.recurrence import packed_recurrence
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 LENGTHS = torch.tensor([9, 1, 4, 4, 7, 2, 9, 3])
 

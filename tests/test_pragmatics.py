@@ -8,8 +8,8 @@ import torch
 from msvae_hf.data.collator import DemoCollator
 from msvae_hf.data.demos import load_demos
 from msvae_hf.extensions.pragmatics import Candidates, score_candidates
-from msvae_hf.modeling_baselines import FollowerModel, SpeakerModel
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.models.modeling_baselines import FollowerModel, SpeakerModel
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ def parts(tiny_demos, tok):
 
 
 def inline(parts, micro_step: int, rank: int, with_unpaired: bool = True) -> dict[str, torch.Tensor]:
-    """The batch exactly as msvae_hf/training.py builds it inline."""
+    """The batch exactly as msvae_hf/training/loop.py builds it inline."""
     collator, paired_sampler, unpaired_sampler = parts
     batch = collator(paired_sampler.rows(micro_step, rank))
     if with_unpaired:

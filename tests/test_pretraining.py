@@ -8,7 +8,7 @@ import torch
 
 from msvae_hf.data.demos import load_demos
 from msvae_hf.extensions.pretraining import FRONT_CELL, front_cell_targets, pretrain_speaker_encoder
-from msvae_hf.modeling_baselines import SpeakerModel
+from msvae_hf.models.modeling_baselines import SpeakerModel
 
 
 def test_targets_are_the_front_cell_at_events_and_the_last_step():

@@ -13,16 +13,17 @@ from conftest import TINY_COUNTS, TINY_LEVEL, load_script, train_tiny, tree_dige
 from datasets import load_from_disk
 from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
 
-from msvae_hf import train_config, training
 from msvae_hf.data import sampler
 from msvae_hf.data.demos import load_demos
+from msvae_hf.data.pseudo_labels import pseudo_labels_record, relabel_command
 from msvae_hf.envs.missions import regenerate_missions, score_labels
 from msvae_hf.envs.seeds import TEST_SEED_START
-from msvae_hf.evaluation import describe_dataset
-from msvae_hf.modeling_baselines import SpeakerModel
-from msvae_hf.pseudo_labels import pseudo_labels_record, relabel_command
-from msvae_hf.runtime import provenance
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.evaluation.evaluate import describe_dataset
+from msvae_hf.models.modeling_baselines import SpeakerModel
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
+from msvae_hf.training import loop as training
+from msvae_hf.training import train_config
+from msvae_hf.utils.runtime import provenance
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,10 @@ from conftest import TINY_LEVEL, TINY_TRAIN, load_script, tiny_cli_args, tree_di
 from hub_helpers import FakeHfApi
 from huggingface_hub import ModelCard
 
-from msvae_hf.configuration_msvae import FOLLOWER_FIELDS
-from msvae_hf.hub import push_run, render_run_card
-from msvae_hf.train_config import load_config
+from msvae_hf.hub.cards import render_run_card
+from msvae_hf.hub.push import push_run
+from msvae_hf.models.configuration_msvae import FOLLOWER_FIELDS
+from msvae_hf.training.train_config import load_config
 
 
 @pytest.fixture(scope="module")

@@ -90,7 +90,7 @@ def test_command_runs_as_written(document, command):
     if command.startswith("bash "):
         return
     if script == "scripts/train.py":  # the whole command line must make a valid TrainConfig
-        from msvae_hf.train_config import load_config
+        from msvae_hf.training.train_config import load_config
 
         path, overrides = load_script("train").parse_args(args)
         cfg = load_config(path, overrides)
@@ -108,7 +108,7 @@ def test_readme_python_example_names_exist():
         imported = importlib.import_module(module)
         for name in names.split(","):
             assert hasattr(imported, name.strip()), f"{module} has no {name.strip()}"
-    from msvae_hf.modeling_msvae import MSVAEModel
+    from msvae_hf.models.modeling_msvae import MSVAEModel
 
     for method in ("generate", "policy", "from_baselines", "from_pretrained"):
         assert hasattr(MSVAEModel, method)

@@ -18,11 +18,12 @@ import torch.nn.functional as F
 from model_helpers import TERMS, build, move_film, pad_more, real_batch, tiny_kwargs, unpaired
 from transformers import DynamicCache
 
-import msvae_hf.modeling_msvae as modeling_msvae
+import msvae_hf.models.modeling_msvae as modeling_msvae
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel
-from msvae_hf.backends import Backend
-from msvae_hf.configuration_msvae import HEAD_FOLLOWER
-from msvae_hf.losses import (
+from msvae_hf.backends.positions import LengthGroups, RealPositions, _group_lengths
+from msvae_hf.backends.registry import Backend
+from msvae_hf.models.configuration_msvae import HEAD_FOLLOWER
+from msvae_hf.models.losses import (
     domain_distance,
     kl_to_prior,
     msvae_loss,
@@ -30,8 +31,7 @@ from msvae_hf.losses import (
     reparameterize,
     unpaired_elbo,
 )
-from msvae_hf.ops.positions import LengthGroups, RealPositions, _group_lengths
-from msvae_hf.tokenization_msvae import MSVAETokenizer
+from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 LENGTHS = (5, 2, 4, 3, 7, 1)
 

@@ -6,7 +6,7 @@ Two runs, each with its record in ``results/reproducibility/``:
 - ``tiny_msvae``: the tests' tiny model (``tests/conftest.py``), 6 updates of batch 8;
 - ``bosslocal_msvae_short``: BossLocal's MS-VAE cell (``configs/msvae.yaml`` for BossLocal: the paper's model sizes
   and weights) for 4 updates of 32 paired + 32 unpaired, from scratch, on the tiny demonstrations. Its products
-  are large enough for the CPU's oneDNN linear layers (``msvae_hf.ops.linear``), which the tiny run never reaches.
+  are large enough for the CPU's oneDNN linear layers (``msvae_hf.backends.linear``), which the tiny run never reaches.
 
 A record holds the run's final weights: a sha256 of all their bytes, checked where the machine computes as the
 recording one did (the same torch, CPU model, instruction set and linear backend), and per tensor the sum of
@@ -31,11 +31,11 @@ from conftest import REPO, train_tiny
 from model_helpers import key_bias_rows
 from safetensors.torch import load_file
 
-import msvae_hf.ops.linear as linear_ops
-from msvae_hf.ops.linear import AVAILABLE as ONEDNN
-from msvae_hf.runtime import provenance
-from msvae_hf.train_config import load_config
-from msvae_hf.training import train
+import msvae_hf.backends.linear as linear_ops
+from msvae_hf.backends.linear import AVAILABLE as ONEDNN
+from msvae_hf.training.loop import train
+from msvae_hf.training.train_config import load_config
+from msvae_hf.utils.runtime import provenance
 
 RECORDS = REPO / "results" / "reproducibility"
 

@@ -10,9 +10,9 @@ import minigrid  # noqa: F401  (registers the BabyAI levels)
 import numpy as np
 import pytest
 
-from msvae_hf.metrics import summarize_episodes as summarize
-from msvae_hf.render import render_rollouts, save_episode_gif
-from msvae_hf.rollout import (
+from msvae_hf.evaluation.metrics import summarize_episodes as summarize
+from msvae_hf.evaluation.render import render_rollouts, save_episode_gif
+from msvae_hf.evaluation.rollout import (
     BotPolicy,
     EnvPool,
     RandomPolicy,
@@ -137,7 +137,7 @@ def test_env_pool_workers_end_with_the_process_that_made_the_pool() -> None:
 
     import psutil
 
-    make = ("import time; from msvae_hf.rollout import EnvPool\n"
+    make = ("import time; from msvae_hf.evaluation.rollout import EnvPool\n"
             f"pool = EnvPool({LEVEL!r}, 3, 3)\n"
             "print(*[p.pid for p in pool._procs], flush=True)\n"
             "time.sleep(600)\n")

@@ -16,9 +16,10 @@ import torch
 from conftest import REPO, TINY_MODEL, TINY_TRAIN, tiny_cli_args, train_tiny
 from safetensors.torch import load_file
 
-import msvae_hf.run_folder as run_folder
+import msvae_hf.utils.run_folder as run_folder
 from msvae_hf import FollowerModel
-from msvae_hf.run_folder import (
+from msvae_hf.training.train_config import load_config
+from msvae_hf.utils.run_folder import (
     NonFiniteError,
     RunFolderBusy,
     RunLock,
@@ -26,7 +27,6 @@ from msvae_hf.run_folder import (
     checkpoint_dirs,
     nonfinite_terms,
 )
-from msvae_hf.train_config import load_config
 
 
 def _one_line(err: BaseException) -> str:
@@ -136,7 +136,7 @@ def test_a_second_process_is_refused_at_once(tmp_path: Path) -> None:
     """The lock is the kernel's: a second process (not only a second open file) is refused while the first holds
     it, and takes it once the first lets go."""
     lock = RunLock(tmp_path / "run")
-    code = ("import sys; from msvae_hf.run_folder import RunLock, RunFolderBusy\n"
+    code = ("import sys; from msvae_hf.utils.run_folder import RunLock, RunFolderBusy\n"
             "try:\n    RunLock(sys.argv[1]).release()\nexcept RunFolderBusy as e:\n    sys.exit(str(e))\n")
     held = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True)
     assert held.returncode == 1 and f"in use by pid {os.getpid()}" in held.stderr
@@ -148,7 +148,7 @@ def test_a_second_process_is_refused_at_once(tmp_path: Path) -> None:
 def test_a_killed_trainer_leaves_no_lock_behind_its_forked_workers(tmp_path: Path) -> None:
     """A trainer that forked a worker (as the evaluation pool does) and died: the worker lives on, the folder is
     free (forked children drop their copies of the lock's descriptor)."""
-    code = ("import os, sys, time; from msvae_hf.run_folder import RunLock\n"
+    code = ("import os, sys, time; from msvae_hf.utils.run_folder import RunLock\n"
             "RunLock(sys.argv[1])\n"
             "child = os.fork()\n"
             "if child == 0:\n    null = os.open(os.devnull, os.O_RDWR)\n    os.dup2(null, 1)\n    os.dup2(null, 2)\n"
@@ -270,9 +270,9 @@ def test_a_run_folder_made_under_the_head_default_resumes_only_as_the_head_follo
     torch's missing-keys error at load); a config written now names the follower it trains."""
     import dataclasses
 
-    from msvae_hf.configuration_msvae import HEAD_FOLLOWER
-    from msvae_hf.run_folder import config_differences
-    from msvae_hf.train_config import TrainConfig, with_follower
+    from msvae_hf.models.configuration_msvae import HEAD_FOLLOWER
+    from msvae_hf.training.train_config import TrainConfig, with_follower
+    from msvae_hf.utils.run_folder import config_differences
 
     old = dataclasses.asdict(TrainConfig(model_type="follower", level="BossLocal"))
     saved = with_follower(json.loads(json.dumps(old)), saved=True)

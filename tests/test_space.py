@@ -20,7 +20,7 @@ gr = pytest.importorskip("gradio")
 from model_helpers import build  # noqa: E402
 
 import app  # noqa: E402  (the repository root is on pytest's pythonpath, pyproject.toml)
-from msvae_hf.rollout import BotPolicy, rollout  # noqa: E402
+from msvae_hf.evaluation.rollout import BotPolicy, rollout  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import pytest
 import torch
 from model_helpers import TERMS, build, move_film, pad_more, real_batch, unpaired
 
-from msvae_hf.configuration_msvae import HEAD_FOLLOWER
-from msvae_hf.ops.positions import DensePositions, RealPositions
-from msvae_hf.ops.recurrence import _run_padded, packed_recurrence
+from msvae_hf.backends.positions import DensePositions, RealPositions
+from msvae_hf.backends.recurrence import _run_padded, packed_recurrence
+from msvae_hf.models.configuration_msvae import HEAD_FOLLOWER
 
 # fp32, the same arithmetic in another order (padded vs packed recurrences, dense vs gathered products)
 TOL = dict(rtol=1e-5, atol=1e-5)

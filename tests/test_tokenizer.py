@@ -8,7 +8,7 @@ import torch
 from minigrid.core.constants import COLOR_NAMES
 from minigrid.envs.babyai.core.verifier import LOC_NAMES, OBJ_TYPES
 
-from msvae_hf.tokenization_msvae import SPECIAL_TOKENS, MSVAETokenizer
+from msvae_hf.models.tokenization_msvae import SPECIAL_TOKENS, MSVAETokenizer
 
 LEVELS = ("BabyAI-GoToSeq-v0", "BabyAI-BossLevel-v0", "BabyAI-GoToSeqLocal-v0", "BabyAI-BossLocal-v0")
 EXAMPLE = "go to the red ball, then pick up a key"

@@ -23,13 +23,13 @@ from datasets import DatasetDict
 from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoTokenizer
 
-from msvae_hf.configuration_msvae import FollowerConfig, MSVAEConfig
 from msvae_hf.data.sampler import StepSampler
-from msvae_hf.modeling_baselines import FollowerModel, SpeakerModel
-from msvae_hf.modeling_msvae import MSVAEModel
-from msvae_hf.run_folder import checkpoint_dirs
-from msvae_hf.runtime import adam, add_threads_flag, set_threads
-from msvae_hf.train_config import load_config
+from msvae_hf.models.configuration_msvae import FollowerConfig, MSVAEConfig
+from msvae_hf.models.modeling_baselines import FollowerModel, SpeakerModel
+from msvae_hf.models.modeling_msvae import MSVAEModel
+from msvae_hf.training.train_config import load_config
+from msvae_hf.utils.run_folder import checkpoint_dirs
+from msvae_hf.utils.runtime import adam, add_threads_flag, set_threads
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_SCRIPT = REPO / "scripts" / "train.py"
@@ -134,8 +134,8 @@ def test_domain_distance_alone_draws_the_unpaired_batch(tiny_demos, tmp_path):
 
 
 def test_msvae_init_copies_baseline_weights(baseline_runs, tiny_demos):
-    from msvae_hf.tokenization_msvae import MSVAETokenizer
-    from msvae_hf.training import build_model
+    from msvae_hf.models.tokenization_msvae import MSVAETokenizer
+    from msvae_hf.training.loop import build_model
 
     follower, speaker = (baseline_runs[k] / "best" for k in ("follower", "speaker"))
     cfg = load_config(None, {"model_type": "msvae", "demos": str(tiny_demos), "init_follower": str(follower),
@@ -151,8 +151,8 @@ def test_msvae_init_copies_baseline_weights(baseline_runs, tiny_demos):
 def test_init_from_a_saved_model(baseline_runs, tiny_demos, tmp_path):
     """init_from starts from another run's saved weights, with `model` overrides on its config; a saved
     model of another type, a folder without one, or init_from next to init_follower are errors."""
-    from msvae_hf.tokenization_msvae import MSVAETokenizer
-    from msvae_hf.training import build_model
+    from msvae_hf.models.tokenization_msvae import MSVAETokenizer
+    from msvae_hf.training.loop import build_model
 
     tokenizer = MSVAETokenizer.from_grammar()
     follower = baseline_runs["follower"] / "best"
@@ -278,7 +278,7 @@ def test_checkpoint_keeps_flat_rnn_weights(tmp_path):
     ``own_storage`` gives each its own storage, so the checkpoint holds every weight."""
     from accelerate.utils import save
 
-    from msvae_hf.run_folder import own_storage
+    from msvae_hf.utils.run_folder import own_storage
 
     gru, _ = flat_gru(0)
     save(gru.state_dict(), tmp_path / "dropped.safetensors", safe_serialization=True)
@@ -296,7 +296,7 @@ def test_accelerate_checkpoint_round_trip_with_flat_rnn_weights(tmp_path):
     views of one buffer (as on a GPU) is saved whole and loaded back exactly, in place."""
     from accelerate import Accelerator
 
-    from msvae_hf.run_folder import register_checkpoint_hooks
+    from msvae_hf.utils.run_folder import register_checkpoint_hooks
 
     gru, _ = flat_gru(0)
     accelerator = Accelerator(cpu=True)
@@ -317,7 +317,7 @@ def test_checkpoint_weights_load_into_flat_rnn_buffers(tmp_path):
     (accelerate's default) refuses; the pre-load hook ``load_model_weights`` loads them exactly."""
     import safetensors.torch
 
-    from msvae_hf.run_folder import load_model_weights
+    from msvae_hf.utils.run_folder import load_model_weights
 
     torch.manual_seed(0)
     source = torch.nn.GRU(3, 4)
@@ -476,7 +476,7 @@ def test_continue_from_needs_a_finished_run(tiny_demos, tmp_path):
 # ---------------------------------------------------------------------------------------------- evaluation, bf16
 def test_evaluation_is_deterministic(baseline_runs):
     from msvae_hf.envs.seeds import VALID_SEED_START
-    from msvae_hf.evaluation import evaluate_follower
+    from msvae_hf.evaluation.evaluate import evaluate_follower
 
     model = FollowerModel.from_pretrained(baseline_runs["follower"] / "best")
     level = "BabyAI-BossLocal-v0"
@@ -589,7 +589,7 @@ def test_command_line_values_keep_their_type(tmp_path):
     cfg = load_config(str(config))
     assert (cfg.mixed_precision, cfg.learning_rate, cfg.model) == ("no", 3e-4, {"gamma": 100.0, "beta": 0.1})
     assert cfg.output_dir == "2024"  # a number where a path belongs is taken as text
-    from msvae_hf.train_config import parse_yaml
+    from msvae_hf.training.train_config import parse_yaml
 
     assert [parse_yaml(t) for t in ("1e-3", ".5e1", "-2E+2", "1_0e1", "-e5", ".e5", "1e", "e3")] == [
         1e-3, 5.0, -200.0, 100.0, "-e5", ".e5", "1e", "e3"]  # no digit before the e: a string, not a crash

@@ -1,10 +1,10 @@
-"""msvae_hf.update.update: the one update every loop calls, against its closed form on a quadratic."""
+"""msvae_hf.training.update.update: the one update every loop calls, against its closed form on a quadratic."""
 
 import pytest
 import torch
 from transformers.utils import ModelOutput
 
-from msvae_hf.update import update
+from msvae_hf.training.update import update
 
 
 def quadratic(weight: torch.nn.Parameter):

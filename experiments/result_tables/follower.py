@@ -7,8 +7,8 @@ import json
 import statistics
 from pathlib import Path
 
-from msvae_hf.configuration_msvae import FOLLOWER_VARIANTS as VARIANTS
-from msvae_hf.configuration_msvae import HEAD_FOLLOWER
+from msvae_hf.models.configuration_msvae import FOLLOWER_VARIANTS as VARIANTS
+from msvae_hf.models.configuration_msvae import HEAD_FOLLOWER
 
 from .records import RESULTS
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cells import CURVE, TABLE1_ROWS, UNPAIRED_POOL, row_config, row_label
 
-from msvae_hf.configuration_msvae import MSVAEConfig
+from msvae_hf.models.configuration_msvae import MSVAEConfig
 
 from .records import RESULTS, load_records, mean_sd, records_by_row, values
 

@@ -27,14 +27,14 @@ from typing import Any
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from ..envs.seeds import TEST_SEED_START
-from ..evaluation import evaluate_follower, resolve_device
-from ..render import render_rollouts
-from ..rollout import evaluation_seeds, resolve_level
-from ..run_folder import write_json
-from ..runtime import unwritable_folder
+from ..evaluation.evaluate import evaluate_follower, resolve_device
+from ..evaluation.render import render_rollouts
+from ..evaluation.rollout import evaluation_seeds, resolve_level
+from ..utils.run_folder import write_json
+from ..utils.runtime import unwritable_folder
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
-SPEAKER_BLEU = "msvae_hf.evaluation.evaluate_speaker(model, load_demos(DEMOS)['test'])"
+SPEAKER_BLEU = "msvae_hf.evaluation.evaluate.evaluate_speaker(model, load_demos(DEMOS)['test'])"
 
 
 def missing_model(path: str) -> str | None:

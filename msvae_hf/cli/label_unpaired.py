@@ -14,8 +14,8 @@ import sys
 
 from transformers import AutoModel
 
-from ..pseudo_labels import check_num_unpaired, label_unpaired
-from ..runtime import add_threads_flag, set_threads
+from ..data.pseudo_labels import check_num_unpaired, label_unpaired
+from ..utils.runtime import add_threads_flag, set_threads
 from .evaluate import missing_model
 from .invocation import entry_point_command
 

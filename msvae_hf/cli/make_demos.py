@@ -45,8 +45,8 @@ from ..data.demos import (
     work_dir,
 )
 from ..envs.levels import resolve_level
-from ..hub import HubRequestError, hub_request
-from ..run_folder import RunFolderBusy
+from ..hub.push import HubRequestError, hub_request
+from ..utils.run_folder import RunFolderBusy
 from .invocation import entry_point_command
 
 

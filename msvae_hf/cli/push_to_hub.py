@@ -4,7 +4,7 @@
     python scripts/push_to_hub.py --run runs/bosslocal/msvae --repo user/x --dry-run /tmp/x   # stage only
 
 Uploads ``RUN/best`` (model.safetensors, config.json, tokenizer files) plus results.json,
-train_config.json and command.txt, and a README.md card (msvae_hf.hub.render_run_card) with the test
+train_config.json and command.txt, and a README.md card (msvae_hf.hub.cards.render_run_card) with the test
 success rate and its protocol, the paper-protocol smoothed max of validation SR, test BLEU, the exact
 training command, the configuration and the demonstrations. Authentication is huggingface_hub's own
 (``hf auth login`` or HF_TOKEN).
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..hub import HubRequestError, push_run
+from ..hub.push import HubRequestError, push_run
 
 
 class _DryRunApi:

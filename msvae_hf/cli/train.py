@@ -4,7 +4,7 @@
     accelerate launch --cpu --num_processes 2 scripts/train.py --config ... --mixed-precision bf16
     msvae-train --config configs/msvae.yaml --level BossLocal   # the same, as installed by pip
 
-Every field of msvae_hf.training.TrainConfig is a flag (``--max-updates``); ``--model.KEY VALUE`` overrides
+Every field of msvae_hf.training.loop.TrainConfig is a flag (``--max-updates``); ``--model.KEY VALUE`` overrides
 a model config field. Values are parsed as YAML (``--model.gamma 0`` is a number). An unknown flag or key
 is an error that names it.
 """
@@ -16,9 +16,9 @@ import sys
 
 import yaml
 
-from ..run_folder import NonFiniteError, RunFolderBusy
-from ..train_config import load_config, parse_train_args, train_arg_parser
-from ..training import train
+from ..training.loop import train
+from ..training.train_config import load_config, parse_train_args, train_arg_parser
+from ..utils.run_folder import NonFiniteError, RunFolderBusy
 from .invocation import entry_point_command
 
 

@@ -70,12 +70,12 @@ from datasets import (
 from huggingface_hub import DatasetCard, DatasetCardData, HfApi, is_offline_mode, snapshot_download
 from minigrid.utils.baby_ai_bot import BabyAIBot
 
-from ..card_templates import template_path
 from ..envs.levels import resolve_level
 from ..envs.seeds import TEST_SEED_START
-from ..repo_ids import is_hub_repo_id
-from ..run_folder import LOCK_NAME, RunLock, read_json, write_json, writing
-from ..runtime import check_output_folder
+from ..hub.card_templates import template_path
+from ..hub.repo_ids import is_hub_repo_id
+from ..utils.run_folder import LOCK_NAME, RunLock, read_json, write_json, writing
+from ..utils.runtime import check_output_folder
 from .collator import CELLS_PER_FRAME, CONVERT_COMMAND, FRAME_SHAPE, encode_frames
 
 logger = logging.getLogger(__name__)

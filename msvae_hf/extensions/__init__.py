@@ -13,5 +13,5 @@ package imports them.
   ``scripts/pretrain_speaker.py``.
 
 The paper's own use of a speaker on unpaired trajectories, the speaker-follower's pseudo-labels (Sec. 2.3), is
-``msvae_hf.pseudo_labels``.
+``msvae_hf.data.pseudo_labels``.
 """

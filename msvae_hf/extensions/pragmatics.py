@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ..data.collator import DemoCollator, without_instructions
-from ..evaluation import iterate_batches
+from ..evaluation.evaluate import iterate_batches
 
 
 @dataclass

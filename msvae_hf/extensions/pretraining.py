@@ -20,7 +20,7 @@ from torch import nn
 from transformers.utils import ModelOutput
 
 from ..data.collator import DemoCollator, for_loader, read_rows, without_instructions
-from ..update import update
+from ..training.update import update
 
 FRONT_CELL = (3, 5)  # minigrid's egocentric view: the agent at (3, 6) facing up, the cell ahead at (3, 5)
 EVENT_ACTIONS = (3, 4, 5)  # pickup, drop, toggle (minigrid.core.actions.Actions)
@@ -64,7 +64,8 @@ def trajectory_states(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tenso
 
 
 def front_cell_loss(model: Any, head: FrontCellHead, batch: dict[str, torch.Tensor]) -> ModelOutput:
-    """The front-cell task's loss on ``batch``, as an output whose ``loss`` :func:`msvae_hf.update.update` minimises."""
+    """The front-cell task's loss on ``batch``, as an output whose ``loss`` :func:`msvae_hf.training.update.update`
+    minimises."""
     targets = front_cell_targets(batch["observations"], batch["actions"], batch["trajectory_mask"])
     return ModelOutput(loss=head.loss(trajectory_states(model, batch), *targets))
 

@@ -14,8 +14,8 @@ from follower_ablation import SEEDS
 from follower_ablation import command as ablation_command
 from result_tables.follower import VARIANTS
 
-from msvae_hf.configuration_msvae import HEAD_FOLLOWER
-from msvae_hf.train_config import TrainConfig, load_config
+from msvae_hf.models.configuration_msvae import HEAD_FOLLOWER
+from msvae_hf.training.train_config import TrainConfig, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_CHOICES = (None, (0,), (0, 1, 2, 3))  # each row's own seeds; seed 0 only; more seeds than the study ran

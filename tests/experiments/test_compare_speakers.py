@@ -9,8 +9,8 @@ import pytest
 from transformers import AutoModel
 
 from msvae_hf.data.demos import load_demos
-from msvae_hf.evaluation import evaluate_speaker
-from msvae_hf.metrics import instruction_parts_match
+from msvae_hf.evaluation.evaluate import evaluate_speaker
+from msvae_hf.evaluation.metrics import instruction_parts_match
 
 
 def test_compare_speakers_scores_match_evaluate_speaker(baseline_runs, tiny_demos, tmp_path):

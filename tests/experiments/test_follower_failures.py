@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from follower_failures import breakdown, structure
 
-from msvae_hf.rollout import EpisodeResult
+from msvae_hf.evaluation.rollout import EpisodeResult
 
 
 @pytest.mark.parametrize(("mission", "expected"), [

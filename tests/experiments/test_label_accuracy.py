@@ -11,7 +11,7 @@ from conftest import tree_digest
 from result_tables.pairs_curve import table_label_accuracy, table_pairs_curve
 from transformers import AutoModel
 
-from msvae_hf.pseudo_labels import RECORD_FILE, label_unpaired
+from msvae_hf.data.pseudo_labels import RECORD_FILE, label_unpaired
 
 
 @pytest.fixture(scope="module")

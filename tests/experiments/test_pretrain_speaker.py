@@ -8,7 +8,7 @@ import pretrain_speaker
 import pytest
 from conftest import TINY_COUNTS, TINY_MODEL, tiny_model, train_tiny
 
-from msvae_hf.modeling_baselines import SpeakerModel
+from msvae_hf.models.modeling_baselines import SpeakerModel
 
 
 def test_script_saves_a_speaker_that_training_starts_from(tiny_demos, tmp_path):

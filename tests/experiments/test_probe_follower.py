@@ -11,8 +11,8 @@ import pytest
 import torch
 from conftest import tiny_model
 
-from msvae_hf import evaluation
-from msvae_hf.rollout import EpisodeResult
+from msvae_hf.evaluation import evaluate as evaluation
+from msvae_hf.evaluation.rollout import EpisodeResult
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_rolled_instructions_give_each_pair_the_one_before():
 def test_instruction_use_is_the_models_own_loss_per_step(follower, tiny_demos):
     from msvae_hf.data.collator import DemoCollator
     from msvae_hf.data.demos import load_demos
-    from msvae_hf.evaluation import iterate_batches
+    from msvae_hf.evaluation.evaluate import iterate_batches
 
     valid = load_demos(tiny_demos)["valid"]  # 16 pairs: batches of 5 leave one over, folded into the last
     result = evaluation.instruction_use(follower, valid, batch_size=5)

@@ -18,10 +18,10 @@ from typing import IO, Any
 
 import yaml
 
-from .configuration_msvae import CONDITIONINGS, FOLLOWER_FIELDS, MODEL_TYPE_CONFIGS, ModulesConfig
-from .envs.levels import level_folder, resolve_level
+from ..envs.levels import level_folder, resolve_level
+from ..models.configuration_msvae import CONDITIONINGS, FOLLOWER_FIELDS, MODEL_TYPE_CONFIGS, ModulesConfig
 
-#: The models a run trains (msvae_hf.training.MODEL_TYPES gives their classes).
+#: The models a run trains (msvae_hf.training.loop.MODEL_TYPES gives their classes).
 MODEL_TYPE_NAMES = tuple(MODEL_TYPE_CONFIGS)
 
 
@@ -41,7 +41,7 @@ class TrainConfig:
     demos: str = option("data/bosslocal", (
         "a DatasetDict written by scripts/make_demos.py (splits paired, unpaired, valid, test)"))
     output_dir: str = option("runs/msvae", (
-        "the run folder (msvae_hf/run_folder.py: checkpoints, best/, TensorBoard logs, results.json)"))
+        "the run folder (msvae_hf/utils/run_folder.py: checkpoints, best/, TensorBoard logs, results.json)"))
     level: str | None = option(None, (
         "evaluation level; defaults to the level the demonstrations were made on. A config file's ``{level}`` (in "
         "``output_dir: runs/{level}/msvae``) stands for its folder name (BossLocal: bosslocal), so such a file needs "
@@ -97,7 +97,7 @@ class TrainConfig:
         "static layout, one graph per batch shape (padded to multiples of 32 steps and 16 tokens, real frames "
         "rounded up to 1024 slots); non-finite updates are skipped on the device and stop the run at the next log "
         "point "
-        "(:mod:`msvae_hf.graphed`)"))
+        "(:mod:`msvae_hf.training.graphed`)"))
     loader_workers: int = option(0, (
         "processes that assemble the next updates' batches ahead, pinned (0: each batch in the training loop)"))
 
@@ -244,7 +244,9 @@ def train_arg_parser(description: str | None = None) -> argparse.ArgumentParser:
     """The training scripts' parser: ``--config`` and one flag per TrainConfig field (``--max-updates``), its help
     the field's docstring; a bool field is ``--resume`` / ``--no-resume``, unset (None) leaving the config file's
     value. ``--model.KEY VALUE`` flags are read by :func:`parse_train_args`."""
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # allow_abbrev=False: a misspelt flag that begins a real one (`--max-update`) is an error, not that flag
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--config", help="YAML or JSON file of TrainConfig fields; a flag given overrides its value")
     for f in dataclasses.fields(TrainConfig):
         if f.name == "model":

@@ -33,7 +33,7 @@ def sequence_log_likelihood(logits: torch.Tensor, targets: torch.Tensor, positio
     """log p(x | z) = sum_t log p(x_t | ...) over the real positions of each sequence -> [B] (``"mean"``: the
     average over them).
 
-    ``positions`` (a :class:`~msvae_hf.ops.positions.RealPositions` of the [B, S] mask) names the real positions,
+    ``positions`` (a :class:`~msvae_hf.backends.positions.RealPositions` of the [B, S] mask) names the real positions,
     ``logits`` [N, V] are theirs only (the layers skip padding) and ``targets`` [B, S] are padded.
     """
     logp = -F.cross_entropy(logits.float(), positions.gather(targets), reduction="none")

@@ -92,7 +92,7 @@ def retain_freed_memory() -> bool:
 def provenance(device: torch.device | str = "cpu") -> dict[str, Any]:
     """The code and machine behind a result: the git commit of this package's checkout (None outside a git
     checkout; ``-dirty`` when it has uncommitted changes), and the host's CPU count and accelerator."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # the checkout holding msvae_hf/
     try:
         commit = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=40"],
                                 capture_output=True, text=True, check=True, timeout=10).stdout.strip() or None

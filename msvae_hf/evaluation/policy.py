@@ -1,5 +1,5 @@
 """Online control of a follower: :class:`FollowerPolicy` (``reset`` / ``act``, or ``select_action`` on a gymnasium
-vector env's observations), the :class:`~msvae_hf.rollout.RolloutPolicy` that ``model.policy()`` returns and
+vector env's observations), the :class:`~msvae_hf.evaluation.rollout.RolloutPolicy` that ``model.policy()`` returns and
 ``model.follow()`` rolls out. It reads the model through ``instruction_memory``, ``obs_encoder`` and
 ``action_decoder.step`` only."""
 

@@ -5,7 +5,7 @@ layers that work position by position run on the real positions only. :class:`Re
 row, or in a ``PackedSequence``'s step order) and scatters results back; :class:`LengthGroups` cuts the rows into
 a few groups of similar length for attention on the CPU; :class:`DensePositions` has the same interface over
 every position, for the static layout (the ``"static"`` backend), where :class:`FrameSlots` holds the real frames
-in a fixed number of slots. The model's backend (:mod:`msvae_hf.backends`) chooses among them.
+in a fixed number of slots. The model's backend (:mod:`msvae_hf.backends.registry`) chooses among them.
 """
 
 from __future__ import annotations

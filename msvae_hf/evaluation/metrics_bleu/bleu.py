@@ -1,6 +1,6 @@
 """Corpus BLEU-4 (sacrebleu, 0-100) as a local `evaluate` metric: `evaluate.load(".../bleu.py")`.
 
-The same number as `msvae_hf.metrics.bleu`; self-contained so that `evaluate` can load it offline.
+The same number as `msvae_hf.evaluation.metrics.bleu`; self-contained so that `evaluate` can load it offline.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ Args:
 Returns:
     bleu: corpus BLEU-4 in [0, 100].
 Example:
-    >>> metric = evaluate.load("msvae_hf/metrics_bleu/bleu.py")
+    >>> metric = evaluate.load("msvae_hf/evaluation/metrics_bleu/bleu.py")
     >>> out = metric.compute(predictions=["go to the red ball"], references=["go to the red ball"])
     >>> round(out["bleu"], 6)
     100.0
@@ -62,7 +62,8 @@ class Bleu(evaluate.Metric):
         return {"bleu": float(sacrebleu.corpus_bleu(predictions, reference_streams(references)).score)}
 
 
-# Copied from msvae_hf.metrics.reference_streams: this script loads without the package (tests/test_metrics.py
+# Copied from msvae_hf.evaluation.metrics.reference_streams: this script loads without the package
+# (tests/test_metrics.py
 # checks that the copy is the same)
 def reference_streams(references: Sequence[str] | Sequence[Sequence[str]]) -> list[list[str | None]]:
     """Per-prediction references -> sacrebleu's reference streams (stream j holds every j-th reference).

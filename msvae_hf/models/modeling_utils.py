@@ -22,11 +22,11 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import cached_file
 
-from .backends import BACKENDS, Backend, get_backend
+from ..backends.registry import BACKENDS, Backend, get_backend
+from ..evaluation.policy import FollowerPolicy
 from .configuration_msvae import CONDITIONINGS, ModulesConfig, MSVAEConfig
 from .losses import sequence_log_likelihood
 from .modules import BottleneckAttention, FiLMGenerator, ObservationEncoder
-from .policy import FollowerPolicy
 
 
 class MSVAEPreTrainedModel(PreTrainedModel):
@@ -51,8 +51,9 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         self.set_backend(self.config.backend)
 
     def set_backend(self, backend: str | Backend, frames: int | None = None) -> None:
-        """Run the model on ``backend`` (a name in :data:`~msvae_hf.backends.BACKENDS` or a
-        :class:`~msvae_hf.backends.Backend`; ``frames``: the static backend's frame slots): set on the model and on
+        """Run the model on ``backend`` (a name in :data:`~msvae_hf.backends.registry.BACKENDS` or a
+        :class:`~msvae_hf.backends.registry.Backend`; ``frames``: the static backend's frame slots): set on the model
+        and on
         every layer that declares a ``backend``. The values at real positions are the same under every backend."""
         backend = get_backend(backend, frames)
         for module in self.modules():
@@ -242,7 +243,7 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         tags: list[str] | None = None,
         api=None,
     ):
-        """Upload weights, config, tokenizer and a model card rendered from ``model_cards/`` (msvae_hf.hub).
+        """Upload weights, config, tokenizer and a model card rendered from ``model_cards/`` (msvae_hf.hub.cards).
 
         Takes transformers' arguments (``token``, ``revision``, ``create_pr``, ``private``, ``commit_message``,
         ``commit_description``, ``max_shard_size``, ``tags``), forwarded as transformers forwards them;
@@ -251,7 +252,8 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         """
         import tempfile
 
-        from .hub import push_folder_to_hub, render_model_card
+        from ..hub.cards import render_model_card
+        from ..hub.push import push_folder_to_hub
 
         kind = {"msvae": "msvae", "msvae_follower": "follower", "msvae_speaker": "speaker"}[self.config.model_type]
         card = render_model_card(
@@ -452,7 +454,8 @@ class FollowerMixin:
         return self.follow(envs, seeds, **kwargs)
 
     def policy(self, tokenizer=None, greedy: bool = True, seed: int | None = None) -> FollowerPolicy:
-        """A :class:`~msvae_hf.rollout.RolloutPolicy` for online control (reset / act with recurrent state)."""
+        """A :class:`~msvae_hf.evaluation.rollout.RolloutPolicy` for online control (reset / act with recurrent
+        state)."""
         return FollowerPolicy(self, self._resolve_tokenizer(tokenizer), greedy=greedy, seed=seed)
 
     def follow(
@@ -471,7 +474,7 @@ class FollowerMixin:
         instruction per seed, or "same_room") replaces the mission itself, which the model reads and the level's
         verifier judges the episode by.
         """
-        from .rollout import GivenInstructions, rollout
+        from ..evaluation.rollout import GivenInstructions, rollout
 
         seeds = list(seeds)
         policy = self.policy(tokenizer)

@@ -20,7 +20,7 @@ ATTENTION_KINDS = ("none", "attention", "bottleneck")
 
 @dataclasses.dataclass(frozen=True)
 class Conditioning:
-    """Where a follower's memory (h_y, or z) enters its action decoder (``msvae_hf/modules.py``, ActionDecoder):
+    """Where a follower's memory (h_y, or z) enters its action decoder (``msvae_hf/models/modules.py``, ActionDecoder):
     ``films_frames``: it also modulates the frames' convolution maps (FiLM), else only the head's attention reads
     it; ``keyed``: the FiLM reads it at each step by attention keyed by h'_{t-1}; ``learned_queries``: by learned
     constant queries (both: their sum, the key starting at zero)."""
@@ -54,9 +54,10 @@ FOLLOWER_VARIANTS = {
         ("film_both", "film_both", False, {"film_layers": 1}), ("film2", "film", False, {"film_layers": 2}))
 }
 PRIOR_KINDS = ("autoregressive", "normal")
-#: How a model runs (``msvae_hf/backends.py``'s registry, ``BACKENDS``): the same values at real positions under each.
+#: How a model runs (``msvae_hf/backends/registry.py``'s registry, ``BACKENDS``): the same values at real positions
+#: under each.
 BACKEND_NAMES = ("default", "eager", "static")
-#: How each term of the objective is reduced (``msvae_hf/losses.py``; docs/design.md, "Loss scale").
+#: How each term of the objective is reduced (``msvae_hf/models/losses.py``; docs/design.md, "Loss scale").
 LOSS_REDUCTIONS = ("sum", "mean")
 
 
@@ -90,7 +91,8 @@ class ModulesConfig(PreTrainedConfig):
     decoder_ffn_dim: int = 256
     dropout: float = 0.0
     initializer_range: float = 0.02
-    # How the model runs (msvae_hf/backends.py): "default", "eager" or "static"; the same values at real positions.
+    # How the model runs (msvae_hf/backends/registry.py): "default", "eager" or "static"; the same values at real
+    # positions.
     backend: str = "default"
 
     # Bottleneck attention and latent (Sec. 3.2). `follower_attention` picks the Table 1 variant.

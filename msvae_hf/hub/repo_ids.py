@@ -1,5 +1,5 @@
 """Whether a name given for data or a model is a Hub repo id or a local path: one rule for the loaders
-(``load_demos``) and the cards (``msvae_hf.hub``), so that a card names a Hub dataset exactly where the loader
+(``load_demos``) and the cards (``msvae_hf.hub.cards``), so that a card names a Hub dataset exactly where the loader
 would have fetched one."""
 
 from __future__ import annotations

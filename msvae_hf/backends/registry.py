@@ -1,19 +1,21 @@
 """How a model runs, chosen in one place: the registry of backends (``config.backend``, ``model.set_backend``).
 
 A :class:`Backend` says which kernels and which layout the model's layers use. It is set on a model, never read
-from module-level state: :meth:`~msvae_hf.modeling_utils.MSVAEPreTrainedModel.set_backend` hands it to every layer
+from module-level state: :meth:`~msvae_hf.models.modeling_utils.MSVAEPreTrainedModel.set_backend` hands it to every
+layer
 that declares a ``backend`` attribute (as transformers' ``gradient_checkpointing_enable`` reaches its layers), and
 each layer asks its own backend for positions, recurrences and products. The values at real positions are the same
 under every backend; only the kernels, their shapes and their speed differ.
 
 Registered backends (:data:`BACKENDS`, the values of ``config.backend``):
 
-* ``"default"``: the positions that hold data only (:class:`~msvae_hf.ops.positions.RealPositions`); on the CPU,
-  attention per group of rows of similar length and the large fp32 products on oneDNN (:mod:`msvae_hf.ops.linear`).
+* ``"default"``: the positions that hold data only (:class:`~msvae_hf.backends.positions.RealPositions`); on the CPU,
+  attention per group of rows of similar length and the large fp32 products on oneDNN (:mod:`msvae_hf.backends.linear`).
 * ``"eager"``: the same positions, attention over the whole padded batch and every product on ``F.linear``.
 * ``"static"``: the padded layout with no shape or branch that depends on the data and no input value read on the
-  device (the GPU's captured update, :mod:`msvae_hf.graphed`); with ``frames``, the observation encoder runs on that
-  many frame slots holding the real frames (:class:`~msvae_hf.ops.positions.FrameSlots`).
+  device (the GPU's captured update, :mod:`msvae_hf.training.graphed`); with ``frames``, the observation encoder runs
+  on that
+  many frame slots holding the real frames (:class:`~msvae_hf.backends.positions.FrameSlots`).
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from .ops import linear as linear_ops
-from .ops.positions import DensePositions, FrameSlots, RealPositions, masked_scatter_frames
-from .ops.recurrence import run_recurrence
+from . import linear as linear_ops
+from .positions import DensePositions, FrameSlots, RealPositions, masked_scatter_frames
+from .recurrence import run_recurrence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +84,7 @@ class Backend:
 
     def recurrence(self, rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``rnn`` over right-padded ``x`` [B, S, I] (``mask`` [B, S]) -> [B, S, hidden x directions], zeros on
-        padding (:func:`~msvae_hf.ops.recurrence.run_recurrence`)."""
+        padding (:func:`~msvae_hf.backends.recurrence.run_recurrence`)."""
         return run_recurrence(rnn, x, mask, static=self.static, onednn=self.onednn)
 
     def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

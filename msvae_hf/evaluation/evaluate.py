@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from .data.collator import DemoCollator, for_loader, read_rows, without_instructions
-from .envs import missions
-from .envs.levels import resolve_level
-from .envs.seeds import TEST_SEED_START
+from ..data.collator import DemoCollator, for_loader, read_rows, without_instructions
+from ..envs import missions
+from ..envs.levels import resolve_level
+from ..envs.seeds import TEST_SEED_START
 from .metrics import bleu, follower_summary
 from .rollout import BotPolicy, EpisodeResult, evaluate_policy
 
@@ -54,7 +54,8 @@ def evaluate_follower(
     num_workers: int = 0,
     reading: bool = True,
 ) -> tuple[dict[str, float], list[EpisodeResult]]:
-    """:func:`~msvae_hf.metrics.follower_summary` of ``model.policy()`` (greedy) on fixed seeds, and the episodes
+    """:func:`~msvae_hf.evaluation.metrics.follower_summary` of ``model.policy()`` (greedy) on fixed seeds, and the
+    episodes
     told their own missions. Each seed is rolled out twice, told its own mission and told the mission of the next
     seed (success judged by its own), and compared with the bot on the same seed. The model is called once per
     step for all live envs of a batch (stepped in ``num_workers`` processes if > 0). A third rollout tells each seed

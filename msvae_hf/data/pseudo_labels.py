@@ -21,22 +21,22 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict
 
-from .data.collator import with_pseudo_labels
-from .data.demos import (
+from ..envs.missions import regenerate_missions, score_labels
+from ..evaluation.evaluate import describe_dataset
+from ..utils.run_folder import read_json, write_json, writing
+from ..utils.runtime import check_output_folder, provenance
+from .collator import with_pseudo_labels
+from .demos import (
     check_demo_columns,
     load_checked,
     load_demos,
     require_cell_codes,
     write_checksums,
 )
-from .envs.missions import regenerate_missions, score_labels
-from .evaluation import describe_dataset
-from .run_folder import read_json, write_json, writing
-from .runtime import check_output_folder, provenance
 
 #: What label_unpaired writes beside the labelled rows: the speaker, the decoding, the command, the seconds from
 #: reading the demonstrations to the labels written (the speaker's loading not counted) with the commit and machine
-#: (:func:`~msvae_hf.runtime.provenance`), the sha256 of each arrow file (the labels it describes) and the labels'
+#: (:func:`~msvae_hf.utils.runtime.provenance`), the sha256 of each arrow file (the labels it describes) and the labels'
 #: accuracy against the true missions (:func:`label_accuracy`).
 RECORD_FILE = "pseudo_labels.json"
 

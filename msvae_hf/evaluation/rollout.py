@@ -47,9 +47,9 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 import numpy as np
 
-from .envs.levels import resolve_level
-from .envs.missions import InstructionError, draw_same_room_mission, parse_mission, set_mission
-from .envs.seeds import TEST_SEED_START, check_seed
+from ..envs.levels import resolve_level
+from ..envs.missions import InstructionError, draw_same_room_mission, parse_mission, set_mission
+from ..envs.seeds import TEST_SEED_START, check_seed
 
 
 @runtime_checkable
@@ -230,7 +230,7 @@ def _pool_worker(conn: Any, level: str, num_envs: int, inherited: Sequence[Any] 
     """
     import traceback
 
-    from .envs import levels as _registers_levels  # noqa: F401  (the Local levels, in a spawned process)
+    from ..envs import levels as _registers_levels  # noqa: F401  (the Local levels, in a spawned process)
 
     for end in inherited:
         end.close()

@@ -17,7 +17,7 @@ Data flow (B trajectories of up to T frames, instructions of up to L tokens)::
 The LSTM state h'_t does not depend on the memory, so the action decoder runs over whole sequences in
 parallel in training and one LSTM pass is shared by every memory (h_y, z ~ q(z|y), z ~ q(z|a,o)).
 
-This file is the architecture. How it runs is its backend's (:mod:`msvae_hf.backends`): each layer that reads
+This file is the architecture. How it runs is its backend's (:mod:`msvae_hf.backends.registry`): each layer that reads
 positions, runs a recurrence or a product asks ``self.backend``, which the model sets on every such layer
 (``model.set_backend``; the same values at real positions under every backend).
 """
@@ -32,10 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .backends import BACKENDS, Backend, Linear
+from ..backends.registry import BACKENDS, Backend, Linear
 
 if TYPE_CHECKING:
-    from .ops.positions import LengthGroups, RealPositions
+    from ..backends.positions import LengthGroups, RealPositions
 
 MAX_CELL_TABLE = 1 << 16
 """The most cell values (obs_num_values ** channels) the observation encoder embeds from one table."""
@@ -406,7 +406,7 @@ class ActionDecoder(nn.Module):
         self, frames, actions: torch.Tensor, mask: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None
     ) -> torch.Tensor:
         """h'_t for all t, [B, T, H] with zeros on padding, from a batch's encoded frames
-        (:class:`~msvae_hf.modeling_utils.EncodedFrames`) conditioned on the memory as ``follower_conditioning``
+        (:class:`~msvae_hf.models.modeling_utils.EncodedFrames`) conditioned on the memory as ``follower_conditioning``
         says."""
         if self.recurrent_film:
             maps, directions = frames.padded()

@@ -2,7 +2,8 @@
 
 An eager MS-VAE update on a GPU launches about 3,000 small kernels and reads values on the host (packing, real
 positions), so the card idles most of the time. :class:`CapturedUpdate` runs the model on the ``"static"`` backend
-(:mod:`msvae_hf.backends`), where no shape depends on the data and nothing is read on the host, and captures the whole
+(:mod:`msvae_hf.backends.registry`), where no shape depends on the data and nothing is read on the host, and captures
+the whole
 update once per batch shape (a *bucket*: batches padded to a multiple of a time step and a token count,
 :mod:`msvae_hf.data.prefetch`, and their real frames, counted on the host, rounded up to :data:`FRAME_MULTIPLE` slots
 for the observation encoder); each later update copies its batch into the graph's input tensors and replays it. Several
@@ -11,7 +12,7 @@ runs on one card each get their own :class:`CapturedUpdate` and CUDA stream, so 
 Nothing non-finite reaches the weights: the graph computes whether the loss and the gradient norm are finite and
 fused Adam skips a non-finite update on the device (its ``found_inf``), keeping the first such update's number and
 terms; :meth:`CapturedUpdate.check`, called wherever the loop reads numbers anyway (logging, validation,
-checkpoints), raises :class:`~msvae_hf.run_folder.NonFiniteError` naming them. Without CUDA (``capture=False``)
+checkpoints), raises :class:`~msvae_hf.utils.run_folder.NonFiniteError` naming them. Without CUDA (``capture=False``)
 the same update runs eagerly, which is how the CPU tests check it.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 
 import torch
 
-from .run_folder import NonFiniteError, scalar_terms
+from ..utils.run_folder import NonFiniteError, scalar_terms
 from .update import update
 
 WARMUP_UPDATES = 2
@@ -42,7 +43,7 @@ multiple of 16 tokens (:func:`msvae_hf.data.prefetch.pad_batch`), so that few sh
 def captured_adam(parameters, learning_rate: float) -> torch.optim.Adam:
     """Adam as :class:`CapturedUpdate` steps it: fused (one kernel for all parameters), capturable (its step
     counts live on the device) and able to skip a non-finite update on the device. The same update as
-    :func:`msvae_hf.runtime.adam`'s, to rounding."""
+    :func:`msvae_hf.utils.runtime.adam`'s, to rounding."""
     return torch.optim.Adam(parameters, lr=learning_rate, fused=True, capturable=True)
 
 
@@ -97,7 +98,7 @@ class CapturedUpdate:
         return max(1, -(-real // self.frame_multiple)) * self.frame_multiple
 
     def _update(self, inputs: Mapping[str, torch.Tensor], frames: int | None) -> None:
-        """The update itself (:func:`msvae_hf.update.update` on the static layout), eager or being captured:
+        """The update itself (:func:`msvae_hf.training.update.update` on the static layout), eager or being captured:
         nothing in it waits for the device. Its terms and gradient norm (before clipping) are kept on the device;
         a non-finite one sets fused Adam's ``found_inf``, so that the step is skipped."""
         def forward() -> Any:

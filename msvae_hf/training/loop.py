@@ -1,8 +1,9 @@
 """The training loop behind ``scripts/train.py`` (follower, speaker or MS-VAE), on accelerate.
 
 Read top to bottom: :func:`build_model`, the data, the run folder's checks (new, resumed, continued), evaluation,
-then :func:`train`. What a run is lives in :mod:`msvae_hf.train_config`, the run folder's layout and guarantees in
-:mod:`msvae_hf.run_folder`, the process set-up in :mod:`msvae_hf.runtime`, the batch sampler in
+then :func:`train`. What a run is lives in :mod:`msvae_hf.training.train_config`, the run folder's layout and
+guarantees in
+:mod:`msvae_hf.utils.run_folder`, the process set-up in :mod:`msvae_hf.utils.runtime`, the batch sampler in
 :mod:`msvae_hf.data.sampler`.
 
 - One update of MS-VAE draws a paired and an unpaired batch (Eq. 10); the baselines draw paired only.
@@ -30,21 +31,21 @@ from accelerate.utils import set_seed
 from datasets import concatenate_datasets
 from tqdm.auto import tqdm
 
-from .configuration_msvae import FOLLOWER_FIELDS, MODEL_TYPE_CONFIGS
-from .data.collator import DemoCollator
-from .data.demos import load_demos
-from .data.prefetch import UpdateBatches, prefetched
-from .data.sampler import StepSampler
-from .envs.levels import resolve_level
-from .envs.seeds import TEST_SEED_START, VALID_SEED_START
-from .evaluation import evaluate_follower, evaluate_speaker, instruction_use
-from .graphed import LENGTH_MULTIPLE, TIME_MULTIPLE, CapturedUpdate, captured_adam
-from .metrics import smoothed_max
-from .modeling_baselines import FollowerModel, SpeakerModel
-from .modeling_msvae import MSVAEModel
-from .pseudo_labels import load_pseudo_labels, pseudo_labels_record
-from .repo_ids import is_hub_repo_id
-from .run_folder import (
+from ..data.collator import DemoCollator
+from ..data.demos import load_demos
+from ..data.prefetch import UpdateBatches, prefetched
+from ..data.pseudo_labels import load_pseudo_labels, pseudo_labels_record
+from ..data.sampler import StepSampler
+from ..envs.levels import resolve_level
+from ..envs.seeds import TEST_SEED_START, VALID_SEED_START
+from ..evaluation.evaluate import evaluate_follower, evaluate_speaker, instruction_use
+from ..evaluation.metrics import smoothed_max
+from ..hub.repo_ids import is_hub_repo_id
+from ..models.configuration_msvae import FOLLOWER_FIELDS, MODEL_TYPE_CONFIGS
+from ..models.modeling_baselines import FollowerModel, SpeakerModel
+from ..models.modeling_msvae import MSVAEModel
+from ..models.tokenization_msvae import MSVAETokenizer
+from ..utils.run_folder import (
     RunFolderBusy,
     RunLock,
     check_finite_update,
@@ -63,8 +64,8 @@ from .run_folder import (
     selections,
     write_json,
 )
-from .runtime import adam, provenance, retain_freed_memory
-from .tokenization_msvae import MSVAETokenizer
+from ..utils.runtime import adam, provenance, retain_freed_memory
+from .graphed import LENGTH_MULTIPLE, TIME_MULTIPLE, CapturedUpdate, captured_adam
 from .train_config import TrainConfig, model_flags, with_follower
 from .update import update
 
@@ -196,7 +197,7 @@ def check_resume_config(cfg: TrainConfig) -> None:
 
 
 def claim_run_folder(cfg: TrainConfig, accelerator: Accelerator, command: str | None) -> RunLock | None:
-    """The main process's exclusive lock on ``output_dir`` (:class:`~msvae_hf.run_folder.RunLock`), the folder
+    """The main process's exclusive lock on ``output_dir`` (:class:`~msvae_hf.utils.run_folder.RunLock`), the folder
     checked again under it; a refusal reaches every process, so none is left waiting."""
     lock, error = None, None
     if accelerator.is_main_process:
@@ -420,7 +421,7 @@ def start_run(run: Run, command: str | None) -> dict[str, Any]:
 
 
 def eager_update(run: Run, state: dict[str, Any]) -> Callable[[Mapping[str, torch.Tensor]], Any]:
-    """A micro-step of the eager update (:func:`msvae_hf.update.update` through accelerate: its backward, its
+    """A micro-step of the eager update (:func:`msvae_hf.training.update.update` through accelerate: its backward, its
     clipping once the micro-steps are summed), stopped before its step where the loss or, once summed, the
     gradients are not finite (fp16's gradients are scaled and its scaler skips such steps itself)."""
     cfg, accelerator, model = run.cfg, run.accelerator, run.model
@@ -515,7 +516,7 @@ def final_evaluation(
 
     The speaker checkpoint is ``best_speaker/`` for MS-VAE and ``best/`` otherwise; both run on ``device``
     (the training device); writes ``results.json``, with ``labels_record`` (the record of the pseudo-labels the
-    run read, :func:`~msvae_hf.pseudo_labels.pseudo_labels_record`) under ``pseudo_labels``.
+    run read, :func:`~msvae_hf.data.pseudo_labels.pseudo_labels_record`) under ``pseudo_labels``.
     """
     model_cls = MODEL_TYPES[cfg.model_type][0]
     best = Path(cfg.output_dir) / "best"

@@ -76,7 +76,7 @@ def compare_bleu(
 
 
 class Episode(Protocol):
-    """What `summarize_episodes` reads (e.g. `msvae_hf.rollout.EpisodeResult`)."""
+    """What `summarize_episodes` reads (e.g. `msvae_hf.evaluation.rollout.EpisodeResult`)."""
 
     success: bool
     steps: int
