@@ -6,7 +6,7 @@
 
 `--switch length_groups` (the default): attention over the whole padded batch (`padded`,
 `Backend(length_groups=False)`, every attention kernel over [B, S]) against attention per group of rows of similar
-length (`grouped`, the default backend, `ops.positions.LengthGroups`). `--switch linear`: the linear layers on
+length (`grouped`, the default backend, `backends.positions.LengthGroups`). `--switch linear`: the linear layers on
 `F.linear` (`f_linear`, `Backend(onednn=False)`) against oneDNN's matmul (`onednn`, the default backend).
 
 Each model (follower, speaker, MS-VAE: App. D sizes unless `--tiny`) trains on ONE real BossLocal batch (as
@@ -41,8 +41,7 @@ from msvae_hf.utils.runtime import adam, provenance, retain_freed_memory
 
 SWITCHES = {"length_groups": ("padded", "grouped"), "linear": ("f_linear", "onednn")}
 """Each switch (a field of :class:`~msvae_hf.backends.registry.Backend`, ``onednn`` for ``linear``): the names of its
-settings
-False and True."""
+settings False and True."""
 
 
 def time_layouts(model: torch.nn.Module, batches: list[dict], steps: int, warmup: int,

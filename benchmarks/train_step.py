@@ -16,8 +16,7 @@ GEMM peak is a large torch.matmul (fp32, or bf16 with
 `--mixed-precision bf16`), best of 10, timed before the models and after each in the same run (the highest is
 kept: a shared machine's speed drifts, by 10% or more within minutes on the 2-core CPU), on the same thread
 count (reported as torch_threads) and device. On the CPU in fp32 oneDNN's matmul (the one `msvae_hf.backends.linear`
-runs
-the linear layers on) is timed beside it: where MKL does not use the CPU's AVX-512 (AMD) it runs about half as
+runs the linear layers on) is timed beside it: where MKL does not use the CPU's AVX-512 (AMD) it runs about half as
 fast as oneDNN, so each model's fraction is given of torch.matmul's peak (`fraction_of_gemm_peak`, as before)
 and of the higher of the two (`fraction_of_best_gemm_peak`).
 On a GPU (`--device cuda`) each timed update ends with `torch.cuda.synchronize()`;

@@ -554,9 +554,8 @@ def train_command(level: str, row: str, threads: int = 1) -> list[str]:
 
 
 def head_follower_flags(overrides: tuple[str, ...]) -> list[str]:
-    """The study's rows were trained with :data:`~msvae_hf.models.configuration_msvae.HEAD_FOLLOWER` (the instruction
-    at the
-    action head, a_{t-1} read): its flags for each of its settings a row's ``overrides`` leave to the default."""
+    """The study's rows were trained with :data:`~msvae_hf.models.configuration_msvae.HEAD_FOLLOWER` (the instruction at
+    the action head, a_{t-1} read): its flags for each of its settings a row's ``overrides`` leave to the default."""
     return model_flags({name: value for name, value in HEAD_FOLLOWER.items() if f"--model.{name}" not in overrides})
 
 

@@ -1,6 +1,6 @@
 """The backend seam (msvae_hf/backends/registry.py): a model runs on the backend its config names or ``set_backend``
-gives
-it, held by the model and its layers, never by module-level state; the model files reach kernels only through it."""
+gives it, held by the model and its layers, never by module-level state; the model files reach kernels only through
+it."""
 
 from __future__ import annotations
 
@@ -121,3 +121,24 @@ def test_no_module_holds_a_switch_stack():
         text = path.read_text()
         for marker in ("_STATIC", "_LENGTH_GROUPS", "_ENABLED", "static_shapes", "onednn_linear("):
             assert marker not in text, (path.name, marker)
+
+
+def test_no_layer_takes_a_layout_argument_of_the_kernels() -> None:
+    """The layers see padded tensors, masks and, where a model gathered a batch to its real positions, the backend's
+    layout of them, which only the backend's attention reads: no layer's method takes ``positions``, ``groups`` or
+    ``copies``, and none builds length groups; the two that gather their own input to its real positions are the
+    bottleneck (its keys, by its own mask) and the instruction decoder (its token embeddings, once, by the layout it
+    is given)."""
+    import inspect
+
+    from msvae_hf.models import modules
+
+    layers = [cls for _, cls in inspect.getmembers(modules, inspect.isclass)
+              if issubclass(cls, torch.nn.Module) and cls.__module__ == modules.__name__]
+    assert len(layers) >= 8
+    for cls in layers:
+        for name, method in inspect.getmembers(cls, inspect.isfunction):
+            taken = set(inspect.signature(method).parameters) & {"positions", "groups", "copies"}
+            assert not taken, (cls.__name__, name, taken)
+    source = (PACKAGE / "models" / "modules.py").read_text()
+    assert ".groups" not in source and "grouped(" not in source and source.count(".gather(") == 2

@@ -1,8 +1,9 @@
 """The CPU's packed recurrence and the observation encoder's shortcuts give what the plain layers give.
 
 On the CPU the recurrent layers gather the real positions in packed order (``RealPositions(mask, packed=True)``)
-and run ``ops.recurrence.packed_recurrence`` instead of ``nn.GRU``/``nn.LSTM`` on a ``PackedSequence``. The observation
-encoder looks each cell up in a table of every cell's summed embedding, max-pools before its second ReLU and
+and run ``backends.recurrence.packed_recurrence`` instead of ``nn.GRU``/``nn.LSTM`` on a ``PackedSequence``. The
+observation encoder looks each cell up in a table of every cell's summed embedding, max-pools before its second
+ReLU and
 reads the pooled map in memory order with ``proj``'s columns reordered. Each is compared with the layers it
 stands for (values and gradients), and the whole MS-VAE objective with all of them put back as they were.
 """

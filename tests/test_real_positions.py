@@ -1,7 +1,7 @@
 """Layers that skip padding give what the padded computation gives.
 
 Training runs the action decoder's LSTM packed, its head, the instruction decoder's position-wise layers and
-the bottleneck attention's key/value projections on the real positions only (``ops.positions.RealPositions``).
+the bottleneck attention's key/value projections on the real positions only (``backends.positions.RealPositions``).
 Each is compared here with the padded computation the model used before (``nn.LSTM`` over the whole padded
 batch, ``nn.MultiheadAttention``, every decoder layer on [B, L]), and the whole MS-VAE objective, every term
 and every gradient, with :func:`padded_reference`, the previous forward written out on the padded batch.
@@ -162,7 +162,7 @@ def test_follower_log_likelihood_equals_the_padded_lstm(tok: MSVAETokenizer, fol
 
 
 def test_decoder_at_real_positions_equals_the_padded_decoder(tok: MSVAETokenizer) -> None:
-    """Teacher-forced logits at the real tokens, with and without ``positions``."""
+    """Teacher-forced logits at the real tokens, with and without a ``layout`` of them."""
     model = build("msvae", tok)
     batch = pad_more(real_batch(tok, LENGTHS))
     z = torch.randn(len(LENGTHS), model.config.num_latent_tokens, model.config.latent_dim)
@@ -170,14 +170,14 @@ def test_decoder_at_real_positions_equals_the_padded_decoder(tok: MSVAETokenizer
     tokens = RealPositions(batch["attention_mask"])
     with torch.no_grad():
         padded = model.instruction_decoder(batch["input_ids"], z, memory_mask)
-        real = model.instruction_decoder(batch["input_ids"], z, memory_mask, positions=tokens)
+        real = model.instruction_decoder(batch["input_ids"], z, memory_mask, layout=tokens)
     assert real.shape == (int(batch["attention_mask"].sum()), len(tok))
     torch.testing.assert_close(real, padded[batch["attention_mask"].bool()], rtol=1e-5, atol=1e-5)
 
 
 def test_decoder_length_groups_equal_the_padded_decoder_with_a_memory_mask(tok: MSVAETokenizer) -> None:
-    """Attention per group of rows of similar length (the CPU's layout at ``positions``) gives the padded
-    decoder's logits and gradients where the memory has padding of its own (the speaker's h_tau)."""
+    """Attention per group of rows of similar length (the CPU's attention at a ``layout`` of real positions) gives
+    the padded decoder's logits and gradients where the memory has padding of its own (the speaker's h_tau)."""
     model = build("msvae", tok)
     batch = pad_more(real_batch(tok, LENGTHS))
     kept = torch.arange(batch["input_ids"].shape[1])[None, :] < torch.tensor([7, 3, 5, 2, 7, 4])[:, None]
@@ -191,7 +191,7 @@ def test_decoder_length_groups_equal_the_padded_decoder_with_a_memory_mask(tok: 
     def run(positions) -> tuple[torch.Tensor, list[torch.Tensor]]:
         model.zero_grad(set_to_none=True)
         memory.grad = None
-        out = model.instruction_decoder(batch["input_ids"], memory, memory_mask, positions=positions)
+        out = model.instruction_decoder(batch["input_ids"], memory, memory_mask, layout=positions)
         out = out if positions is not None else out[batch["attention_mask"].bool()]
         (out * torch.linspace(-1.0, 1.0, out.shape[-1])).sum().backward()
         return out.detach(), [memory.grad] + [p.grad for p in model.instruction_decoder.parameters()]
@@ -280,9 +280,10 @@ def test_group_lengths_minimise_the_attention_work() -> None:
     assert _group_lengths({}, 4) == []
 
 
-def test_decoder_copies_equal_one_pass_per_memory(tok: MSVAETokenizer) -> None:
-    """``copies``: the first self-attention shared by the stacked memories gives each memory's own pass, in
-    the copies' order, logits and gradients; a memory of the wrong row count is refused."""
+def test_decoder_under_stacked_memories_equals_one_pass_per_memory(tok: MSVAETokenizer) -> None:
+    """Several memories per instruction: the first self-attention shared by the stacked memories gives each
+    memory's own pass, in the memories' order, logits and gradients; a memory of a row count that is not a multiple
+    of the instructions', or several memories with a cache, is refused."""
     model = build("msvae", tok)
     batch = pad_more(real_batch(tok, LENGTHS))
     ids, mask = batch["input_ids"], batch["attention_mask"]
@@ -297,15 +298,15 @@ def test_decoder_copies_equal_one_pass_per_memory(tok: MSVAETokenizer) -> None:
         (out * torch.linspace(0.5, 2.0, out.shape[0])).sum().backward()
         return out.detach(), [z.grad for z in zs] + [p.grad for p in model.instruction_decoder.parameters()]
 
-    ours, ours_grads = run(lambda: model.instruction_log_likelihood(ids, mask, torch.cat(zs), None, copies=3)[0])
+    ours, ours_grads = run(lambda: model.instruction_log_likelihood(ids, mask, torch.cat(zs), None)[0])
     ref, ref_grads = run(lambda: torch.cat([model.instruction_log_likelihood(ids, mask, z, None)[0] for z in zs]))
     torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
     for a, b in zip(ours_grads, ref_grads, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
-    with pytest.raises(ValueError, match="memory must hold 3 row"):
-        model.instruction_decoder(ids, torch.cat(zs[:2]), None, copies=3)
+    with pytest.raises(ValueError, match="memory must hold one or more rows per instruction"):
+        model.instruction_decoder(ids, torch.cat(zs)[:-1], None)
     with pytest.raises(ValueError, match="pass no cache"):
-        model.instruction_decoder(ids, torch.cat(zs), None, cache=DynamicCache(), copies=3)
+        model.instruction_decoder(ids, torch.cat(zs), None, cache=DynamicCache())
 
 
 def test_real_positions_repeat_stacks_the_batch() -> None:

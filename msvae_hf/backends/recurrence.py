@@ -1,10 +1,9 @@
 """The recurrent layers' runs over right-padded sequences, so that padding never reaches a real position.
 
 :func:`run_recurrence` picks the run for the layout its caller names (the model's backend,
-:mod:`msvae_hf.backends.registry`):
-over the padded batch in the static layout (:func:`_run_padded`), stepped on the real positions in packed order on the
-CPU (:func:`packed_recurrence`), or on a ``PackedSequence`` elsewhere. :func:`gru_update` and :func:`lstm_update` are
-one step of ``nn.GRU`` and ``nn.LSTM``.
+:mod:`msvae_hf.backends.registry`): over the padded batch in the static layout (:func:`_run_padded`), stepped on the
+real positions in packed order on the CPU (:func:`packed_recurrence`), or on a ``PackedSequence`` elsewhere.
+:func:`gru_update` and :func:`lstm_update` are one step of ``nn.GRU`` and ``nn.LSTM``.
 """
 
 from __future__ import annotations

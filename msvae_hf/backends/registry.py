@@ -2,8 +2,7 @@
 
 A :class:`Backend` says which kernels and which layout the model's layers use. It is set on a model, never read
 from module-level state: :meth:`~msvae_hf.models.modeling_utils.MSVAEPreTrainedModel.set_backend` hands it to every
-layer
-that declares a ``backend`` attribute (as transformers' ``gradient_checkpointing_enable`` reaches its layers), and
+layer that declares a ``backend`` attribute (as transformers' ``gradient_checkpointing_enable`` reaches its layers), and
 each layer asks its own backend for positions, recurrences and products. The values at real positions are the same
 under every backend; only the kernels, their shapes and their speed differ.
 
@@ -29,6 +28,9 @@ from torch import nn
 from . import linear as linear_ops
 from .positions import DensePositions, FrameSlots, RealPositions, masked_scatter_frames
 from .recurrence import run_recurrence
+
+#: Where a batch's position-wise values sit: its real positions, or every position in the static layout.
+Layout = RealPositions | DensePositions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,15 +58,42 @@ class Backend:
         """Whether the layers check input values on the device (the static layout leaves that to the host)."""
         return not self.static
 
-    def positions(self, mask: torch.Tensor) -> RealPositions | DensePositions:
-        """The positions the position-wise layers run on for ``mask`` [B, S]: the real ones, or every one in the
-        static layout."""
+    def positions(self, mask: torch.Tensor) -> Layout:
+        """The layout of ``mask`` [B, S] that position-wise layers run on: its real positions, or every one in the
+        static layout. A model gathers a padded batch to it once; its layers hand it to this backend's attention
+        (:meth:`attend_from`, :meth:`attend_over`) and never read it."""
         return DensePositions(mask) if self.static else RealPositions(mask)
 
-    def grouped(self, x: torch.Tensor, positions: RealPositions | None) -> bool:
-        """Whether attention at ``positions`` runs per group of rows of similar length: on the CPU, where its work
-        follows the padded lengths; an accelerator runs the whole padded batch in one kernel instead."""
-        return positions is not None and x.device.type == "cpu" and self.length_groups and not self.static
+    def grouped(self, x: torch.Tensor, layout: Layout | None) -> bool:
+        """Whether attention at ``layout``'s positions runs per group of rows of similar length: on the CPU, where
+        its work follows the padded lengths; an accelerator runs the whole padded batch in one kernel instead."""
+        return isinstance(layout, RealPositions) and x.device.type == "cpu" and self.length_groups and not self.static
+
+    def attend_from(self, attend: Callable[..., torch.Tensor], queries: torch.Tensor, layout: Layout | None,
+                    *rows: torch.Tensor | None) -> torch.Tensor:
+        """Attention whose queries sit at ``layout``'s positions ([N, ...], or a padded [B, n, ...] where ``layout``
+        is None): ``attend(queries [b, n, ...], *rows)`` on a padded batch of b rows, each of ``rows`` [B, ...] (or
+        None) cut to the same rows, gives [b, n, ...]; the result is in the queries' form. On the CPU, per group of
+        rows of similar length (:class:`~msvae_hf.backends.positions.LengthGroups`); elsewhere once over the padded
+        batch (zeros at its padded positions)."""
+        if layout is None:
+            return attend(queries, *rows)
+        if self.grouped(queries, layout):
+            groups = layout.groups
+            cut = [groups.rows(row) for row in rows]
+            return groups.unpad([attend(part, *(row[g] for row in cut)) for g, part in enumerate(groups.pad(queries))])
+        return layout.gather(attend(layout.scatter(queries), *rows))
+
+    def attend_over(self, attend: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], keys: torch.Tensor,
+                    layout: Layout, mask: torch.Tensor) -> torch.Tensor:
+        """Attention of per-row queries over keys (and values) at ``layout``'s positions ([N, ...], ``layout`` of
+        ``mask`` [B, S]): ``attend(keys [b, n, ...], key_mask [b, n])`` gives [b, ...] for b padded rows; the result
+        is [B, ...]. On the CPU per group of rows of similar length, elsewhere once over the padded batch."""
+        if self.grouped(keys, layout):
+            groups = layout.groups
+            return groups.join_rows([attend(part, part_mask) for part, part_mask in zip(groups.pad(keys),
+                                                                                      groups.masks())])
+        return attend(layout.scatter(keys), mask.bool())
 
     def frame_layout(self, mask: torch.Tensor) -> tuple[Callable[[torch.Tensor], torch.Tensor],
                                                          Callable[[torch.Tensor], torch.Tensor]]:

@@ -55,9 +55,8 @@ def evaluate_follower(
     reading: bool = True,
 ) -> tuple[dict[str, float], list[EpisodeResult]]:
     """:func:`~msvae_hf.evaluation.metrics.follower_summary` of ``model.policy()`` (greedy) on fixed seeds, and the
-    episodes
-    told their own missions. Each seed is rolled out twice, told its own mission and told the mission of the next
-    seed (success judged by its own), and compared with the bot on the same seed. The model is called once per
+    episodes told their own missions. Each seed is rolled out twice, told its own mission and told the mission of the
+    next seed (success judged by its own), and compared with the bot on the same seed. The model is called once per
     step for all live envs of a batch (stepped in ``num_workers`` processes if > 0). A third rollout tells each seed
     another mission drawn by the level for its room and judges it by that (``success_rate_same_room``; levels
     without a mission generator skip it). ``reading=False`` rolls out the own missions only (no

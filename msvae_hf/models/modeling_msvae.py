@@ -182,16 +182,16 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         steps = self.backend.positions(mask)  # every token of z is real: no memory mask
         if frozen_decoder:
             weights = {name: w.detach() for name, w in self.action_decoder.named_parameters()}
-            logits = torch.func.functional_call(self.action_decoder, weights, (states, z, None, steps))
+            logits = torch.func.functional_call(self.action_decoder, weights, (steps.gather(states), z, None, steps))
         else:
-            logits = self.action_decoder.logits(states, z, None, steps)
+            logits = self.action_decoder.logits(steps.gather(states), z, None, steps)
         return sequence_log_likelihood(logits, actions, steps, self.config.loss_reduction)
 
     def _instruction_log_likelihood(self, zs: list[torch.Tensor], input_ids, attention_mask) -> list[torch.Tensor]:
         """log p(y | z) = sum_l log p(y_l | z, y_<l) (Sec. 3.1), teacher forced, for each z of ``zs`` (each
         [B, K, D]): one decoder pass, its first self-attention (which does not read z) once for all."""
         memory = torch.cat(zs)  # every token of z is real: no memory mask
-        ll = self.instruction_log_likelihood(input_ids, attention_mask, memory, None, copies=len(zs))[0]
+        ll = self.instruction_log_likelihood(input_ids, attention_mask, memory, None)[0]
         return list(ll.chunk(len(zs)))
 
     # ------------------------------------------------------------- forward

@@ -53,8 +53,8 @@ class MSVAEPreTrainedModel(PreTrainedModel):
     def set_backend(self, backend: str | Backend, frames: int | None = None) -> None:
         """Run the model on ``backend`` (a name in :data:`~msvae_hf.backends.registry.BACKENDS` or a
         :class:`~msvae_hf.backends.registry.Backend`; ``frames``: the static backend's frame slots): set on the model
-        and on
-        every layer that declares a ``backend``. The values at real positions are the same under every backend."""
+        and on every layer that declares a ``backend``. The values at real positions are the same under every
+        backend."""
         backend = get_backend(backend, frames)
         for module in self.modules():
             if hasattr(type(module), "backend"):
@@ -437,7 +437,7 @@ class FollowerMixin:
         frames = self.encode_frames(observations, directions, trajectory_mask)
         states = self.action_decoder.run(frames, actions, trajectory_mask, memory, memory_mask)
         steps = self.backend.positions(trajectory_mask)
-        logits = self.action_decoder.logits(states, memory, memory_mask, steps)
+        logits = self.action_decoder.logits(steps.gather(states), memory, memory_mask, steps)
         ll = sequence_log_likelihood(logits, actions, steps, self.config.loss_reduction)
         return ll, steps.scatter(logits)
 
@@ -509,17 +509,18 @@ class SpeakerMixin:
         self.check_input_ids(input_ids)
         return self.instruction_decoder(input_ids, memory, memory_mask, cache=cache)
 
-    def instruction_log_likelihood(self, input_ids, attention_mask, memory, memory_mask, copies: int = 1):
+    def instruction_log_likelihood(self, input_ids, attention_mask, memory, memory_mask):
         """Teacher-forced log p(y | memory) summed over tokens after <bos>: (log-likelihood [B], logits
         [B, L - 1, vocab], zeros at padded positions). The decoder's position-wise layers run on the real
-        tokens only. ``copies`` memories per instruction (``memory`` [copies * B, M, D], as the decoder takes
-        them): [copies * B] log-likelihoods and logits, copy by copy."""
+        tokens only. ``memory`` may hold k memories per instruction ([k * B, M, D], as the decoder takes them):
+        [k * B] log-likelihoods and logits, memory by memory."""
         self.check_input_ids(input_ids)
         tokens = self.backend.positions(attention_mask[:, 1:])
-        logits = self.instruction_decoder(input_ids[:, :-1], memory, memory_mask, positions=tokens, copies=copies)
-        if copies > 1:
-            tokens = tokens.repeat(copies)
-        targets = input_ids[:, 1:].repeat(copies, 1)
+        logits = self.instruction_decoder(input_ids[:, :-1], memory, memory_mask, layout=tokens)
+        memories = memory.shape[0] // input_ids.shape[0]
+        if memories > 1:
+            tokens = tokens.repeat(memories)
+        targets = input_ids[:, 1:].repeat(memories, 1)
         ll = sequence_log_likelihood(logits, targets, tokens, self.config.loss_reduction)
         return ll, tokens.scatter(logits)
 

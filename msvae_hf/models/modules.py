@@ -17,25 +17,24 @@ Data flow (B trajectories of up to T frames, instructions of up to L tokens)::
 The LSTM state h'_t does not depend on the memory, so the action decoder runs over whole sequences in
 parallel in training and one LSTM pass is shared by every memory (h_y, z ~ q(z|y), z ~ q(z|a,o)).
 
-This file is the architecture. How it runs is its backend's (:mod:`msvae_hf.backends.registry`): each layer that reads
-positions, runs a recurrence or a product asks ``self.backend``, which the model sets on every such layer
-(``model.set_backend``; the same values at real positions under every backend).
+This file is the architecture. How it runs is its backend's (:mod:`msvae_hf.backends.registry`): each layer that
+attends, runs a recurrence or a product asks ``self.backend``, which the model sets on every such layer
+(``model.set_backend``; the same values at real positions under every backend). Where a model gathered a batch to
+its real positions, a layer gets the backend's layout of them and only hands it to the backend's attention
+(``attend_from``, ``attend_over``), which runs per group of rows of similar length on the CPU and over the padded
+batch elsewhere.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..backends.registry import BACKENDS, Backend, Linear
-
-if TYPE_CHECKING:
-    from ..backends.positions import LengthGroups, RealPositions
+from ..backends.registry import BACKENDS, Backend, Layout, Linear
 
 MAX_CELL_TABLE = 1 << 16
 """The most cell values (obs_num_values ** channels) the observation encoder embeds from one table."""
@@ -221,8 +220,8 @@ class BottleneckAttention(nn.Module):
         attention, hidden = self.attention, self.queries.shape[1]
         w_q, w_kv = attention.in_proj_weight.split([hidden, 2 * hidden])
         b_q, b_kv = attention.in_proj_bias.split([hidden, 2 * hidden])
-        positions = self.backend.positions(mask)
-        key_values = self.backend.linear(self.key_proj(positions.gather(states)), w_kv, b_kv)
+        layout = self.backend.positions(mask)
+        key_values = self.backend.linear(self.key_proj(layout.gather(states)), w_kv, b_kv)
         heads = attention.num_heads
 
         def split(x: torch.Tensor) -> torch.Tensor:  # [b, n, H] -> [b, heads, n, H / heads]
@@ -238,13 +237,7 @@ class BottleneckAttention(nn.Module):
             )
             return tokens.transpose(1, 2).reshape(keys.shape[0], -1, hidden)
 
-        if self.backend.grouped(states, positions):  # each group of rows of similar length on its own padded length
-            groups = positions.groups
-            tokens = groups.join_rows([attend(part, part_mask)
-                                       for part, part_mask in zip(groups.pad(key_values), groups.masks())])
-        else:
-            tokens = attend(positions.scatter(key_values), mask.bool())
-        tokens = attention.out_proj(tokens)
+        tokens = attention.out_proj(self.backend.attend_over(attend, key_values, layout, mask))
         return self.to_mean(tokens), self.to_logvar(tokens).clamp(-10.0, 10.0)
 
 
@@ -276,22 +269,14 @@ class LuongAttention(nn.Module):
         super().__init__()
         self.memory_proj = Linear(memory_size, query_size)
 
-    def forward(
-        self,
-        query: torch.Tensor,
-        memory: torch.Tensor,
-        memory_mask: torch.Tensor | None,
-        groups: LengthGroups | None = None,
-    ) -> torch.Tensor:
-        """query [B, T, H], memory [B, M, Dm], memory_mask [B, M] (None: every slot real) -> context [B, T, H].
+    backend: Backend = BACKENDS["default"]
 
-        With ``groups``: query [N, H] at the real positions the groups were built from -> context [N, H], each
-        group of rows of similar length attending on its own padded length."""
-        values = self.memory_proj(memory)
-        if groups is None:
-            return _luong(query, values, memory_mask)
-        return groups.unpad([_luong(part, part_values, part_mask) for part, part_values, part_mask
-                             in zip(groups.pad(query), groups.rows(values), groups.rows(memory_mask))])
+    def forward(
+        self, query: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None, layout: Layout | None = None
+    ) -> torch.Tensor:
+        """query [B, T, H] (or [N, H] at the positions of ``layout``, which only the backend's attention reads),
+        memory [B, M, Dm], memory_mask [B, M] (None: every slot real) -> context in the query's form."""
+        return self.backend.attend_from(_luong, query, layout, self.memory_proj(memory), memory_mask)
 
 
 def _luong(query: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -464,18 +449,11 @@ class ActionDecoder(nn.Module):
         return self.backend.recurrence(self.lstm, self._inputs(frame_features, self.previous_actions(actions)), mask)
 
     def logits(
-        self,
-        states: torch.Tensor,
-        memory: torch.Tensor,
-        memory_mask: torch.Tensor,
-        positions: RealPositions | None = None,
+        self, states: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None, layout: Layout | None = None
     ) -> torch.Tensor:
-        """a_t = f_act(c_t, h'_t): logits [B, T, num_actions], or [N, num_actions] at ``positions`` only."""
-        if self.backend.grouped(states, positions):
-            states = positions.gather(states)
-            return self.head(torch.cat([self.attention(states, memory, memory_mask, positions.groups), states], -1))
-        features = torch.cat([self.attention(states, memory, memory_mask), states], dim=-1)
-        return self.head(features if positions is None else positions.gather(features))
+        """a_t = f_act(c_t, h'_t): states [B, T, H] -> logits [B, T, num_actions]; or states [N, H] at the
+        positions of ``layout`` (which only the backend's attention reads) -> [N, num_actions]."""
+        return self.head(torch.cat([self.attention(states, memory, memory_mask, layout), states], dim=-1))
 
     forward = logits  # so that torch.func.functional_call can run it with other (e.g. detached) weights
 
@@ -517,61 +495,44 @@ class _DecoderLayer(nn.Module):
         b, h, n, dh = x.shape
         return x.transpose(1, 2).reshape(b, n, h * dh)
 
-    def forward(self, x, memory, memory_mask, cache=None, layer_idx: int = 0, positions=None) -> torch.Tensor:
-        """x [B, n, d], or [N, d] at ``positions`` (the projections, norms and MLP then skip padding)."""
-        return self.cross_attend(self.self_attend(x, cache, layer_idx, positions), memory, memory_mask, positions)
+    def forward(self, x, memory, memory_mask, cache=None, layer_idx: int = 0, layout: Layout | None = None
+                ) -> torch.Tensor:
+        """x [B, n, d], or [N, d] at the positions of ``layout`` (the projections, norms and MLP then skip padding;
+        only the backend's attention reads ``layout``)."""
+        return self.cross_attend(self.self_attend(x, cache, layer_idx, layout), memory, memory_mask, layout)
 
-    def _attend(self, q, k, v, mask=None, causal: bool = False) -> torch.Tensor:
-        """Multi-head attention of q [b, n, d] over k, v [b, m, d] -> [b, n, d]."""
-        attn = F.scaled_dot_product_attention(self._split(q), self._split(k), self._split(v), attn_mask=mask,
-                                              is_causal=causal)
-        return self._merge(attn)
+    def self_attend(self, x, cache=None, layer_idx: int = 0, layout: Layout | None = None) -> torch.Tensor:
+        """The causal self-attention block (it does not read the memory): x + SelfAttn(LN(x)). A right-padded
+        row's real tokens see only real tokens under the causal mask, however far it is padded."""
 
-    def self_attend(self, x, cache=None, layer_idx: int = 0, positions=None) -> torch.Tensor:
-        """The causal self-attention block (it does not read the memory): x + SelfAttn(LN(x)).
-
-        At ``positions`` on the CPU, attention runs per group of rows of similar length (:class:`LengthGroups`):
-        a right-padded row's real tokens see only real tokens under the causal mask, however far it is padded.
-        """
-        qkv = self.qkv(self.norm1(x))
-        if cache is None and self.backend.grouped(x, positions):
-            groups = positions.groups
-            attn = groups.unpad([self._attend(*part.chunk(3, dim=-1), causal=True) for part in groups.pad(qkv)])
-            return x + self.dropout(self.self_out(attn))
-        pad, unpad = (positions.scatter, positions.gather) if positions is not None else (_same, _same)
-        q, k, v = (self._split(t) for t in pad(qkv).chunk(3, dim=-1))  # zeros on padding
-        past = 0
-        if cache is not None:
-            past = cache.get_seq_length(layer_idx)
-            k, v = cache.update(k, v, layer_idx)
-        n, total = q.shape[2], k.shape[2]
-        if past == 0 and n == total:  # no earlier tokens: the kernel's own causal mask, none built
-            attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
+        def attend(qkv: torch.Tensor) -> torch.Tensor:  # [b, n, 3d] -> [b, n, d]
+            q, k, v = (self._split(t) for t in qkv.chunk(3, dim=-1))
+            past = 0
+            if cache is not None:
+                past = cache.get_seq_length(layer_idx)
+                k, v = cache.update(k, v, layer_idx)
+            n, total = q.shape[2], k.shape[2]
+            if past == 0 and n == total:  # no earlier tokens: the kernel's own causal mask, none built
+                return self._merge(F.scaled_dot_product_attention(q, k, v, is_causal=True))
             causal = torch.arange(total, device=x.device)[None, :] <= (past + torch.arange(n, device=x.device))[:, None]
-            attn = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
-        return x + self.dropout(self.self_out(unpad(self._merge(attn))))
+            return self._merge(F.scaled_dot_product_attention(q, k, v, attn_mask=causal))
 
-    def cross_attend(self, x, memory, memory_mask, positions=None) -> torch.Tensor:
+        return x + self.dropout(self.self_out(self.backend.attend_from(attend, self.qkv(self.norm1(x)), layout)))
+
+    def cross_attend(self, x, memory, memory_mask, layout: Layout | None = None) -> torch.Tensor:
         """The cross-attention and MLP blocks: x + CrossAttn(LN(x), memory), then + MLP(LN(.)).
         ``memory_mask`` None: every memory slot is real (no mask built)."""
-        q, memory = self.cross_q(self.norm2(x)), self.cross_kv(memory)
-        if self.backend.grouped(x, positions):  # each group of rows with its rows' memory
-            groups = positions.groups
-            attn = groups.unpad([
-                self._attend(part, *mem.chunk(2, dim=-1), None if mask is None else mask.bool()[:, None, None, :])
-                for part, mem, mask in zip(groups.pad(q), groups.rows(memory), groups.rows(memory_mask))
-            ])
-        else:
-            pad, unpad = (positions.scatter, positions.gather) if positions is not None else (_same, _same)
+
+        def attend(q: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None) -> torch.Tensor:
+            k, v = memory.chunk(2, dim=-1)
             mask = None if memory_mask is None else memory_mask.bool()[:, None, None, :]
-            attn = unpad(self._attend(pad(q), *memory.chunk(2, dim=-1), mask))
-        x = x + self.dropout(self.cross_out(attn))
+            return self._merge(F.scaled_dot_product_attention(self._split(q), self._split(k), self._split(v),
+                                                              attn_mask=mask))
+
+        q = self.cross_q(self.norm2(x))
+        x = x + self.dropout(self.cross_out(self.backend.attend_from(attend, q, layout, self.cross_kv(memory),
+                                                                     memory_mask)))
         return x + self.dropout(self.mlp(self.norm3(x)))
-
-
-def _same(x: torch.Tensor) -> torch.Tensor:
-    return x
 
 
 
@@ -599,39 +560,40 @@ class InstructionDecoder(nn.Module):
         memory: torch.Tensor,
         memory_mask: torch.Tensor | None,
         cache=None,
-        positions: RealPositions | None = None,
-        copies: int = 1,
+        layout: Layout | None = None,
     ) -> torch.Tensor:
         """input_ids [B, n] (the new tokens), memory [B, M, Dm] -> logits [B, n, vocab].
 
-        ``memory_mask`` [B, M]: the real memory slots (None: all of them). With ``positions`` (teacher forcing,
-        no cache) every position-wise layer runs on the real tokens only and the logits are theirs, [N, vocab];
-        attention still sees the padded [B, n] layout.
+        ``memory_mask`` [B, M]: the real memory slots (None: all of them). With ``layout`` (teacher forcing, no
+        cache; the backend's layout of the [B, n] token mask) every position-wise layer runs on its positions only
+        and the logits are theirs, [N, vocab]; attention still sees the padded [B, n] layout.
 
-        ``copies`` > 1 (teacher forcing): ``memory`` holds that many memories per instruction, stacked as
-        [copies * B, M, Dm] (copy c of row b at c * B + b), and the logits are [copies * B, n, vocab] (or
-        [copies * N, vocab]) in that order. The first layer's self-attention, which does not read the memory,
-        runs once for all copies (one dropout mask for them where dropout is on).
+        Teacher forcing may decode each instruction under several memories: ``memory`` [k * B, M, Dm] holds k per
+        instruction (memory j of row b at j * B + b), and the logits are [k * B, n, vocab] (or [k * N, vocab]) in
+        that order. The first layer's self-attention, which does not read the memory, runs once for all k (one
+        dropout mask for them where dropout is on).
         """
         past = cache.get_seq_length() if cache is not None else 0
         if past + input_ids.shape[1] > self.max_length:
             raise ValueError(
                 f"instruction length {past + input_ids.shape[1]} exceeds max_instruction_length={self.max_length}"
             )
-        if copies > 1 and cache is not None:
-            raise ValueError(f"copies={copies} is for teacher forcing: pass no cache")
-        if memory.shape[0] != copies * input_ids.shape[0]:
-            raise ValueError(f"memory must hold {copies} row(s) per instruction ({copies * input_ids.shape[0]}), "
+        memories, rest = divmod(memory.shape[0], input_ids.shape[0])
+        if rest or not memories:
+            raise ValueError(f"memory must hold one or more rows per instruction ({input_ids.shape[0]} instructions), "
                              f"got {memory.shape[0]}")
+        if cache is not None and (memories > 1 or layout is not None):
+            raise ValueError("several memories per instruction, or a layout of real positions, are for teacher "
+                             "forcing: pass no cache")
         steps = torch.arange(past, past + input_ids.shape[1], device=input_ids.device)
         x = self.token_embedding(input_ids) + self.position_embedding(steps)
-        if positions is not None:
-            x = positions.gather(x)
+        if layout is not None:
+            x = layout.gather(x)
         mem = self.memory_proj(memory)
         for i, layer in enumerate(self.layers):
-            x = layer.self_attend(x, cache, i, positions)
-            if i == 0 and copies > 1:
-                x = x.repeat(copies, *[1] * (x.dim() - 1))
-                positions = positions.repeat(copies) if positions is not None else None
-            x = layer.cross_attend(x, mem, memory_mask, positions)
+            x = layer.self_attend(x, cache, i, layout)
+            if i == 0 and memories > 1:
+                x = x.repeat(memories, *[1] * (x.dim() - 1))
+                layout = layout.repeat(memories) if layout is not None else None
+            x = layer.cross_attend(x, mem, memory_mask, layout)
         return self.lm_head(self.norm(x))

@@ -3,8 +3,7 @@
 An eager MS-VAE update on a GPU launches about 3,000 small kernels and reads values on the host (packing, real
 positions), so the card idles most of the time. :class:`CapturedUpdate` runs the model on the ``"static"`` backend
 (:mod:`msvae_hf.backends.registry`), where no shape depends on the data and nothing is read on the host, and captures
-the whole
-update once per batch shape (a *bucket*: batches padded to a multiple of a time step and a token count,
+the whole update once per batch shape (a *bucket*: batches padded to a multiple of a time step and a token count,
 :mod:`msvae_hf.data.prefetch`, and their real frames, counted on the host, rounded up to :data:`FRAME_MULTIPLE` slots
 for the observation encoder); each later update copies its batch into the graph's input tensors and replays it. Several
 runs on one card each get their own :class:`CapturedUpdate` and CUDA stream, so their graphs overlap.

@@ -1,9 +1,8 @@
 """The training loop behind ``scripts/train.py`` (follower, speaker or MS-VAE), on accelerate.
 
 Read top to bottom: :func:`build_model`, the data, the run folder's checks (new, resumed, continued), evaluation,
-then :func:`train`. What a run is lives in :mod:`msvae_hf.training.train_config`, the run folder's layout and
-guarantees in
-:mod:`msvae_hf.utils.run_folder`, the process set-up in :mod:`msvae_hf.utils.runtime`, the batch sampler in
+then :func:`train`. What a run is lives in :mod:`msvae_hf.training.train_config`, the run folder's layout and guarantees
+in :mod:`msvae_hf.utils.run_folder`, the process set-up in :mod:`msvae_hf.utils.runtime`, the batch sampler in
 :mod:`msvae_hf.data.sampler`.
 
 - One update of MS-VAE draws a paired and an unpaired batch (Eq. 10); the baselines draw paired only.

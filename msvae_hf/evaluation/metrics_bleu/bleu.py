@@ -63,8 +63,7 @@ class Bleu(evaluate.Metric):
 
 
 # Copied from msvae_hf.evaluation.metrics.reference_streams: this script loads without the package
-# (tests/test_metrics.py
-# checks that the copy is the same)
+# (tests/test_metrics.py checks that the copy is the same)
 def reference_streams(references: Sequence[str] | Sequence[Sequence[str]]) -> list[list[str | None]]:
     """Per-prediction references -> sacrebleu's reference streams (stream j holds every j-th reference).
 
