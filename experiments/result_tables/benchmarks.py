@@ -3,9 +3,9 @@ decoding, rollouts, demonstration sets, and gpu_check.sh's and gpu_update.sh's r
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 from cells import LEVELS
@@ -312,11 +312,13 @@ def table_demo_dataset(level: str, name: str, root: Path = RESULTS) -> list[str]
 
 
 def _gpu_summary():
-    """benchmarks/gpu_summary.py, which also prints its table on the GPU machine."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    import gpu_summary
-
-    return gpu_summary
+    """benchmarks/gpu_summary.py, which also prints its table on the GPU machine (loaded from its file: the
+    benchmarks are scripts, not a package on the path)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_summary.py"
+    spec = importlib.util.spec_from_file_location("gpu_summary", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def table_gpu_update(level: str, folder: str, root: Path = RESULTS) -> list[str]:
