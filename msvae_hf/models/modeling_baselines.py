@@ -13,7 +13,8 @@ from transformers import GenerationMixin
 from transformers.utils import ModelOutput
 
 from .configuration_msvae import FollowerConfig, SpeakerConfig
-from .modeling_utils import FollowerMixin, MSVAEPreTrainedModel, SpeakerMixin
+from .mixins import FollowerMixin, SpeakerMixin
+from .modeling_utils import MSVAEPreTrainedModel
 from .modules import (
     ActionDecoder,
     BottleneckAttention,

@@ -31,8 +31,9 @@ from .losses import (
     sequence_log_likelihood,
     unpaired_elbo,
 )
+from .mixins import FollowerMixin, SpeakerMixin
 from .modeling_baselines import FollowerModel, SpeakerModel
-from .modeling_utils import FollowerMixin, MSVAEPreTrainedModel, SpeakerMixin
+from .modeling_utils import MSVAEPreTrainedModel
 from .modules import (
     ActionDecoder,
     BottleneckAttention,

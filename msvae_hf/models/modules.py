@@ -391,7 +391,7 @@ class ActionDecoder(nn.Module):
         self, frames, actions: torch.Tensor, mask: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None
     ) -> torch.Tensor:
         """h'_t for all t, [B, T, H] with zeros on padding, from a batch's encoded frames
-        (:class:`~msvae_hf.models.modeling_utils.EncodedFrames`) conditioned on the memory as ``follower_conditioning``
+        (:class:`~msvae_hf.models.frames.EncodedFrames`) conditioned on the memory as ``follower_conditioning``
         says."""
         if self.recurrent_film:
             maps, directions = frames.padded()
