@@ -112,7 +112,7 @@ class SpeakerMixin:
         self.check_input_ids(input_ids)
         tokens = self.backend.positions(attention_mask[:, 1:])
         logits = self.instruction_decoder(input_ids[:, :-1], memory, memory_mask, layout=tokens)
-        memories = memory.shape[0] // input_ids.shape[0]
+        memories = memory.shape[0] // input_ids.shape[0] if input_ids.shape[0] else 1
         if memories > 1:
             tokens = tokens.repeat(memories)
         targets = input_ids[:, 1:].repeat(memories, 1)

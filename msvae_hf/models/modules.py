@@ -504,6 +504,8 @@ class _DecoderLayer(nn.Module):
     def self_attend(self, x, cache=None, layer_idx: int = 0, layout: Layout | None = None) -> torch.Tensor:
         """The causal self-attention block (it does not read the memory): x + SelfAttn(LN(x)). A right-padded
         row's real tokens see only real tokens under the causal mask, however far it is padded."""
+        if cache is not None and layout is not None:
+            raise ValueError("a layout of real positions is for teacher forcing: pass no cache")
 
         def attend(qkv: torch.Tensor) -> torch.Tensor:  # [b, n, 3d] -> [b, n, d]
             q, k, v = (self._split(t) for t in qkv.chunk(3, dim=-1))
@@ -578,7 +580,8 @@ class InstructionDecoder(nn.Module):
             raise ValueError(
                 f"instruction length {past + input_ids.shape[1]} exceeds max_instruction_length={self.max_length}"
             )
-        memories, rest = divmod(memory.shape[0], input_ids.shape[0])
+        rows = input_ids.shape[0]
+        memories, rest = divmod(memory.shape[0], rows) if rows else (1, memory.shape[0])
         if rest or not memories:
             raise ValueError(f"memory must hold one or more rows per instruction ({input_ids.shape[0]} instructions), "
                              f"got {memory.shape[0]}")
