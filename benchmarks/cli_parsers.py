@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib.metadata
 import io
 import tempfile
 from collections.abc import Callable
@@ -157,8 +158,8 @@ def main() -> None:
         paths = _write_configs(Path(tmp))
         for name, parse in PARSERS.items():
             try:
-                version = __import__("importlib.metadata").metadata.version(name) if name != "ours" else "-"
-            except Exception:  # noqa: BLE001  (not installed)
+                version = importlib.metadata.version(name) if name != "ours" else "-"
+            except importlib.metadata.PackageNotFoundError:  # not installed
                 result["parsers"][name] = {"installed": False}
                 continue
             cases = {case: run_case(parse, [paths.get(a, a) for a in argv], expected)

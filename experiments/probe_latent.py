@@ -11,7 +11,7 @@ q(z|a,o) (from the trajectory), all K tokens flattened. Labels from each pair's 
 grammar, :func:`msvae_hf.envs.missions.goals`): the number of goals, and the first and the last goal's object type
 and colour (a goal whose text leaves one open, "the ball", is left out of that label). Each label is probed by a
 logistic regression on the first 80 % of the pairs (experiments/probe_speaker.py's ``linear_probe``) and scored on
-the rest, next to the majority class: from z_y, from z_tau, and across (fit on z_y, scored on z_tau of the same
+the rest, next to the majority class: from z_y, from z_tau, and across (the fit on z_y scored on z_tau of the same
 held-out pairs), which is what a follower trained under z_y meets when it acts under z_tau, and the reverse.
 
 Alignment: for each held-out pair, the rank of its own z_tau among all held-out z_tau by distance to its z_y (top-1
@@ -66,12 +66,6 @@ def posterior_means(model, rows: list[dict], batch_size: int = 250) -> tuple[tor
     return torch.cat(mean_y), torch.cat(mean_tau)
 
 
-def cross_probe(train_x: torch.Tensor, test_x: torch.Tensor, y: torch.Tensor, n: int) -> float:
-    """Accuracy on ``test_x``'s held-out rows (from ``n`` on) of ``linear_probe`` fit on ``train_x``'s first n."""
-    mixed = torch.cat([train_x[:n], test_x[n:]])
-    return linear_probe(mixed, y)["accuracy"]
-
-
 def alignment(mean_y: torch.Tensor, mean_tau: torch.Tensor) -> dict[str, float]:
     """How near each pair's z_y lies to its own z_tau among all of them (rank 0 best) and against a rolled pair."""
     distances = torch.cdist(mean_y, mean_tau)
@@ -94,13 +88,11 @@ def probe_model(model, rows: list[dict], texts: list[str]) -> dict:
         classes = sorted({v for v in values if v is not None})
         y = torch.tensor([classes.index(v) for v in values if v is not None])
         zy, zt = mean_y[keep], mean_tau[keep]
-        cut = int(len(y) * 0.8)
-        from_y, from_tau = linear_probe(zy, y), linear_probe(zt, y)
+        from_y, from_tau = linear_probe(zy, y, also={"z_tau": zt}), linear_probe(zt, y, also={"z_y": zy})
         report["labels"][label] = {
             "classes": classes, "majority": from_y["majority"], "test_examples": from_y["test_examples"],
             "from z_y": from_y["accuracy"], "from z_tau": from_tau["accuracy"],
-            "fit on z_y, scored on z_tau": cross_probe(zy, zt, y, cut),
-            "fit on z_tau, scored on z_y": cross_probe(zt, zy, y, cut),
+            "fit on z_y, scored on z_tau": from_y["z_tau"], "fit on z_tau, scored on z_y": from_tau["z_y"],
         }
     return report
 

@@ -60,13 +60,15 @@ def features(model, rows: list[dict], batch_size: int = 250) -> tuple[dict[str, 
 
 
 def linear_probe(x: torch.Tensor, y: torch.Tensor, train_fraction: float = 0.8, steps: int = 300,
-                 seed: int = 0) -> dict[str, float]:
-    """Logistic regression on standardised features (full-batch Adam): held-out accuracy and majority class."""
+                 seed: int = 0, also: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
+    """Logistic regression on standardised features (full-batch Adam): held-out accuracy and majority class; with
+    ``also`` (name -> other features of the same examples), the same fit's held-out accuracy on each of them too."""
     n = int(len(y) * train_fraction)
     if n == 0 or n == len(y):
         raise ValueError(f"need examples on both sides of the split, got {len(y)} with train_fraction {train_fraction}")
     mean, std = x[:n].mean(0), x[:n].std(0) + 1e-6
     x = (x - mean) / std
+    others = {name: (other - mean) / std for name, other in (also or {}).items()}
     classes = int(y.max()) + 1
     generator = torch.Generator().manual_seed(seed)
     weight = torch.nn.Parameter(torch.randn(x.shape[1], classes, generator=generator) * 0.01)
@@ -77,9 +79,10 @@ def linear_probe(x: torch.Tensor, y: torch.Tensor, train_fraction: float = 0.8, 
         torch.nn.functional.cross_entropy(x[:n] @ weight + bias, y[:n]).backward()
         optimizer.step()
     with torch.no_grad():
-        accuracy = float(((x[n:] @ weight + bias).argmax(1) == y[n:]).float().mean())
+        accuracy = {name: float(((z[n:] @ weight + bias).argmax(1) == y[n:]).float().mean())
+                    for name, z in {"accuracy": x, **others}.items()}
     majority = int(torch.bincount(y[:n]).argmax())
-    return {"accuracy": accuracy, "majority": float((y[n:] == majority).float().mean()), "test_examples": len(y) - n}
+    return {**accuracy, "majority": float((y[n:] == majority).float().mean()), "test_examples": len(y) - n}
 
 
 def main() -> None:
