@@ -465,6 +465,16 @@ CURVE_UPDATES = 4000
 CURVE_THREE_SEEDS = (1000, 10_000, 100_000)
 
 
+#: Routes to an MS-VAE whose follower reads (issue: where reading begins), each MS-VAE full with one change:
+#: q(z|a,o) on the frames alone, so that z_tau cannot hold the actions themselves (experiments/probe_latent.py
+#: finds z_tau predicting the first action and the length, not the goals); V weighted as the paired ELBO
+#: (gamma = 1, not App. D's 100), so that the action decoder learns under z_y as much as under z_tau.
+CURVE_ROUTES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "frames": ("q(z|a,o) on the frames alone", ("--model.posterior_reads_actions", "false")),
+    "gamma1": ("gamma = 1", ("--model.gamma", "1")),
+}
+
+
 def curve_tag(m: int) -> str:
     """``m1k`` for 1,000 pairs, ``m100k`` for 100,000."""
     return f"m{m // 1000}k"
@@ -474,11 +484,14 @@ def _pairs_curve_rows() -> dict[str, Row]:
     """The pairs curve, for each M of :data:`CURVE_PAIRS`: the supervised follower and speaker on the M pairs,
     MS-VAE full from them on the M pairs and all 100,000 unpaired trajectories, and the speaker-follower on that
     MS-VAE's labels, each :data:`CURVE_UPDATES` updates with the default (FiLM on both maps) follower; and the
-    budget confound: the supervised follower at M = 1,000 and 10,000 continued to 10,000 updates."""
+    budget confound: the supervised follower at M = 1,000 and 10,000 continued to 10,000 updates; and the routes
+    to a reading MS-VAE (:data:`CURVE_ROUTES`) at M = 1,000 and 10,000."""
     rows: dict[str, Row] = {}
 
-    def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES, **kw) -> None:
-        flags = (*_FILM2, "--demos", "data/{level}_curve", "--num-paired", str(m), "--max-updates", str(updates))
+    def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES,
+            extra: tuple[str, ...] = (), **kw) -> None:
+        flags = (*_FILM2, "--demos", "data/{level}_curve", "--num-paired", str(m), "--max-updates", str(updates),
+                 *extra)
         rows[name] = Row(label, "pairs_curve", (), seeds, flags, demos="demos_curve", **kw)
 
     for m in CURVE_PAIRS:
@@ -490,6 +503,11 @@ def _pairs_curve_rows() -> dict[str, Row]:
         row(f"speaker_follower_film2_{tag}", f"speaker-follower on MS-VAE full's labels, M = {m:,} pairs", m, seeds,
             teacher=f"msvae_film2_{tag}", config="msvae_speaker_follower")
     for m in (1000, 10_000):
+        tag = curve_tag(m)
+        for route, (what, flags) in CURVE_ROUTES.items():
+            row(f"msvae_film2_{tag}_{route}", f"MS-VAE full, {what}, M = {m:,} pairs + 100,000 unpaired", m, (0,),
+                extra=flags, config="msvae", own_baselines=True,
+                baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
         row(f"follower_film2_{curve_tag(m)}_u10k", f"supervised follower, M = {m:,} pairs, 10,000 updates", m,
             (0, 1, 2), 10_000, continues=f"follower_film2_{curve_tag(m)}", config="follower")
     return rows

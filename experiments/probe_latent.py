@@ -9,7 +9,10 @@ For ``--examples`` pairs of ``--split`` from its ``--start``-th (pairs a model d
 split, or a curve's paired split past its M): the means of q(z|y) (Sec. 3.2, from the instruction) and of
 q(z|a,o) (from the trajectory), all K tokens flattened. Labels from each pair's own mission (read by the level's
 grammar, :func:`msvae_hf.envs.missions.goals`): the number of goals, and the first and the last goal's object type
-and colour (a goal whose text leaves one open, "the ball", is left out of that label). Each label is probed by a
+and colour (a goal whose text leaves one open, "the ball", is left out of that label); and, beside them, labels of
+the trajectory's actions alone, which say nothing of the mission's objects: the first action, and the number of
+steps (its quartile among the probed pairs). A z_tau that predicts these and not the goals encodes how the bot
+moved rather than what it was told, which a decoder can read back under z_tau and never meets under z_y. Each label is probed by a
 logistic regression on the first 80 % of the pairs (experiments/probe_speaker.py's ``linear_probe``) and scored on
 the rest, next to the majority class: from z_y, from z_tau, and across (the fit on z_y scored on z_tau of the same
 held-out pairs), which is what a follower trained under z_y meets when it acts under z_tau, and the reverse.
@@ -51,6 +54,14 @@ def mission_labels(texts: list[str]) -> dict[str, list[str | None]]:
     return labels
 
 
+def trajectory_labels(actions: list[list[int]]) -> dict[str, list[str]]:
+    """Per trajectory: its first action and its number of steps' quartile among these trajectories (q1 shortest)."""
+    lengths = sorted(len(a) for a in actions)
+    cuts = [lengths[len(lengths) * q // 4] for q in (1, 2, 3)]
+    return {"first action": [str(int(a[0])) for a in actions],
+            "steps quartile": [f"q{1 + sum(len(a) >= cut for cut in cuts)}" for a in actions]}
+
+
 @torch.no_grad()
 def posterior_means(model, rows: list[dict], batch_size: int = 250) -> tuple[torch.Tensor, torch.Tensor]:
     """The means of q(z|y) and of q(z|a,o) for each pair, [N, K * D] each."""
@@ -79,11 +90,13 @@ def alignment(mean_y: torch.Tensor, mean_tau: torch.Tensor) -> dict[str, float]:
 
 
 def probe_model(model, rows: list[dict], texts: list[str]) -> dict:
-    """Every label probed from z_y, z_tau and across, and the alignment of the two means on the held-out pairs."""
+    """Every label (the mission's and the actions') probed from z_y, z_tau and across, and the alignment of the two
+    means on the held-out pairs."""
     mean_y, mean_tau = posterior_means(model, rows)
     n = int(len(rows) * 0.8)
     report: dict = {"alignment": alignment(mean_y[n:], mean_tau[n:]), "labels": {}}
-    for label, values in mission_labels(texts).items():
+    labels = {**mission_labels(texts), **trajectory_labels([list(row["actions"]) for row in rows])}
+    for label, values in labels.items():
         keep = torch.tensor([v is not None for v in values])
         classes = sorted({v for v in values if v is not None})
         y = torch.tensor([classes.index(v) for v in values if v is not None])

@@ -453,3 +453,27 @@ def test_unpaired_term_can_hold_the_action_decoder_fixed(tok: MSVAETokenizer, me
     for name in (n for n in grads[True] if n.startswith(("trajectory_encoder.", "trajectory_posterior."))):
         assert grads[False][name] is not None and grads[False][name].abs().sum() > 0, name
         torch.testing.assert_close(grads[False][name], grads[True][name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_posterior_can_read_the_frames_alone(tok: MSVAETokenizer) -> None:
+    """posterior_reads_actions=False: q(z|a,o) is the same whatever the actions (it reads the frames alone, the
+    actions' input held at zero: equal to the default model handed zero action embeddings), and the saved
+    weights load into either (the same modules)."""
+    batch = real_batch(tok)
+    model = build("msvae", tok, seed=5, posterior_reads_actions=False).eval()
+    default = build("msvae", tok, seed=5).eval()
+    default.load_state_dict(model.state_dict())
+    args = (batch["observations"], batch["directions"], batch["trajectory_mask"])
+    features = model.trajectory_frame_features(*args)
+    other = (batch["actions"] + 1) % model.config.num_actions
+    mean, logvar = model.trajectory_posterior_params(features, batch["actions"], batch["trajectory_mask"])
+    torch.testing.assert_close(model.trajectory_posterior_params(features, other, batch["trajectory_mask"]),
+                               (mean, logvar), rtol=0, atol=0)
+    with torch.no_grad():
+        default.trajectory_encoder.action_embedding.weight.zero_()
+    torch.testing.assert_close(default.trajectory_posterior_params(features, other, batch["trajectory_mask"]),
+                               (mean, logvar), rtol=0, atol=0)
+    default = build("msvae", tok, seed=5).eval()
+    assert not torch.equal(default.trajectory_posterior_params(features, other, batch["trajectory_mask"])[0],
+                           default.trajectory_posterior_params(features, batch["actions"],
+                                                               batch["trajectory_mask"])[0])

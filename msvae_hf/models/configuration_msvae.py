@@ -206,6 +206,10 @@ class MSVAEConfig(ModulesConfig):
     # False: q(z|a,o) has its own, as the speaker baseline it comes from (App. D: "the existing encoder ...
     # of the speaker"), so V and the action terms do not reshape the features the speaker reads.
     share_observation_encoder: bool = True
+    # True (Sec. 3.2): q(z|a,o) reads the frames and the actions. False: the frames alone (the actions' input held
+    # at zero), so that z_tau cannot hold the action sequence itself, which the action decoder would read back
+    # under z_tau and never meet under z_y (experiments/probe_latent.py measures what z_tau holds).
+    posterior_reads_actions: bool = True
 
     # Prior (App. D): "autoregressive" (GRU, as Hafner et al. 2019) or "normal" (N(0, I)).
     prior: str = "autoregressive"
@@ -250,7 +254,7 @@ class MSVAEConfig(ModulesConfig):
         for name in ("beta", "gamma", "alpha", "trajectory_beta", "instruction_beta"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise self._fail(name, ">= 0")
-        for name in ("share_observation_encoder", "unpaired_trains_action_decoder"):
+        for name in ("share_observation_encoder", "posterior_reads_actions", "unpaired_trains_action_decoder"):
             if not isinstance(getattr(self, name), bool):
                 raise self._fail(name, "true or false")
         if self.prior not in PRIOR_KINDS:

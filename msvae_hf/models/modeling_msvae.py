@@ -158,9 +158,11 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         return self.frame_features(observations, directions, trajectory_mask, encoder=self.trajectory_obs_encoder)
 
     def trajectory_posterior_params(self, frame_features, actions, trajectory_mask):
-        """q(z|a,o): bottleneck attention over the trajectory encoder states -> (mean, logvar) [B, K, D]."""
+        """q(z|a,o): bottleneck attention over the trajectory encoder states -> (mean, logvar) [B, K, D]; the
+        encoder reads the frames alone where ``config.posterior_reads_actions`` is False."""
         mask = trajectory_mask.bool()
-        return self.trajectory_posterior(self.trajectory_encoder(frame_features, actions.long(), mask), mask)
+        actions = actions.long() if self.config.posterior_reads_actions else None
+        return self.trajectory_posterior(self.trajectory_encoder(frame_features, actions, mask), mask)
 
     def instruction_memory(self, input_ids, attention_mask):
         """Follower: z = mean of q(z|y) (Eq. 7; Sec. 3.1, "we can replace z with mean")."""

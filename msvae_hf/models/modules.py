@@ -165,9 +165,14 @@ class TrajectoryEncoder(nn.Module):
         self.action_embedding = nn.Embedding(config.num_actions, config.action_embed_dim)
         self.gru = nn.GRU(config.hidden_size + config.action_embed_dim, config.hidden_size, batch_first=True)
 
-    def forward(self, frame_features: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """frame_features [B, T, H], actions [B, T], mask [B, T] -> h_tau [B, T, H] (zeros on padding)."""
-        x = torch.cat([frame_features, self.action_embedding(actions)], dim=-1)
+    def forward(self, frame_features: torch.Tensor, actions: torch.Tensor | None, mask: torch.Tensor) -> torch.Tensor:
+        """frame_features [B, T, H], actions [B, T] (None: the frames alone, zeros in the actions' place),
+        mask [B, T] -> h_tau [B, T, H] (zeros on padding)."""
+        if actions is None:
+            embedded = frame_features.new_zeros(*frame_features.shape[:2], self.action_embedding.embedding_dim)
+        else:
+            embedded = self.action_embedding(actions)
+        x = torch.cat([frame_features, embedded], dim=-1)
         return self.backend.recurrence(self.gru, x, mask)
 
 

@@ -20,6 +20,14 @@ def test_mission_labels_follow_the_order_of_execution():
     assert labels["last goal's object type"][0] == "ball" and labels["last goal's colour"][0] == "red"
 
 
+def test_trajectory_labels_are_the_first_action_and_the_length_quartile():
+    actions = [[2, 0], [1, 2, 2], [0] * 5, [2] * 8, [1] * 4, [2] * 6, [0] * 7, [1]]
+    labels = probe_latent.trajectory_labels(actions)
+    assert labels["first action"] == ["2", "1", "0", "2", "1", "2", "0", "1"]
+    # lengths 2, 3, 5, 8, 4, 6, 7, 1: sorted 1 2 3 4 5 6 7 8, quartiles cut at 3, 5 and 7
+    assert labels["steps quartile"] == ["q1", "q2", "q3", "q4", "q2", "q3", "q4", "q1"]
+
+
 def test_alignment_ranks_each_pair_among_the_held_out_ones():
     mean_tau = torch.tensor([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
     aligned = probe_latent.alignment(mean_tau + 0.1, mean_tau)
@@ -40,7 +48,8 @@ def test_probe_of_a_tiny_msvae_reports_every_label_from_both_sides(tok, tiny_dem
     rows = read_rows(for_loader(paired), range(len(paired)))
     report = probe_latent.probe_model(model, rows, [row["instruction"] for row in rows])
     assert set(report["labels"]) == {"goal count", "first goal's object type", "first goal's colour",
-                                     "last goal's object type", "last goal's colour"}
+                                     "last goal's object type", "last goal's colour", "first action",
+                                     "steps quartile"}
     for result in report["labels"].values():
         for key in ("from z_y", "from z_tau", "fit on z_y, scored on z_tau", "fit on z_tau, scored on z_y",
                     "majority"):
