@@ -6,16 +6,17 @@ and how close q(z|y) lies to q(z|a,o) on the same pair.
         --model "M=10k=runs/gotoseqlocal/msvae_film2_m10k/best" --out results/gotoseqlocal/latent_probe.json
 
 For ``--examples`` pairs of ``--split`` from its ``--start``-th (pairs a model did not train on: the valid or test
-split, or a curve's paired split past its M): the means of q(z|y) (Sec. 3.2, from the instruction) and of
-q(z|a,o) (from the trajectory), all K tokens flattened. Labels from each pair's own mission (read by the level's
-grammar, :func:`msvae_hf.envs.missions.goals`): the number of goals, and the first and the last goal's object type
-and colour (a goal whose text leaves one open, "the ball", is left out of that label); and, beside them, labels of
-the trajectory's actions alone, which say nothing of the mission's objects: the first action, and the number of
-steps (its quartile among the probed pairs). A z_tau that predicts these and not the goals encodes how the bot
-moved rather than what it was told, which a decoder can read back under z_tau and never meets under z_y. Each label is probed by a
-logistic regression on the first 80 % of the pairs (experiments/probe_speaker.py's ``linear_probe``) and scored on
-the rest, next to the majority class: from z_y, from z_tau, and across (the fit on z_y scored on z_tau of the same
-held-out pairs), which is what a follower trained under z_y meets when it acts under z_tau, and the reverse.
+split, or a curve's paired split past its M): the means of q(z|y) (Sec. 3.2, from the instruction) and of q(z|a,o)
+(from the trajectory), all K tokens flattened. Labels from each pair's own mission (read by the level's grammar,
+:func:`msvae_hf.envs.missions.goals`): the number of goals, and the first and the last goal's object type and colour
+(a goal whose text leaves one open, "the ball", is left out of that label); and, beside them, labels of the
+trajectory's actions alone, which say nothing of the mission's objects: the first action, and the number of steps
+(its quartile among the probed pairs). A z_tau that predicts these and not the goals encodes how the bot moved
+rather than what it was told, which a decoder can read back under z_tau and never meets under z_y. Each label is
+probed by a logistic regression on the first 80 % of the pairs (experiments/probe_speaker.py's ``linear_probe``) and
+scored on the rest, next to the majority class: from z_y, from z_tau, and across (the fit on z_y scored on z_tau of
+the same held-out pairs), which is what a follower trained under z_y meets when it acts under z_tau, and the
+reverse.
 
 Alignment: for each held-out pair, the rank of its own z_tau among all held-out z_tau by distance to its z_y (top-1
 share, and the median rank over the held-out count, 0 best, 0.5 chance); and the mean squared distance between
