@@ -7,7 +7,7 @@ import json
 import statistics
 from pathlib import Path
 
-from cells import CURVE_PAIRS, curve_tag
+from cells import CURVE_PAIRS, CURVE_ROUTES, curve_tag
 
 from .records import RESULTS, load_records, records_by_row
 
@@ -57,6 +57,11 @@ def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, li
             row = f"{prefix}_{curve_tag(m)}"
             if rows.get(row):
                 found.append((label, m, row, rows[row]))
+    for route, (what, _) in CURVE_ROUTES.items():
+        for m in CURVE_PAIRS:
+            row = f"msvae_film2_{curve_tag(m)}_{route}"
+            if rows.get(row):
+                found.append((f"MS-VAE full, {what}", m, row, rows[row]))
     for m in CURVE_PAIRS:
         row = f"follower_film2_{curve_tag(m)}{BUDGET_SUFFIX[0]}"
         if rows.get(row):
@@ -93,4 +98,30 @@ def table_label_accuracy(level: str, root: Path = RESULTS) -> list[str]:
         cells = [f"{100 * accuracy[key]:.1f}" for key, _ in LABEL_COLUMNS]
         lines.append(f"| {path.stem} | {record.get('speaker', '-')} | {accuracy['labels']:,} | " + " | ".join(cells)
                      + " |")
+    return lines
+
+
+#: The validation updates the reading history shows (those a run has).
+HISTORY_UPDATES = (200, 400, 600, 1000, 2000, 3000, 4000)
+
+
+def table_reading_history(level: str, argument: str, root: Path = RESULTS) -> list[str]:
+    """How reading grows or fades along training, for the runs named in ``argument`` (their record names,
+    results/<level>/runs/<name>.json, comma-separated): at each validation update, SR by reading (SR minus SR told
+    another episode's mission) and SR in brackets, on the validation episodes (200 seeds: a reading gap's standard
+    error is about 4.5 points)."""
+    records = load_records(level, root)
+    lines = ["| run | " + " | ".join(f"update {u}" for u in HISTORY_UPDATES) + " |",
+             "| --- " * (len(HISTORY_UPDATES) + 1) + "|"]
+    for name in argument.split(","):
+        record = records.get(name)
+        if record is None:
+            raise SystemExit(f"no record {name}.json in {root / level / 'runs'}")
+        by_update = {h["step"]: h for h in record.get("history", [])}
+        cells = []
+        for update in HISTORY_UPDATES:
+            h = by_update.get(update, {})
+            own, other = h.get("valid/success_rate"), h.get("valid/success_rate_other_mission")
+            cells.append("-" if own is None or other is None else f"{100 * (own - other):+.1f} ({100 * own:.1f})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines

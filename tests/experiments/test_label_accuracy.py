@@ -8,7 +8,7 @@ import json
 import label_accuracy
 import pytest
 from conftest import tree_digest
-from result_tables.pairs_curve import table_label_accuracy, table_pairs_curve
+from result_tables.pairs_curve import table_label_accuracy, table_pairs_curve, table_reading_history
 from transformers import AutoModel
 
 from msvae_hf.data.pseudo_labels import RECORD_FILE, label_unpaired
@@ -74,6 +74,23 @@ def test_the_tables_read_the_records(labels, tmp_path):
     assert len(lines) == 3
     assert lines[2].startswith("| supervised follower | 10,000 | 85.0 +- 7.1 (n = 2) | 40.0 +- 0.0 (n = 2) | "
                                "45.0 +- 7.1 (n = 2) | 70.0 +- 14.1 (n = 2) |")
+
+
+def test_routes_join_the_curve_and_the_history_gives_reading_by_update(tmp_path):
+    runs = tmp_path / "gotoseqlocal" / "runs"
+    runs.mkdir(parents=True)
+    test = {"success_rate": 0.8, "success_rate_other_mission": 0.7, "success_rate_same_room": 0.75, "spl": 0.5,
+            "mean_steps": 10.0, "bot_mean_steps": 9.0}
+    history = [{"step": 200, "valid/success_rate": 0.6, "valid/success_rate_other_mission": 0.55},
+               {"step": 400, "valid/success_rate": 0.7}]
+    (runs / "msvae_film2_m10k_gamma1.json").write_text(json.dumps({"test": test, "history": history}))
+    lines = table_pairs_curve("gotoseqlocal", tmp_path)
+    assert lines[2].startswith("| MS-VAE full, gamma = 1 | 10,000 | 80.0 (n = 1) | 70.0 (n = 1) | 10.0 (n = 1) |")
+    history_lines = table_reading_history("gotoseqlocal", "msvae_film2_m10k_gamma1", tmp_path)
+    # update 200: 60 % SR, 55 told another; update 400 has no told-another value; none later
+    assert history_lines[2] == "| msvae_film2_m10k_gamma1 | +5.0 (60.0) | - | - | - | - | - | - |"
+    with pytest.raises(SystemExit, match="no record msvae_film2_m1k.json"):
+        table_reading_history("gotoseqlocal", "msvae_film2_m1k", tmp_path)
 
 
 def test_the_plot_has_a_point_a_row_and_refuses_no_runs(tmp_path):
