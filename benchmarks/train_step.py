@@ -3,12 +3,14 @@
     python benchmarks/train_step.py [--demos DIR] [--level BabyAI-BossLocal-v0]
                                     [--batch-size 128] [--steps 10] [--warmup 2] [--tiny]
                                     [--device cpu] [--mixed-precision no|bf16] [--profile-steps N]
+                                    [--follower head|default]
                                     [--out results/train_step.json]
 
 The batch: `--batch-size` paired BossLocal bot episodes (+ as many unpaired ones for MS-VAE's full Eq. 10
 loss), from `--demos` (a `make_demos` folder: splits paired / unpaired) or generated here with
 `msvae_hf.data.demos.generate_split`. Every model sees the same paired batch. Models use the default
-(App. D) config unless `--tiny`. FLOPs of one forward + backward are counted with
+(App. D) config unless `--tiny`, with the head follower of the records (`--follower head`) or the package's default
+follower, FiLM on both maps of the frames (`--follower default`). FLOPs of one forward + backward are counted with
 torch.utils.flop_counter.FlopCounterMode (benchmarks/flops.py: matmul, conv and attention FLOPs, the CPU's fused
 attention kernel included, the GRU/LSTM gate matmuls where they run as matmuls: packed, as training runs them;
 elementwise ops are not counted); the
@@ -95,10 +97,15 @@ def _collate_batches(tok: MSVAETokenizer, paired: Dataset, unpaired: Dataset, ba
 TIMED_FOLLOWER = HEAD_FOLLOWER
 
 
-def three_models(tok: MSVAETokenizer, tiny: bool = False) -> dict[str, torch.nn.Module]:
-    """The follower, the speaker and MS-VAE (App. D sizes unless ``tiny``; :data:`TIMED_FOLLOWER`), built in that
-    order."""
-    extra = {**(TINY if tiny else {}), "vocab_size": len(tok), **TIMED_FOLLOWER}
+#: ``--follower``: the follower fields each choice sets (``default``: none, the package's default follower, FiLM on
+#: both maps of the frames).
+FOLLOWERS: dict[str, dict] = {"head": TIMED_FOLLOWER, "default": {}}
+
+
+def three_models(tok: MSVAETokenizer, tiny: bool = False, follower: dict | None = None) -> dict[str, torch.nn.Module]:
+    """The follower, the speaker and MS-VAE (App. D sizes unless ``tiny``; the follower fields ``follower``, else
+    :data:`TIMED_FOLLOWER`), built in that order."""
+    extra = {**(TINY if tiny else {}), "vocab_size": len(tok), **(TIMED_FOLLOWER if follower is None else follower)}
     return {"follower": FollowerModel(FollowerConfig(**extra)), "speaker": SpeakerModel(SpeakerConfig(**extra)),
             "msvae": MSVAEModel(MSVAEConfig(**extra))}
 
@@ -236,6 +243,9 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="tiny models (a smoke run), not App. D's")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, auto (cuda if visible)")
     parser.add_argument("--mixed-precision", default="no", choices=["no", "bf16"])
+    parser.add_argument("--follower", default="head", choices=sorted(FOLLOWERS),
+                        help="head: the follower of the records (TIMED_FOLLOWER); default: the package's default "
+                             "(FiLM on both maps), in the follower and in MS-VAE")
     parser.add_argument("--profile-steps", type=int, default=0, help="MS-VAE updates to profile after timing")
     parser.add_argument("--out", default="results/train_step.json")
     args = parser.parse_args()
@@ -246,7 +256,7 @@ def main() -> None:
     torch.manual_seed(0)
     tok = MSVAETokenizer.from_grammar()
     (paired, unpaired), = load_batches(args, tok)
-    models = three_models(tok, args.tiny)
+    models = three_models(tok, args.tiny, FOLLOWERS[args.follower])
     batches = {name: {k: v.to(device) for k, v in model_batch(name, paired, unpaired).items()} for name in models}
     dtype = torch.bfloat16 if args.mixed_precision == "bf16" else torch.float32
     peaks = [gemm_peaks(args.gemm_size, 10, device, dtype)]
@@ -254,6 +264,7 @@ def main() -> None:
         "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "device": str(device), "device_name": device_name(device),
         "mixed_precision": args.mixed_precision, "torch": torch.__version__, "tiny": args.tiny, "level": args.level,
+        "follower": args.follower,
         "batch_paired": int(paired["actions"].shape[0]), "batch_unpaired": int(unpaired["unpaired_actions"].shape[0]),
         "mean_steps": float(paired["trajectory_mask"].sum(1).float().mean()),
         **provenance(device), "models": {},

@@ -155,6 +155,14 @@ def test_demo_generation_times_its_rounds_and_reports_the_median_ratio(tmp_path:
     assert data["speedup_per_round"] == pytest.approx(ratios)
     assert data["speedup_2_vs_1"] == pytest.approx(sum(ratios) / 2)  # the median of two
     assert data["iteration"]["rows_iterated"] == 10
+    # the package's default follower (FiLM on both maps): each z's pass runs the second convolution again
+    film = tmp_path / "train_step_film.json"
+    subprocess.run(["python", "benchmarks/train_step.py", "--tiny", "--batch-size", "4", "--steps", "1", "--warmup",
+                    "1", "--gemm-size", "256", "--follower", "default", "--out", str(film)], cwd=ROOT,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True, capture_output=True, timeout=600)
+    film_data = json.loads(film.read_text())
+    assert data["follower"] == "head" and film_data["follower"] == "default"
+    assert film_data["models"]["msvae"]["flops_fwd_bwd"] > data["models"]["msvae"]["flops_fwd_bwd"]
 
 
 def test_demo_generation_rounds_alternate_which_count_of_processes_goes_first(monkeypatch) -> None:
