@@ -485,7 +485,8 @@ def _pairs_curve_rows() -> dict[str, Row]:
     MS-VAE full from them on the M pairs and all 100,000 unpaired trajectories, and the speaker-follower on that
     MS-VAE's labels, each :data:`CURVE_UPDATES` updates with the default (FiLM on both maps) follower; and the
     budget confound: the supervised follower at M = 1,000 and 10,000 continued to 10,000 updates; and the routes
-    to a reading MS-VAE (:data:`CURVE_ROUTES`) at M = 1,000 and 10,000."""
+    to a reading MS-VAE (:data:`CURVE_ROUTES`) at M = 1,000 and 10,000, beside MS-VAE on the pairs alone, which
+    tells what of a route's reading comes from the unpaired trajectories."""
     rows: dict[str, Row] = {}
 
     def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES,
@@ -504,6 +505,8 @@ def _pairs_curve_rows() -> dict[str, Row]:
             teacher=f"msvae_film2_{tag}", config="msvae_speaker_follower")
     for m in (1000, 10_000):
         tag = curve_tag(m)
+        row(f"msvae_paired_film2_{tag}", f"MS-VAE, paired only, M = {m:,} pairs (the routes' control)", m, (0,),
+            config="msvae_paired", own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
         for route, (what, flags) in CURVE_ROUTES.items():
             row(f"msvae_film2_{tag}_{route}", f"MS-VAE full, {what}, M = {m:,} pairs + 100,000 unpaired", m, (0,),
                 extra=flags, config="msvae", own_baselines=True,
