@@ -6,24 +6,22 @@
                                     [--follower head|default]
                                     [--out results/train_step.json]
 
-The batch: `--batch-size` paired BossLocal bot episodes (+ as many unpaired ones for MS-VAE's full Eq. 10
-loss), from `--demos` (a `make_demos` folder: splits paired / unpaired) or generated here with
-`msvae_hf.data.demos.generate_split`. Every model sees the same paired batch. Models use the default
-(App. D) config unless `--tiny`, with the head follower of the records (`--follower head`) or the package's default
-follower, FiLM on both maps of the frames (`--follower default`). FLOPs of one forward + backward are counted with
-torch.utils.flop_counter.FlopCounterMode (benchmarks/flops.py: matmul, conv and attention FLOPs, the CPU's fused
-attention kernel included, the GRU/LSTM gate matmuls where they run as matmuls: packed, as training runs them;
-elementwise ops are not counted); the
-GEMM peak is a large torch.matmul (fp32, or bf16 with
-`--mixed-precision bf16`), best of 10, timed before the models and after each in the same run (the highest is
-kept: a shared machine's speed drifts, by 10% or more within minutes on the 2-core CPU), on the same thread
-count (reported as torch_threads) and device. On the CPU in fp32 oneDNN's matmul (the one `msvae_hf.backends.linear`
-runs the linear layers on) is timed beside it: where MKL does not use the CPU's AVX-512 (AMD) it runs about half as
-fast as oneDNN, so each model's fraction is given of torch.matmul's peak (`fraction_of_gemm_peak`, as before)
-and of the higher of the two (`fraction_of_best_gemm_peak`).
-On a GPU (`--device cuda`) each timed update ends with `torch.cuda.synchronize()`;
-`--mixed-precision bf16` runs forward and loss under `torch.autocast(dtype=torch.bfloat16)`, as
-`accelerate` does for `--mixed_precision bf16`.
+The batch: `--batch-size` paired BossLocal bot episodes (+ as many unpaired ones for MS-VAE's full Eq. 10 loss),
+from `--demos` (a `make_demos` folder: splits paired / unpaired) or generated here with
+`msvae_hf.data.demos.generate_split`. Every model sees the same paired batch. Models use the default (App. D) config
+unless `--tiny`, with the head follower of the records, which reads a_{t-1} (`--follower head`), or the package's
+default follower, FiLM on both maps of the frames and no a_{t-1} (`--follower default`). FLOPs of one forward +
+backward are counted with torch.utils.flop_counter.FlopCounterMode (benchmarks/flops.py: matmul, conv and attention
+FLOPs, the CPU's fused attention kernel included, the GRU/LSTM gate matmuls where they run as matmuls: packed, as
+training runs them; elementwise ops are not counted); the GEMM peak is a large torch.matmul (fp32, or bf16 with
+`--mixed-precision bf16`), best of 10, timed before the models and after each in the same run (the highest is kept:
+a shared machine's speed drifts, by 10% or more within minutes on the 2-core CPU), on the same thread count
+(reported as torch_threads) and device. On the CPU in fp32 oneDNN's matmul (the one `msvae_hf.backends.linear` runs
+the linear layers on) is timed beside it: where MKL does not use the CPU's AVX-512 (AMD) it runs about half as fast
+as oneDNN, so each model's fraction is given of torch.matmul's peak (`fraction_of_gemm_peak`, as before) and of the
+higher of the two (`fraction_of_best_gemm_peak`). On a GPU (`--device cuda`) each timed update ends with
+`torch.cuda.synchronize()`; `--mixed-precision bf16` runs forward and loss under
+`torch.autocast(dtype=torch.bfloat16)`, as `accelerate` does for `--mixed_precision bf16`.
 
 `--profile-steps N` (CPU) profiles N more MS-VAE updates with torch.profiler, under the same autocast, and adds
 ``msvae_profile``: the time per update of the convolutions, the matrix products, the attention kernels and
@@ -98,7 +96,7 @@ TIMED_FOLLOWER = HEAD_FOLLOWER
 
 
 #: ``--follower``: the follower fields each choice sets (``default``: none, the package's default follower, FiLM on
-#: both maps of the frames).
+#: both maps of the frames, no a_{t-1}).
 FOLLOWERS: dict[str, dict] = {"head": TIMED_FOLLOWER, "default": {}}
 
 
@@ -244,8 +242,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu, cuda, auto (cuda if visible)")
     parser.add_argument("--mixed-precision", default="no", choices=["no", "bf16"])
     parser.add_argument("--follower", default="head", choices=sorted(FOLLOWERS),
-                        help="head: the follower of the records (TIMED_FOLLOWER); default: the package's default "
-                             "(FiLM on both maps), in the follower and in MS-VAE")
+                        help="head: the follower of the records (TIMED_FOLLOWER, with a_{t-1}); default: the "
+                             "package's default (FiLM on both maps, no a_{t-1}), in the follower and in MS-VAE")
     parser.add_argument("--profile-steps", type=int, default=0, help="MS-VAE updates to profile after timing")
     parser.add_argument("--out", default="results/train_step.json")
     args = parser.parse_args()

@@ -56,7 +56,9 @@ def mission_labels(texts: list[str]) -> dict[str, list[str | None]]:
 
 
 def trajectory_labels(actions: list[list[int]]) -> dict[str, list[str]]:
-    """Per trajectory: its first action and its number of steps' quartile among these trajectories (q1 shortest)."""
+    """Per trajectory: its first action and its number of steps' quartile among these trajectories (q1 shortest):
+    the bins are cut at the lengths at a quarter, a half and three quarters of the sorted lengths, a length equal
+    to a cut going up, so tied lengths share a bin and the bins need not be equal."""
     lengths = sorted(len(a) for a in actions)
     cuts = [lengths[len(lengths) * q // 4] for q in (1, 2, 3)]
     return {"first action": [str(int(a[0])) for a in actions],

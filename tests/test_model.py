@@ -62,6 +62,7 @@ def test_config_rejects_bad_values(config_class, kwargs: dict, field: str) -> No
         ({"instruction_beta": "0.1"}, "instruction_beta"),
         ({"swd_projections": 0}, "swd_projections"),
         ({"share_observation_encoder": 1}, "share_observation_encoder"),
+        ({"posterior_reads_actions": "no"}, "posterior_reads_actions"),
     ],
 )
 def test_msvae_config_rejects_bad_objective_and_prior_values(kwargs: dict, field: str) -> None:
@@ -75,7 +76,8 @@ def test_baseline_configs_hold_no_prior_or_objective(tmp_path: Path) -> None:
     MS-VAE built from it takes its own defaults, not the baseline's leftovers."""
     msvae_only = {f.name for f in dataclasses.fields(MSVAEConfig)} - {f.name for f in dataclasses.fields(
         ModulesConfig)}
-    assert {"prior", "beta", "gamma", "alpha", "swd_projections", "share_observation_encoder"} <= msvae_only
+    assert {"prior", "beta", "gamma", "alpha", "swd_projections", "share_observation_encoder",
+            "posterior_reads_actions"} <= msvae_only
     for config_class in (FollowerConfig, SpeakerConfig):
         config_class().save_pretrained(tmp_path / config_class.__name__)
         saved = json.loads((tmp_path / config_class.__name__ / "config.json").read_text())
@@ -283,15 +285,22 @@ def test_same_seed_same_model_and_outputs(kind: str, tok: MSVAETokenizer) -> Non
 
 
 # ------------------------------------------------------------------------------------------------ gradients
-@pytest.mark.parametrize("prior", ["autoregressive", "normal"])
-def test_every_parameter_gets_a_gradient(prior: str, tok: MSVAETokenizer) -> None:
-    """The full loss (paired + unpaired, all of Eq. 10) reaches every parameter with a finite gradient."""
-    model = move_film(build("msvae", tok, prior=prior)).train()  # FiLM's output at zero passes its inputs none
-    batch = real_batch(tok)
+@pytest.mark.parametrize("prior, reads_actions", [("autoregressive", True), ("normal", True),
+                                                   ("autoregressive", False)])
+def test_every_parameter_gets_a_gradient(prior: str, reads_actions: bool, tok: MSVAETokenizer) -> None:
+    """The full loss (paired + unpaired, all of Eq. 10) reaches every trainable parameter with a finite gradient (as
+    DDP needs: it waits for each one); with q(z|a,o) on the frames alone the action tokens' embedding is frozen."""
+    model = move_film(build("msvae", tok, prior=prior, posterior_reads_actions=reads_actions)).train()
+    batch = real_batch(tok)  # (move_film: FiLM's output at zero passes its inputs no gradient)
     out = model(**batch, **unpaired(real_batch(tok, lengths=(6, 2, 3), seed=2)))
     assert torch.isfinite(out.loss)
     out.loss.backward()
+    frozen = [name for name, param in model.named_parameters() if not param.requires_grad]
+    assert frozen == ([] if reads_actions else ["trajectory_encoder.action_embedding.weight"])
     for name, param in model.named_parameters():
+        if not param.requires_grad:
+            assert param.grad is None, name
+            continue
         assert param.grad is not None, name
         assert torch.isfinite(param.grad).all(), name
         assert param.grad.abs().sum() > 0, name
@@ -456,24 +465,25 @@ def test_unpaired_term_can_hold_the_action_decoder_fixed(tok: MSVAETokenizer, me
 
 
 def test_posterior_can_read_the_frames_alone(tok: MSVAETokenizer) -> None:
-    """posterior_reads_actions=False: q(z|a,o) is the same whatever the actions (it reads the frames alone, the
-    actions' input held at zero: equal to the default model handed zero action embeddings), and the saved
-    weights load into either (the same modules)."""
+    """posterior_reads_actions=False: q(z|a,o) is the same whatever the actions, in the forward pass (its means and
+    variances) and as the speaker's memory; it equals the default model's handed zero action embeddings (the same
+    modules: the weights load into either); the unread embedding takes no gradient, which DDP would wait for."""
     batch = real_batch(tok)
     model = build("msvae", tok, seed=5, posterior_reads_actions=False).eval()
+    other = {**batch, "actions": (batch["actions"] + 1) % model.config.num_actions}
+    out, out_other = model(**batch), model(**other)
+    for name in ("trajectory_mean", "trajectory_logvar"):
+        torch.testing.assert_close(getattr(out_other, name), getattr(out, name), rtol=0, atol=0)
+    assert not torch.equal(out.a_1, out_other.a_1)  # the actions are still what p(a|z,o) scores
+    trajectory = (batch["observations"], batch["directions"])
+    memory = model.trajectory_memory(*trajectory, batch["actions"], batch["trajectory_mask"])[0]
+    torch.testing.assert_close(model.trajectory_memory(*trajectory, other["actions"], batch["trajectory_mask"])[0],
+                               memory, rtol=0, atol=0)
+    assert not model.trajectory_encoder.action_embedding.weight.requires_grad
     default = build("msvae", tok, seed=5).eval()
     default.load_state_dict(model.state_dict())
-    args = (batch["observations"], batch["directions"], batch["trajectory_mask"])
-    features = model.trajectory_frame_features(*args)
-    other = (batch["actions"] + 1) % model.config.num_actions
-    mean, logvar = model.trajectory_posterior_params(features, batch["actions"], batch["trajectory_mask"])
-    torch.testing.assert_close(model.trajectory_posterior_params(features, other, batch["trajectory_mask"]),
-                               (mean, logvar), rtol=0, atol=0)
     with torch.no_grad():
         default.trajectory_encoder.action_embedding.weight.zero_()
-    torch.testing.assert_close(default.trajectory_posterior_params(features, other, batch["trajectory_mask"]),
-                               (mean, logvar), rtol=0, atol=0)
-    default = build("msvae", tok, seed=5).eval()
-    assert not torch.equal(default.trajectory_posterior_params(features, other, batch["trajectory_mask"])[0],
-                           default.trajectory_posterior_params(features, batch["actions"],
-                                                               batch["trajectory_mask"])[0])
+    torch.testing.assert_close(default(**other).trajectory_mean, out.trajectory_mean, rtol=0, atol=0)
+    reads = build("msvae", tok, seed=5).eval()
+    assert not torch.equal(reads(**other).trajectory_mean, reads(**batch).trajectory_mean)

@@ -108,9 +108,9 @@ HISTORY_UPDATES = (200, 400, 600, 1000, 2000, 3000, 4000)
 
 def table_reading_history(level: str, argument: str, root: Path = RESULTS) -> list[str]:
     """How reading grows or fades along training, for the runs named in ``argument`` (their record names,
-    results/<level>/runs/<name>.json, comma-separated): at each validation update, SR by reading (SR minus SR told
-    another episode's mission) and SR in brackets, on the validation episodes (200 seeds: a reading gap's standard
-    error is about 4.5 points)."""
+    results/<level>/runs/<name>.json, comma-separated): at each update of :data:`HISTORY_UPDATES` the run validated
+    at, SR by reading (SR minus SR told another episode's mission) and SR in brackets, on the validation episodes
+    (200 seeds: a reading gap's standard error is about 4.5 points)."""
     records = load_records(level, root)
     lines = ["| run | " + " | ".join(f"update {u}" for u in HISTORY_UPDATES) + " |",
              "| --- " * (len(HISTORY_UPDATES) + 1) + "|"]

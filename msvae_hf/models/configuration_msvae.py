@@ -198,7 +198,7 @@ class ModulesConfig(PreTrainedConfig):
 @strict(accept_kwargs=True)
 class MSVAEConfig(ModulesConfig):
     """Configuration of :class:`~msvae_hf.MSVAEModel`: the shared modules (:class:`ModulesConfig`), the observation
-    encoder's sharing, the prior (App. D) and the objective's weights (Eq. 10, App. D)."""
+    encoder's sharing, what q(z|a,o) reads, the prior (App. D) and the objective's weights (Eq. 10, App. D)."""
 
     model_type = "msvae"
     positive_fields = (*ModulesConfig.positive_fields, "prior_hidden_size", "swd_projections", "swd_p")
@@ -206,9 +206,11 @@ class MSVAEConfig(ModulesConfig):
     # False: q(z|a,o) has its own, as the speaker baseline it comes from (App. D: "the existing encoder ...
     # of the speaker"), so V and the action terms do not reshape the features the speaker reads.
     share_observation_encoder: bool = True
-    # True (Sec. 3.2): q(z|a,o) reads the frames and the actions. False: the frames alone (the actions' input held
-    # at zero), so that z_tau cannot hold the action sequence itself, which the action decoder would read back
-    # under z_tau and never meet under z_y (experiments/probe_latent.py measures what z_tau holds).
+    # True (Sec. 3.2): q(z|a,o) reads the frames and the action tokens. False: the frames alone (the actions' input
+    # held at zero, its embedding untrained): z_tau then cannot copy the action tokens, though consecutive frames
+    # still show most actions (a turn changes the direction, a step the view) and the mask the length; a code of
+    # the actions is one the action decoder reads back under z_tau and never meets under z_y
+    # (experiments/probe_latent.py measures what z_tau holds).
     posterior_reads_actions: bool = True
 
     # Prior (App. D): "autoregressive" (GRU, as Hafner et al. 2019) or "normal" (N(0, I)).

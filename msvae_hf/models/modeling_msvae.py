@@ -9,6 +9,7 @@
    z --ActionDecoder (attention over z)--> p(a|z,o);   z --InstructionDecoder (cross-attention)--> p(y|z)
    loss = -(E_p[J-bar] + gamma E_u[V]) + alpha D'                              (Eq. 9, 3, App. B, Eq. 10)
    (unpaired_trains_action_decoder=False: V's log p(a|z,o) reaches q(z|a,o) only, the decoder held fixed)
+   (posterior_reads_actions=False: q(z|a,o) reads the frames without the action tokens)
 
 As a follower z = mean of q(z|y); as a speaker z = mean of q(z|a,o) (Sec. 3.1).
 """
@@ -135,6 +136,8 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         self.instruction_encoder = InstructionEncoder(config)
         self.instruction_posterior = BottleneckAttention(config, config.hidden_size)
         self.trajectory_encoder = TrajectoryEncoder(config)
+        if not config.posterior_reads_actions:  # unread: no gradient, which DDP would wait for
+            self.trajectory_encoder.action_embedding.requires_grad_(False)
         self.trajectory_obs_encoder = None if config.share_observation_encoder else ObservationEncoder(config)
         self.trajectory_posterior = BottleneckAttention(config, config.hidden_size)
         self.prior = LatentPrior(config)

@@ -26,6 +26,9 @@ def test_trajectory_labels_are_the_first_action_and_the_length_quartile():
     assert labels["first action"] == ["2", "1", "0", "2", "1", "2", "0", "1"]
     # lengths 2, 3, 5, 8, 4, 6, 7, 1: sorted 1 2 3 4 5 6 7 8, quartiles cut at 3, 5 and 7
     assert labels["steps quartile"] == ["q1", "q2", "q3", "q4", "q2", "q3", "q4", "q1"]
+    # tied lengths share a bin, a length equal to a cut going up: 2 2 2 2 2 3 3 9 cut at 2, 2 and 3
+    tied = probe_latent.trajectory_labels([[0] * n for n in (2, 2, 2, 2, 2, 3, 3, 9)])["steps quartile"]
+    assert tied == ["q3"] * 5 + ["q4"] * 3
 
 
 def test_alignment_ranks_each_pair_among_the_held_out_ones():
