@@ -468,7 +468,7 @@ CURVE_THREE_SEEDS = (1000, 10_000, 100_000)
 #: Routes to an MS-VAE whose follower reads, each MS-VAE full with one change: q(z|a,o) on the frames without
 #: the action tokens (``posterior_reads_actions``; experiments/probe_latent.py measures whether z_tau holds the
 #: actions or the goals); V weighted as one paired ELBO (gamma = 1, not App. D's 100), so that the action decoder
-#: learns under z_tau with 1.5 times the weight it learns under z_y (A_1 / 2 + gamma V against C_2 / 2), not 100.5.
+#: learns under z_tau with a weight of 1.5 against 0.5 under z_y (A_1 / 2 + gamma V against C_2 / 2), not 100.5.
 CURVE_ROUTES: dict[str, tuple[str, tuple[str, ...]]] = {
     "frames": ("q(z|a,o) on the frames alone", ("--model.posterior_reads_actions", "false")),
     "gamma1": ("gamma = 1", ("--model.gamma", "1")),
