@@ -28,7 +28,7 @@ from .benchmarks import (
     table_update_ops,
 )
 from .follower import table_follower_ablation, table_follower_failures, table_follower_scale
-from .pairs_curve import table_label_accuracy, table_pairs_curve, table_reading_history
+from .pairs_curve import table_label_accuracy, table_latent_probe, table_pairs_curve, table_reading_history
 from .paper import (
     table_claims_film2,
     table_claims_film2_b256,
@@ -94,7 +94,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "follower_ablation": table_follower_ablation,
     "follower_scale": table_follower_scale, "follower_failures": table_follower_failures,
     "pairs_curve": table_pairs_curve, "label_accuracy": table_label_accuracy,
-    "reading_history": table_reading_history,
+    "reading_history": table_reading_history, "latent_probe": table_latent_probe,
 }
 
 

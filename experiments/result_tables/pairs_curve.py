@@ -126,3 +126,26 @@ def table_reading_history(level: str, argument: str, root: Path = RESULTS) -> li
             cells.append("-" if own is None or other is None else f"{100 * (own - other):+.1f} ({100 * own:.1f})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
+
+
+def table_latent_probe(level: str, root: Path = RESULTS) -> list[str]:
+    """What MS-VAE's two posteriors hold (results/<level>/latent_probe.json, experiments/probe_latent.py): each
+    label's held-out accuracy from the mean of q(z|y) and of q(z|a,o), across, and the majority class's; then how
+    near each pair's two means lie."""
+    path = root / level / "latent_probe.json"
+    if not path.exists():
+        raise SystemExit(f"no latent probe at {path}: run experiments/probe_latent.py --out {path}")
+    report = json.loads(path.read_text())
+    lines = ["| model | label | majority % | from z_y % | from z_tau % | fit on z_y, scored on z_tau % | "
+             "fit on z_tau, scored on z_y % |", "| --- " * 7 + "|"]
+    keys = ("majority", "from z_y", "from z_tau", "fit on z_y, scored on z_tau", "fit on z_tau, scored on z_y")
+    for name, model in report["models"].items():
+        for label, r in model["labels"].items():
+            lines.append(f"| {name} | {label} | " + " | ".join(f"{100 * r[k]:.1f}" for k in keys) + " |")
+    lines += ["", "| model | held-out pairs | own z_tau nearest to z_y % | median rank (share) | squared distance, "
+              "same pair | squared distance, another pair |", "| --- " * 6 + "|"]
+    for name, model in report["models"].items():
+        a = model["alignment"]
+        lines.append(f"| {name} | {a['pairs']} | {100 * a['top1']:.1f} | {a['median_rank_share']:.3f} | "
+                     f"{a['mean_sq_distance_same_pair']:.2f} | {a['mean_sq_distance_rolled_pair']:.2f} |")
+    return lines

@@ -58,3 +58,22 @@ def test_probe_of_a_tiny_msvae_reports_every_label_from_both_sides(tok, tiny_dem
                     "majority"):
             assert 0.0 <= result[key] <= 1.0
     assert report["alignment"]["pairs"] == len(rows) - int(len(rows) * 0.8)
+
+
+def test_the_table_reads_the_probe_record(tmp_path):
+    import json
+
+    from result_tables.pairs_curve import table_latent_probe
+
+    with pytest.raises(SystemExit, match="no latent probe at"):
+        table_latent_probe("gotoseqlocal", tmp_path)
+    label = {"majority": 0.4, "from z_y": 0.998, "from z_tau": 0.582, "fit on z_y, scored on z_tau": 0.262,
+             "fit on z_tau, scored on z_y": 0.215}
+    alignment = {"pairs": 400, "top1": 0.0, "median_rank_share": 0.482, "mean_sq_distance_same_pair": 87.83,
+                 "mean_sq_distance_rolled_pair": 87.89}
+    (tmp_path / "gotoseqlocal").mkdir()
+    (tmp_path / "gotoseqlocal" / "latent_probe.json").write_text(json.dumps(
+        {"models": {"m10k": {"labels": {"goal count": label}, "alignment": alignment}}}))
+    lines = table_latent_probe("gotoseqlocal", tmp_path)
+    assert lines[2] == "| m10k | goal count | 40.0 | 99.8 | 58.2 | 26.2 | 21.5 |"
+    assert lines[-1] == "| m10k | 400 | 0.0 | 0.482 | 87.83 | 87.89 |"
