@@ -505,12 +505,12 @@ def _pairs_curve_rows() -> dict[str, Row]:
             teacher=f"msvae_film2_{tag}", config="msvae_speaker_follower")
     for m in (1000, 10_000):
         tag = curve_tag(m)
+        start = dict(own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
         row(f"msvae_paired_film2_{tag}", f"MS-VAE, paired only, M = {m:,} pairs (the routes' control)", m, (0,),
-            config="msvae_paired", own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
+            config="msvae_paired", **start)
         for route, (what, flags) in CURVE_ROUTES.items():
             row(f"msvae_film2_{tag}_{route}", f"MS-VAE full, {what}, M = {m:,} pairs + 100,000 unpaired", m, (0,),
-                extra=flags, config="msvae", own_baselines=True,
-                baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
+                extra=flags, config="msvae", **start)
         row(f"follower_film2_{curve_tag(m)}_u10k", f"supervised follower, M = {m:,} pairs, 10,000 updates", m,
             (0, 1, 2), 10_000, continues=f"follower_film2_{curve_tag(m)}", config="follower")
     return rows

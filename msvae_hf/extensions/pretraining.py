@@ -60,8 +60,7 @@ def trajectory_states(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tenso
     mask = batch["trajectory_mask"]
     frames = getattr(model, "trajectory_frame_features", model.frame_features)
     features = frames(batch["observations"], batch["directions"], mask)
-    reads_actions = getattr(model.config, "posterior_reads_actions", True)  # MS-VAE's q(z|a,o) may not
-    return model.trajectory_encoder(features, batch["actions"].long() if reads_actions else None, mask.bool())
+    return model.trajectory_encoder(features, batch["actions"].long(), mask.bool())
 
 
 def front_cell_loss(model: Any, head: FrontCellHead, batch: dict[str, torch.Tensor]) -> ModelOutput:

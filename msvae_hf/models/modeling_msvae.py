@@ -136,8 +136,6 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         self.instruction_encoder = InstructionEncoder(config)
         self.instruction_posterior = BottleneckAttention(config, config.hidden_size)
         self.trajectory_encoder = TrajectoryEncoder(config)
-        if not config.posterior_reads_actions:  # unread: no gradient, which DDP would wait for
-            self.trajectory_encoder.action_embedding.requires_grad_(False)
         self.trajectory_obs_encoder = None if config.share_observation_encoder else ObservationEncoder(config)
         self.trajectory_posterior = BottleneckAttention(config, config.hidden_size)
         self.prior = LatentPrior(config)
@@ -164,8 +162,7 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         """q(z|a,o): bottleneck attention over the trajectory encoder states -> (mean, logvar) [B, K, D]; the
         encoder reads the frames alone where ``config.posterior_reads_actions`` is False."""
         mask = trajectory_mask.bool()
-        actions = actions.long() if self.config.posterior_reads_actions else None
-        return self.trajectory_posterior(self.trajectory_encoder(frame_features, actions, mask), mask)
+        return self.trajectory_posterior(self.trajectory_encoder(frame_features, actions.long(), mask), mask)
 
     def instruction_memory(self, input_ids, attention_mask):
         """Follower: z = mean of q(z|y) (Eq. 7; Sec. 3.1, "we can replace z with mean")."""

@@ -164,14 +164,17 @@ class TrajectoryEncoder(nn.Module):
         super().__init__()
         self.action_embedding = nn.Embedding(config.num_actions, config.action_embed_dim)
         self.gru = nn.GRU(config.hidden_size + config.action_embed_dim, config.hidden_size, batch_first=True)
+        # MSVAEConfig.posterior_reads_actions=False: the frames alone, zeros in the actions' place; the unread
+        # embedding takes no gradient, which DDP would wait for (a speaker's config has no such field: it reads them)
+        self.reads_actions = getattr(config, "posterior_reads_actions", True)
+        self.action_embedding.requires_grad_(self.reads_actions)
 
-    def forward(self, frame_features: torch.Tensor, actions: torch.Tensor | None, mask: torch.Tensor) -> torch.Tensor:
-        """frame_features [B, T, H], actions [B, T] (None: the frames alone, zeros in the actions' place),
-        mask [B, T] -> h_tau [B, T, H] (zeros on padding)."""
-        if actions is None:
-            embedded = frame_features.new_zeros(*frame_features.shape[:2], self.action_embedding.embedding_dim)
-        else:
+    def forward(self, frame_features: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """frame_features [B, T, H], actions [B, T], mask [B, T] -> h_tau [B, T, H] (zeros on padding)."""
+        if self.reads_actions:
             embedded = self.action_embedding(actions)
+        else:
+            embedded = frame_features.new_zeros(*frame_features.shape[:2], self.action_embedding.embedding_dim)
         x = torch.cat([frame_features, embedded], dim=-1)
         return self.backend.recurrence(self.gru, x, mask)
 
