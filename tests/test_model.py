@@ -58,6 +58,7 @@ def test_config_rejects_bad_values(config_class, kwargs: dict, field: str) -> No
         ({"beta": -0.1}, "beta"),
         ({"gamma": -1.0}, "gamma"),
         ({"alpha": -0.5}, "alpha"),
+        ({"posterior_alignment": -1.0}, "posterior_alignment"),
         ({"trajectory_beta": -0.01}, "trajectory_beta"),
         ({"instruction_beta": "0.1"}, "instruction_beta"),
         ({"swd_projections": 0}, "swd_projections"),
@@ -255,6 +256,37 @@ def test_msvae_terms_under_each_loss_reduction(tok: MSVAETokenizer, mean_z: None
     torch.testing.assert_close(out.v, v)
     torch.testing.assert_close(out.domain_distance, ref.domain_distance)  # D' as printed under both readings
     torch.testing.assert_close(out.loss, -j_bar.mean() - 3.0 * v.mean() + 0.25 * out.domain_distance)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_posterior_alignment_term(tok: MSVAETokenizer, reduction: str) -> None:
+    """posterior_alignment = w: the loss gains w times the batch mean of KL[q(z|a,o) || q(z|y)] on the pairs
+    (torch.distributions, summed or averaged over K x D), every other term as without it; its gradient reaches
+    q(z|a,o) and none of q(z|y)'s modules. At 0 (the default) the term is not computed at all."""
+    batch, extra = real_batch(tok), real_batch(tok, lengths=(7, 3), seed=1)
+    plain = build("msvae", tok, seed=5, loss_reduction=reduction)
+    aligned = build("msvae", tok, seed=5, loss_reduction=reduction, posterior_alignment=2.5)
+    aligned.load_state_dict(plain.state_dict())
+    torch.manual_seed(3)
+    base = plain(**batch, **unpaired(extra), reduction="none")
+    torch.manual_seed(3)
+    out = aligned(**batch, **unpaired(extra), reduction="none")
+    assert base.alignment is None
+    pairs = len(LENGTHS)
+    mean_tau, logvar_tau = out.trajectory_mean[:pairs], out.trajectory_logvar[:pairs]
+    entries = kl_divergence(Normal(mean_tau, (0.5 * logvar_tau).exp()),
+                            Normal(out.instruction_mean, (0.5 * out.instruction_logvar).exp()))
+    kl = entries.sum((1, 2)) if reduction == "sum" else entries.mean((1, 2))
+    torch.testing.assert_close(out.alignment, kl.detach(), atol=1e-5, rtol=1e-5)
+    for name in (*TERMS, "v", "domain_distance"):
+        torch.testing.assert_close(getattr(out, name), getattr(base, name), atol=0, rtol=0)
+    torch.testing.assert_close(out.loss, base.loss + 2.5 * kl.mean(), atol=1e-4, rtol=1e-5)
+    aligned.zero_grad()
+    out.alignment.sum().backward()
+    grads = {name: w.grad for name, w in aligned.named_parameters()}
+    assert any(g is not None and g.abs().sum() > 0 for n, g in grads.items() if n.startswith("trajectory_"))
+    assert all(g is None or g.abs().sum() == 0 for n, g in grads.items() if n.startswith("instruction_posterior"))
+    assert all(g is None or g.abs().sum() == 0 for n, g in grads.items() if n.startswith("instruction_encoder"))
 
 
 @pytest.mark.parametrize("kind", ["follower-none", "follower-attention", "follower-bottleneck", "speaker"])

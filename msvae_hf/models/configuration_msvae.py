@@ -223,6 +223,10 @@ class MSVAEConfig(ModulesConfig):
     instruction_beta: float | None = None
     gamma: float = 100.0
     alpha: float = 0.05
+    # Not in the paper (0: Eq. 10 as printed). > 0 adds this weight times KL[q(z|a,o) || q(z|y)] on the paired rows,
+    # q(z|y) held fixed for it (JMVAE-kl's unimodal term, Suzuki et al. 2016, one way round): z_tau is pulled to the
+    # code the follower reads, so that V trains the action decoder on codes of goals, not a private code of actions.
+    posterior_alignment: float = 0.0
     # True (Eq. 3): V trains every module it touches. False: V's action likelihood reaches only q(z|a,o) (and
     # the prior through its KL): the action decoder, trained on paired data, is held fixed for it, so the
     # trajectory encoder must produce codes the follower can act on instead of a private code of its own.
@@ -253,7 +257,7 @@ class MSVAEConfig(ModulesConfig):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise self._fail(name, "a number or None")
-        for name in ("beta", "gamma", "alpha", "trajectory_beta", "instruction_beta"):
+        for name in ("beta", "gamma", "alpha", "trajectory_beta", "instruction_beta", "posterior_alignment"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise self._fail(name, ">= 0")
         for name in ("share_observation_encoder", "posterior_reads_actions", "unpaired_trains_action_decoder"):

@@ -92,6 +92,14 @@ def paired_elbo(
     return 0.5 * sum(a[m] + betas[m] * b[m] + c[m] for m in range(2))
 
 
+def posterior_alignment(mean_tau: torch.Tensor, logvar_tau: torch.Tensor, mean_y: torch.Tensor,
+                        logvar_y: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
+    """KL[q(z|a,o) || q(z|y)] per pair [B], reduced over the latent as ``reduction`` says, with q(z|y) a constant:
+    its gradient moves q(z|a,o) only (not in the paper; MSVAEConfig.posterior_alignment weights it)."""
+    kl = gaussian_kl(mean_tau, logvar_tau, mean_y.detach(), logvar_y.detach())
+    return reduce_latent(kl, mean_tau.shape[-1], reduction)
+
+
 def unpaired_elbo(a_1: torch.Tensor, b_1: torch.Tensor, beta: float) -> torch.Tensor:
     """V = A_1 + beta B_1 (Eq. 3 / App. A): the trajectory ELBO on unpaired data, per sample [B].
 
@@ -166,12 +174,16 @@ def domain_distance(
 
 
 def msvae_loss(
-    j_bar: torch.Tensor, v: torch.Tensor | None, d: torch.Tensor | None, gamma: float, alpha: float
+    j_bar: torch.Tensor, v: torch.Tensor | None, d: torch.Tensor | None, gamma: float, alpha: float,
+    alignment: torch.Tensor | None = None, alignment_weight: float = 0.0,
 ) -> torch.Tensor:
-    """Eq. 10 as a loss to minimise: -(E_p[J-bar] + gamma E_u[V]) + alpha D'."""
+    """Eq. 10 as a loss to minimise: -(E_p[J-bar] + gamma E_u[V]) + alpha D', plus ``alignment_weight`` times
+    E_p[KL[q(z|a,o) || q(z|y)]] where ``alignment`` is given (:func:`posterior_alignment`; not in the paper)."""
     loss = -j_bar.mean()
     if v is not None and v.numel():
         loss = loss - gamma * v.mean()
     if d is not None:
         loss = loss + alpha * d
+    if alignment is not None:
+        loss = loss + alignment_weight * alignment.mean()
     return loss

@@ -10,6 +10,7 @@
    loss = -(E_p[J-bar] + gamma E_u[V]) + alpha D'                              (Eq. 9, 3, App. B, Eq. 10)
    (unpaired_trains_action_decoder=False: V's log p(a|z,o) reaches q(z|a,o) only, the decoder held fixed)
    (posterior_reads_actions=False: q(z|a,o) reads the frames without the action tokens)
+   (posterior_alignment=w > 0: + w KL[q(z|a,o) || q(z|y)] on the pairs, q(z|y) held fixed; not in the paper)
 
 As a follower z = mean of q(z|y); as a speaker z = mean of q(z|a,o) (Sec. 3.1).
 """
@@ -28,6 +29,7 @@ from .losses import (
     kl_to_prior,
     msvae_loss,
     paired_elbo,
+    posterior_alignment,
     reparameterize,
     sequence_log_likelihood,
     unpaired_elbo,
@@ -89,6 +91,9 @@ class MSVAEOutput(ModelOutput):
         A_1 on the unpaired trajectories, the reconstruction term of V (Eq. 3).
     b_1_unpaired (`torch.FloatTensor` of shape `(U,)` or `()`):
         B_1 = -KL[q(z|a,o) || p(z)] on the unpaired trajectories, the KL term of V (Eq. 3).
+    alignment (`torch.FloatTensor` of shape `(B,)` or `()`):
+        KL[q(z|a,o) || q(z|y)] on the pairs, q(z|y) held fixed: the term `config.posterior_alignment` weights
+        (not in the paper). Returned only when that weight is not 0.
     trajectory_mean (`torch.FloatTensor` of shape `(B + U, K, D)`):
         Means of q(z|a,o) (bottleneck attention, Sec. 3.2), the paired rows first, then the unpaired ones.
     trajectory_logvar (`torch.FloatTensor` of shape `(B + U, K, D)`):
@@ -117,6 +122,7 @@ class MSVAEOutput(ModelOutput):
     c_2: torch.Tensor | None = None
     a_1_unpaired: torch.Tensor | None = None
     b_1_unpaired: torch.Tensor | None = None
+    alignment: torch.Tensor | None = None
     trajectory_mean: torch.Tensor | None = None
     trajectory_logvar: torch.Tensor | None = None
     instruction_mean: torch.Tensor | None = None
@@ -268,13 +274,16 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
             a_1_u, b_1_u = a_1_all[u], b_1_all[u]
             v = unpaired_elbo(a_1_u, b_1_u, betas[0])
             d = domain_distance(mean_tau[p], mean_tau[u], self.config.swd_projections, self.config.swd_p)
-        loss = msvae_loss(j_bar, v, d, self.config.gamma, self.config.alpha)
+        weight = self.config.posterior_alignment
+        alignment = (posterior_alignment(mean_tau[p], logvar_tau[p], mean_y, logvar_y, self.config.loss_reduction)
+                     if weight else None)
+        loss = msvae_loss(j_bar, v, d, self.config.gamma, self.config.alpha, alignment, weight)
 
         reduce = (lambda t: t) if reduction == "none" else (lambda t: None if t is None else t.mean())
         return MSVAEOutput(
             loss=loss, j_bar=reduce(j_bar), v=reduce(v), domain_distance=d,
             a_1=reduce(a_1), a_2=reduce(a_2), b_1=reduce(b_1), b_2=reduce(b_2), c_1=reduce(c_1), c_2=reduce(c_2),
-            a_1_unpaired=reduce(a_1_u), b_1_unpaired=reduce(b_1_u),
+            a_1_unpaired=reduce(a_1_u), b_1_unpaired=reduce(b_1_u), alignment=reduce(alignment),
             trajectory_mean=mean_tau, trajectory_logvar=logvar_tau,
             instruction_mean=mean_y, instruction_logvar=logvar_y,
         )
