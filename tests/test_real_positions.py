@@ -305,8 +305,10 @@ def test_decoder_under_stacked_memories_equals_one_pass_per_memory(tok: MSVAETok
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
     with pytest.raises(ValueError, match="memory must hold one or more rows per instruction"):
         model.instruction_decoder(ids, torch.cat(zs)[:-1], None)
-    with pytest.raises(ValueError, match="pass no cache"):
+    with pytest.raises(ValueError, match=rf"^{len(zs)} memories per instruction are for teacher forcing"):
         model.instruction_decoder(ids, torch.cat(zs), None, cache=DynamicCache())
+    with pytest.raises(ValueError, match="^a layout of real positions is for teacher forcing: pass no cache"):
+        model.instruction_decoder(ids, zs[0], None, cache=DynamicCache(), layout=RealPositions(mask[:, 1:].bool()))
 
 
 def test_real_positions_repeat_stacks_the_batch() -> None:

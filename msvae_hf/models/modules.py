@@ -593,9 +593,10 @@ class InstructionDecoder(nn.Module):
         if rest or not memories:
             raise ValueError(f"memory must hold one or more rows per instruction ({input_ids.shape[0]} instructions), "
                              f"got {memory.shape[0]}")
-        if cache is not None and (memories > 1 or layout is not None):
-            raise ValueError("several memories per instruction, or a layout of real positions, are for teacher "
-                             "forcing: pass no cache")
+        if cache is not None and memories > 1:
+            raise ValueError(f"{memories} memories per instruction are for teacher forcing: pass no cache")
+        if cache is not None and layout is not None:
+            raise ValueError("a layout of real positions is for teacher forcing: pass no cache")
         steps = torch.arange(past, past + input_ids.shape[1], device=input_ids.device)
         x = self.token_embedding(input_ids) + self.position_embedding(steps)
         if layout is not None:
