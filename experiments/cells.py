@@ -465,12 +465,13 @@ CURVE_UPDATES = 4000
 CURVE_THREE_SEEDS = (1000, 10_000, 100_000)
 
 
-#: Routes to an MS-VAE whose follower reads, each MS-VAE full with one change: q(z|a,o) on the frames without
-#: the action tokens (``posterior_reads_actions``; experiments/probe_latent.py measures whether z_tau holds the
-#: actions or the goals); V weighted as one paired ELBO (gamma = 1, not App. D's 100), so that the action decoder
-#: learns under z_tau with a weight of 1.5 against 0.5 under z_y (A_1 / 2 + gamma V against C_2 / 2), not 100.5;
-#: and gamma = 1 with KL[q(z|a,o) || q(z|y)] on the pairs (``posterior_alignment``, q(z|y) held fixed), so that V
-#: trains the action decoder on codes of the goals, which the probe finds z_tau does not hold without it.
+#: Routes to an MS-VAE whose follower reads, each MS-VAE full with one change (the last two changes: its control is
+#: ``gamma1``): q(z|a,o) on the frames without the action tokens (``posterior_reads_actions``;
+#: experiments/probe_latent.py measures whether z_tau holds the actions or the goals); V weighted as one paired ELBO
+#: (gamma = 1, not App. D's 100), so that the action decoder learns under z_tau with a weight of 1.5 against 0.5 under
+#: z_y (A_1 / 2 + gamma V against C_2 / 2), not 100.5; and gamma = 1 with KL[q(z|a,o) || q(z|y)] on the pairs
+#: (``posterior_alignment``, q(z|y) held fixed), so that V trains the action decoder on codes of the goals, which the
+#: probe finds z_tau does not hold without it.
 CURVE_ROUTES: dict[str, tuple[str, tuple[str, ...]]] = {
     "frames": ("q(z|a,o) on the frames alone", ("--model.posterior_reads_actions", "false")),
     "gamma1": ("gamma = 1", ("--model.gamma", "1")),
@@ -488,10 +489,10 @@ def _pairs_curve_rows() -> dict[str, Row]:
     """The pairs curve, for each M of :data:`CURVE_PAIRS`: the supervised follower and speaker on the M pairs,
     MS-VAE full from them on the M pairs and all 100,000 unpaired trajectories, and the speaker-follower on that
     MS-VAE's labels, and on the supervised speaker's (one seed, to start), each :data:`CURVE_UPDATES` updates with
-    the default (FiLM on both maps) follower; and the
-    budget confound: the supervised follower at M = 1,000 and 10,000 continued to 10,000 updates; and the routes
-    to a reading MS-VAE (:data:`CURVE_ROUTES`) at M = 1,000 and 10,000, beside MS-VAE on the pairs alone, which
-    tells what of a route's reading comes from the unpaired trajectories."""
+    the default (FiLM on both maps) follower; and the budget confound: the supervised follower at M = 1,000 and
+    10,000 continued to 10,000 updates; and the routes to a reading MS-VAE (:data:`CURVE_ROUTES`) at M = 1,000 and
+    10,000, beside MS-VAE on the pairs alone, which tells what of a route's reading comes from the unpaired
+    trajectories."""
     rows: dict[str, Row] = {}
 
     def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES,
@@ -508,7 +509,7 @@ def _pairs_curve_rows() -> dict[str, Row]:
             own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
         row(f"speaker_follower_film2_{tag}", f"speaker-follower on MS-VAE full's labels, M = {m:,} pairs", m, seeds,
             teacher=f"msvae_film2_{tag}", config="msvae_speaker_follower")
-        row(f"speaker_follower_film2_{tag}_sup", f"speaker-follower on the supervised speaker's labels, M = {m:,} "
+        row(f"speaker_follower_sup_film2_{tag}", f"speaker-follower on the supervised speaker's labels, M = {m:,} "
             "pairs", m, (0,), teacher=f"speaker_film2_{tag}", config="speaker_follower")
     for m in (1000, 10_000):
         tag = curve_tag(m)

@@ -283,7 +283,8 @@ def test_group_lengths_minimise_the_attention_work() -> None:
 def test_decoder_under_stacked_memories_equals_one_pass_per_memory(tok: MSVAETokenizer) -> None:
     """Several memories per instruction: the first self-attention shared by the stacked memories gives each
     memory's own pass, in the memories' order, logits and gradients; a memory of a row count that is not a multiple
-    of the instructions', or several memories with a cache, is refused."""
+    of the instructions', several memories with a cache, or a layout with a cache, is refused, each naming its
+    misuse."""
     model = build("msvae", tok)
     batch = pad_more(real_batch(tok, LENGTHS))
     ids, mask = batch["input_ids"], batch["attention_mask"]
@@ -308,7 +309,7 @@ def test_decoder_under_stacked_memories_equals_one_pass_per_memory(tok: MSVAETok
     with pytest.raises(ValueError, match=rf"^{len(zs)} memories per instruction are for teacher forcing"):
         model.instruction_decoder(ids, torch.cat(zs), None, cache=DynamicCache())
     with pytest.raises(ValueError, match="^a layout of real positions is for teacher forcing: pass no cache"):
-        model.instruction_decoder(ids, zs[0], None, cache=DynamicCache(), layout=RealPositions(mask[:, 1:].bool()))
+        model.instruction_decoder(ids, zs[0], None, cache=DynamicCache(), layout=RealPositions(mask.bool()))
 
 
 def test_real_positions_repeat_stacks_the_batch() -> None:

@@ -14,7 +14,8 @@ from .records import RESULTS, load_records, records_by_row
 #: The curve's methods: (row prefix, label) in the table's order; a row is ``<prefix>_<curve_tag(M)>``.
 CURVE_METHODS = (("follower_film2", "supervised follower"), ("msvae_paired_film2", "MS-VAE, paired only"),
                  ("msvae_film2", "MS-VAE full"),
-                 ("speaker_follower_film2", "speaker-follower on MS-VAE full's labels"))
+                 ("speaker_follower_film2", "speaker-follower on MS-VAE full's labels"),
+                 ("speaker_follower_sup_film2", "speaker-follower on the supervised speaker's labels"))
 #: The budget confound: the supervised follower continued to 10,000 updates, (row suffix, label).
 BUDGET_SUFFIX = ("_u10k", "supervised follower, 10,000 updates")
 

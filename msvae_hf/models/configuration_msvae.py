@@ -10,6 +10,7 @@ projections.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import ClassVar
 
 from huggingface_hub.dataclasses import strict
@@ -224,8 +225,10 @@ class MSVAEConfig(ModulesConfig):
     gamma: float = 100.0
     alpha: float = 0.05
     # Not in the paper (0: Eq. 10 as printed). > 0 adds this weight times KL[q(z|a,o) || q(z|y)] on the paired rows,
-    # q(z|y) held fixed for it (JMVAE-kl's unimodal term, Suzuki et al. 2016, one way round): z_tau is pulled to the
-    # code the follower reads, so that V trains the action decoder on codes of goals, not a private code of actions.
+    # q(z|y) held fixed for it (cf. JMVAE-kl, Suzuki et al. 2016, which pulls each one-modality posterior to the
+    # joint one): z_tau is pulled to the code the follower reads, so that V trains the action decoder on codes of
+    # goals, not a private code of actions. Its gradient reaches q(z|a,o)'s modules, the shared observation
+    # encoder among them (share_observation_encoder), and nothing on the instruction's side.
     posterior_alignment: float = 0.0
     # True (Eq. 3): V trains every module it touches. False: V's action likelihood reaches only q(z|a,o) (and
     # the prior through its KL): the action decoder, trained on paired data, is held fixed for it, so the
@@ -253,12 +256,14 @@ class MSVAEConfig(ModulesConfig):
     def check_values(self) -> None:
         """Reject bad values and combinations, naming the field."""
         super().check_values()
-        for name in ("trajectory_beta", "instruction_beta"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise self._fail(name, "a number or None")
         for name in ("beta", "gamma", "alpha", "trajectory_beta", "instruction_beta", "posterior_alignment"):
-            if getattr(self, name) is not None and getattr(self, name) < 0:
+            value = getattr(self, name)
+            if value is None and name in ("trajectory_beta", "instruction_beta"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise self._fail(name, "a finite number" + (" or None" if name.endswith("_beta") and name != "beta"
+                                                             else ""))
+            if value < 0:
                 raise self._fail(name, ">= 0")
         for name in ("share_observation_encoder", "posterior_reads_actions", "unpaired_trains_action_decoder"):
             if not isinstance(getattr(self, name), bool):

@@ -95,7 +95,8 @@ def paired_elbo(
 def posterior_alignment(mean_tau: torch.Tensor, logvar_tau: torch.Tensor, mean_y: torch.Tensor,
                         logvar_y: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
     """KL[q(z|a,o) || q(z|y)] per pair [B], reduced over the latent as ``reduction`` says, with q(z|y) a constant:
-    its gradient moves q(z|a,o) only (not in the paper; MSVAEConfig.posterior_alignment weights it)."""
+    its gradient moves q(z|a,o) (and what it reads) only, not q(z|y) (not in the paper;
+    MSVAEConfig.posterior_alignment weights it)."""
     kl = gaussian_kl(mean_tau, logvar_tau, mean_y.detach(), logvar_y.detach())
     return reduce_latent(kl, mean_tau.shape[-1], reduction)
 

@@ -55,14 +55,15 @@ class MSVAEOutput(ModelOutput):
 
     With a paired batch of `B` pairs (and optionally an unpaired batch of `U` trajectories) every field but
     `logits` and `cache` is returned; `v`, `domain_distance`, `a_1_unpaired` and `b_1_unpaired` only when the
-    unpaired batch is given (else `None`). A decoding step (`memory=...`, as `generate()` calls it) returns
-    only `logits` and `cache`. Each expectation over q is estimated with one reparameterised sample of z. The
-    per-sample terms have shape `(B,)` (`(U,)` for the unpaired ones) with `reduction="none"` and are batch
-    means of shape `()` otherwise; m = 1 is the trajectory x_(1) = a|o, m = 2 the instruction x_(2) = y.
+    unpaired batch is given (else `None`), `alignment` only when `config.posterior_alignment` is not 0. A decoding
+    step (`memory=...`, as `generate()` calls it) returns only `logits` and `cache`. Each expectation over q is
+    estimated with one reparameterised sample of z. The per-sample terms have shape `(B,)` (`(U,)` for the unpaired
+    ones) with `reduction="none"` and are batch means of shape `()` otherwise; m = 1 is the trajectory
+    x_(1) = a|o, m = 2 the instruction x_(2) = y.
 
     loss (`torch.FloatTensor` of shape `()`):
-        The quantity to minimise, -(E_p[J-bar] + gamma E_u[V]) + alpha D' (Eq. 10 with App. B's D'), always a
-        batch mean whatever `reduction`.
+        The quantity to minimise, -(E_p[J-bar] + gamma E_u[V]) + alpha D' (Eq. 10 with App. B's D'), + w
+        E_p[alignment] where `config.posterior_alignment` = w is not 0; always a batch mean whatever `reduction`.
     j_bar (`torch.FloatTensor` of shape `(B,)` or `()`):
         J-bar = 1/2 sum_m [A_m + beta_m B_m + C_m], the lower bound on the paired ELBO (Eq. 9, App. A, with
         App. D's beta).
