@@ -258,11 +258,11 @@ class MSVAEConfig(ModulesConfig):
         super().check_values()
         for name in ("beta", "gamma", "alpha", "trajectory_beta", "instruction_beta", "posterior_alignment"):
             value = getattr(self, name)
-            if value is None and name in ("trajectory_beta", "instruction_beta"):
+            optional = name in ("trajectory_beta", "instruction_beta")
+            if value is None and optional:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise self._fail(name, "a finite number" + (" or None" if name.endswith("_beta") and name != "beta"
-                                                             else ""))
+                raise self._fail(name, "a finite number" + (" or None" if optional else ""))
             if value < 0:
                 raise self._fail(name, ">= 0")
         for name in ("share_observation_encoder", "posterior_reads_actions", "unpaired_trains_action_decoder"):
