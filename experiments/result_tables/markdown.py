@@ -28,7 +28,13 @@ from .benchmarks import (
     table_update_ops,
 )
 from .follower import table_follower_ablation, table_follower_failures, table_follower_scale
-from .pairs_curve import table_label_accuracy, table_latent_probe, table_pairs_curve, table_reading_history
+from .pairs_curve import (
+    table_label_accuracy,
+    table_latent_probe,
+    table_pairs_curve,
+    table_pairs_verdict,
+    table_reading_history,
+)
 from .paper import (
     table_claims_film2,
     table_claims_film2_b256,
@@ -93,7 +99,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "headline_film2_b256": table_headline_film2_b256, "claims_film2_b256": table_claims_film2_b256,
     "follower_ablation": table_follower_ablation,
     "follower_scale": table_follower_scale, "follower_failures": table_follower_failures,
-    "pairs_curve": table_pairs_curve, "label_accuracy": table_label_accuracy,
+    "pairs_curve": table_pairs_curve, "pairs_verdict": table_pairs_verdict, "label_accuracy": table_label_accuracy,
     "reading_history": table_reading_history, "latent_probe": table_latent_probe,
 }
 

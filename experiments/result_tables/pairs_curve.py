@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
+from statistics import NormalDist
 
 from cells import CURVE_PAIRS, CURVE_ROUTES, curve_tag
 
-from .records import RESULTS, load_records, records_by_row
+from .records import RESULTS, load_records, mean_sd, p_greater, p_text, records_by_row
 
 #: The curve's methods: (row prefix, label) in the table's order; a row is ``<prefix>_<curve_tag(M)>``.
 CURVE_METHODS = (("follower_film2", "supervised follower"), ("msvae_paired_film2", "MS-VAE, paired only"),
@@ -40,14 +41,6 @@ def test_value(record: dict, key: str) -> float | None:
         own, other = test.get("success_rate"), test.get("success_rate_other_mission")
         return None if own is None or other is None else own - other
     return test.get(key)
-
-
-def mean_sd(values: list[float], digits: int) -> str:
-    """``mean +- sd (n = k)``, ``-`` for no values."""
-    if not values:
-        return "-"
-    text = f"{statistics.fmean(values):.{digits}f}"
-    return text + (f" +- {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "") + f" (n = {len(values)})"
 
 
 def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, list[dict]]]:
@@ -85,6 +78,52 @@ def table_pairs_curve(level: str, root: Path = RESULTS) -> list[str]:
         accuracy = [100 * a["same_mission"] for r in records
                     if (a := (r.get("pseudo_labels") or {}).get("label_accuracy"))]
         lines.append(f"| {label} | {m:,} | " + " | ".join(cells) + f" | {step_cell} | {mean_sd(accuracy, 1)} |")
+    return lines
+
+
+def reading_variance(record: dict) -> float:
+    """The variance (points squared) of a record's SR by reading from its test episodes alone: SR and SR told
+    another mission as two proportions over the same episodes, their covariance left out (positive where the
+    follower meets the same episodes either way, so the variance is overstated, not understated)."""
+    test = record["test"]
+    own, other = test["success_rate"], test["success_rate_other_mission"]
+    return 100**2 * (own * (1 - own) + other * (1 - other)) / test["episodes"]
+
+
+def p_episodes(xs: list[dict], ys: list[dict]) -> float | None:
+    """One-sided p that the runs ``xs`` read more than the runs ``ys`` on average, from the test episodes' noise
+    alone (:func:`reading_variance`, normal approximation): what a difference of one seed against one seed can
+    be tested by, blind to the spread between seeds."""
+    if not xs or not ys:
+        return None
+    difference = 100 * (statistics.fmean(test_value(r, "reading") for r in xs)
+                        - statistics.fmean(test_value(r, "reading") for r in ys))
+    variance = sum(statistics.fmean(map(reading_variance, runs)) / len(runs) for runs in (xs, ys))
+    return 1 - NormalDist().cdf(difference / variance**0.5)
+
+
+def table_pairs_verdict(level: str, root: Path = RESULTS) -> list[str]:
+    """Each curve row beside the supervised follower on the same M pairs and on 3M (where the curve has it): SR by
+    reading (mean over seeds, n), the difference, and the one-sided p that the row reads more, over seeds (Student's
+    t, pooled variance; a row of one seed tested against the other's spread) and over the test episodes
+    (:func:`p_episodes`)."""
+    rows = curve_rows(level, root)
+    supervised = {m: records for _, m, row, records in rows if row == f"{CURVE_METHODS[0][0]}_{curve_tag(m)}"}
+    lines = ["| method | M pairs | SR by reading (points) | against the supervised follower on | its reading | "
+             "difference | p, seeds | p, test episodes |", "| --- " * 8 + "|"]
+    for label, m, row, records in rows:
+        if row == f"{CURVE_METHODS[0][0]}_{curve_tag(m)}":
+            continue
+        ours = [100 * v for r in records if (v := test_value(r, "reading")) is not None]
+        for against in (m, 3 * m):
+            theirs_runs = supervised.get(against)
+            if not ours or not theirs_runs:
+                continue
+            theirs = [100 * test_value(r, "reading") for r in theirs_runs]
+            difference = statistics.fmean(ours) - statistics.fmean(theirs)
+            p_seeds = p_greater(ours, theirs, one_seed=True)[0]
+            lines.append(f"| {label} | {m:,} | {mean_sd(ours)} | {against:,} pairs | {mean_sd(theirs)} | "
+                         f"{difference:+.1f} | {p_text(p_seeds)} | {p_text(p_episodes(records, theirs_runs))} |")
     return lines
 
 

@@ -4,6 +4,7 @@ metrics, mean +- sd, App. D's t-tests."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -99,14 +100,22 @@ def values(runs: list[dict], metric: str) -> list[float]:
     return [v for r in runs if (v := get(r)) is not None]
 
 
-def p_greater(xs: list[float], ys: list[float]) -> tuple[float | None, float | None]:
-    """Student's t-test (pooled variance) of mean(xs) > mean(ys): one-sided and two-sided p (None with fewer
-    than two values on a side, or no spread at all)."""
-    if len(xs) < 2 or len(ys) < 2 or statistics.pvariance(xs) + statistics.pvariance(ys) == 0:
+def p_greater(xs: list[float], ys: list[float], one_seed: bool = False) -> tuple[float | None, float | None]:
+    """Student's t-test (pooled variance) of mean(xs) > mean(ys): one-sided and two-sided p. None with fewer than
+    two values on a side, or no spread at all; with ``one_seed`` a side may hold one value, tested against the other
+    side's spread (n_x + n_y - 2 degrees of freedom)."""
+    nx, ny = len(xs), len(ys)
+    if min(nx, ny) < (1 if one_seed else 2) or nx + ny < 3:
         return None, None
-    from scipy.stats import ttest_ind
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    squares = sum((x - mx) ** 2 for x in xs) + sum((y - my) ** 2 for y in ys)
+    if squares == 0:
+        return None, None
+    from scipy.stats import t as student
 
-    return float(ttest_ind(xs, ys, alternative="greater").pvalue), float(ttest_ind(xs, ys).pvalue)
+    df = nx + ny - 2
+    t = (mx - my) / math.sqrt(squares / df * (1 / nx + 1 / ny))
+    return float(student.sf(t, df)), float(2 * student.sf(abs(t), df))
 
 
 def mean_sd(xs: list[float], digits: int = 1) -> str:

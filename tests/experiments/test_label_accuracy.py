@@ -4,11 +4,17 @@ record where asked; the tables of the labels and of the pairs curve read those r
 from __future__ import annotations
 
 import json
+import math
 
 import label_accuracy
 import pytest
 from conftest import tree_digest
-from result_tables.pairs_curve import table_label_accuracy, table_pairs_curve, table_reading_history
+from result_tables.pairs_curve import (
+    table_label_accuracy,
+    table_pairs_curve,
+    table_pairs_verdict,
+    table_reading_history,
+)
 from transformers import AutoModel
 
 from msvae_hf.data.pseudo_labels import RECORD_FILE, label_unpaired
@@ -91,6 +97,30 @@ def test_routes_join_the_curve_and_the_history_gives_reading_by_update(tmp_path)
     assert history_lines[2] == "| msvae_film2_m10k_gamma1 | +5.0 (60.0) | - | - | - | - | - | - |"
     with pytest.raises(SystemExit, match="no record msvae_film2_m1k.json"):
         table_reading_history("gotoseqlocal", "msvae_film2_m1k", tmp_path)
+
+
+def test_the_verdict_tests_each_row_against_the_supervised_follower_on_m_and_3m(tmp_path):
+    runs = tmp_path / "gotoseqlocal" / "runs"
+    runs.mkdir(parents=True)
+    for name, own, other in (("follower_film2_m1k", 0.5, 0.4), ("follower_film2_m1k_seed1", 0.6, 0.4),
+                             ("follower_film2_m3k", 0.7, 0.4), ("msvae_film2_m1k_gamma1", 0.7, 0.45)):
+        test = {"success_rate": own, "success_rate_other_mission": other, "episodes": 1000}
+        (runs / f"{name}.json").write_text(json.dumps({"test": test}))
+    lines = table_pairs_verdict("gotoseqlocal", tmp_path)
+    assert len(lines) == 4  # the header, the rule and the route against M and 3M; the supervised rows are the yardstick
+    # over seeds: 25 against (10, 20), pooled squares 50 on 1 degree of freedom: t = 10 / sqrt(75), Cauchy's tail
+    t = 10 / math.sqrt(75)
+    p_seeds = 0.5 - math.atan(t) / math.pi
+    # over the test episodes: variances 10 (0.7 0.3 + 0.45 0.55) and the mean of 10 (0.25 + 0.24), 10 (0.24 + 0.24)
+    # over two seeds
+    z = 10 / math.sqrt(4.575 + 4.85 / 2)
+    p_episodes = 0.5 * math.erfc(z / math.sqrt(2))
+    assert lines[2] == ("| MS-VAE full, gamma = 1 | 1,000 | 25.0 (n = 1) | 1,000 pairs | 15.0 +- 7.1 (n = 2) | "
+                        f"+10.0 | {p_seeds:.2g} | {p_episodes:.2g} |")
+    # one seed against one: no spread to test by over seeds, the episodes' alone
+    z = -5 / math.sqrt(4.575 + 10 * (0.21 + 0.24))
+    assert lines[3] == (f"| MS-VAE full, gamma = 1 | 1,000 | 25.0 (n = 1) | 3,000 pairs | 30.0 (n = 1) | -5.0 | - | "
+                        f"{0.5 * math.erfc(z / math.sqrt(2)):.2g} |")
 
 
 def test_the_plot_has_a_point_a_row_and_refuses_no_runs(tmp_path):
