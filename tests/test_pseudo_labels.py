@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import TINY_COUNTS, TINY_LEVEL, load_script, train_tiny, tree_digest
 from datasets import load_from_disk
 from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
@@ -23,7 +24,7 @@ from msvae_hf.models.modeling_baselines import SpeakerModel
 from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 from msvae_hf.training import loop as training
 from msvae_hf.training import train_config
-from msvae_hf.utils.runtime import provenance
+from msvae_hf.utils.runtime import cpu_model, provenance
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +51,9 @@ def test_one_instruction_per_unpaired_trajectory(pseudo, baseline_runs, tiny_dem
     assert info["num_labelled"] == TINY_COUNTS["unpaired"] and info["demos"] == str(tiny_demos)
     assert isinstance(info["wall_time_s"], float) and info["wall_time_s"] > 0
     assert info["commit"] == provenance()["commit"] and info["machine"]["device"] == "cpu"
+    # the CPU that decides the labelling's rounding, by name and by the instruction set torch dispatched to
+    machine = info["machine"]
+    assert machine["cpu"] == cpu_model() and machine["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert info["sha256"] == json.loads((pseudo / "checksums.json").read_text())["sha256"]  # these labels
 
 

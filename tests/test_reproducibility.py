@@ -35,20 +35,9 @@ import msvae_hf.backends.linear as linear_ops
 from msvae_hf.backends.linear import AVAILABLE as ONEDNN
 from msvae_hf.training.loop import train
 from msvae_hf.training.train_config import load_config
-from msvae_hf.utils.runtime import provenance
+from msvae_hf.utils.runtime import cpu_model, provenance
 
 RECORDS = REPO / "results" / "reproducibility"
-
-
-def cpu_model() -> str:
-    """The CPU's model name (vendors' kernels differ in their paths on one instruction set, e.g. MKL on AMD)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def arithmetic() -> dict[str, str | bool]:

@@ -89,9 +89,21 @@ def retain_freed_memory() -> bool:
     return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, 2**31 - 1))
 
 
+def cpu_model() -> str:
+    """The CPU's model name (vendors' kernels differ in their paths on one instruction set, e.g. MKL on AMD)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def provenance(device: torch.device | str = "cpu") -> dict[str, Any]:
     """The code and machine behind a result: the git commit of this package's checkout (None outside a git
-    checkout; ``-dirty`` when it has uncommitted changes), and the host's CPU count and accelerator."""
+    checkout; ``-dirty`` when it has uncommitted changes), and the host's CPU (its model and the instruction set
+    torch dispatches to, which decide a CPU run's rounding), CPU count and accelerator."""
     root = Path(__file__).resolve().parents[2]  # the checkout holding msvae_hf/
     try:
         commit = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=40"],
@@ -100,5 +112,7 @@ def provenance(device: torch.device | str = "cpu") -> dict[str, Any]:
         commit = None
     device = torch.device(device)
     accelerator = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    return {"commit": commit, "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                                          "torch_threads": torch.get_num_threads(), "device": accelerator}}
+    return {"commit": commit, "machine": {"platform": platform.platform(), "cpu": cpu_model(),
+                                          "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                                          "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                                          "device": accelerator}}
