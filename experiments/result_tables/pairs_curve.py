@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from statistics import NormalDist
 
 from cells import CURVE_PAIRS, CURVE_ROUTES, curve_tag
 
 from .records import RESULTS, load_records, mean_sd, p_greater, p_text, records_by_row
 
+#: The supervised follower's row prefix: the yardstick of every other row's reading on the curve.
+SUPERVISED = "follower_film2"
 #: The curve's methods: (row prefix, label) in the table's order; a row is ``<prefix>_<curve_tag(M)>``.
-CURVE_METHODS = (("follower_film2", "supervised follower"), ("msvae_paired_film2", "MS-VAE, paired only"),
+CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS-VAE, paired only"),
                  ("msvae_film2", "MS-VAE full"),
                  ("speaker_follower_film2", "speaker-follower on MS-VAE full's labels"),
                  ("speaker_follower_sup_film2", "speaker-follower on the supervised speaker's labels"))
@@ -41,6 +42,11 @@ def test_value(record: dict, key: str) -> float | None:
         own, other = test.get("success_rate"), test.get("success_rate_other_mission")
         return None if own is None or other is None else own - other
     return test.get(key)
+
+
+def supervised_row(m: int) -> str:
+    """The supervised follower's row on ``m`` pairs."""
+    return f"{SUPERVISED}_{curve_tag(m)}"
 
 
 def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, list[dict]]]:
@@ -81,49 +87,58 @@ def table_pairs_curve(level: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
-def reading_variance(record: dict) -> float:
-    """The variance (points squared) of a record's SR by reading from its test episodes alone: SR and SR told
-    another mission as two proportions over the same episodes, their covariance left out (positive where the
-    follower meets the same episodes either way, so the variance is overstated, not understated)."""
-    test = record["test"]
-    own, other = test["success_rate"], test["success_rate_other_mission"]
-    return 100**2 * (own * (1 - own) + other * (1 - other)) / test["episodes"]
+def readings(records: list[dict]) -> list[tuple[float, float]]:
+    """(SR by reading, its variance from the test episodes alone) in points, of each record whose test has both.
+
+    The variance takes SR and SR told another mission as two proportions over the same episodes and leaves their
+    covariance out: it is positive where the follower meets the same episodes either way, so the variance is
+    overstated, not understated (as it is where two runs are compared on the same test seeds)."""
+    out = []
+    for record in records:
+        reading, test = test_value(record, "reading"), record.get("test") or {}
+        if reading is not None and test.get("episodes"):
+            own, other = test["success_rate"], test["success_rate_other_mission"]
+            out.append((100 * reading, 100**2 * (own * (1 - own) + other * (1 - other)) / test["episodes"]))
+    return out
 
 
-def p_episodes(xs: list[dict], ys: list[dict]) -> float | None:
-    """One-sided p that the runs ``xs`` read more than the runs ``ys`` on average, from the test episodes' noise
-    alone (:func:`reading_variance`, normal approximation): what a difference of one seed against one seed can
-    be tested by, blind to the spread between seeds."""
+def p_episodes(xs: list[tuple[float, float]], ys: list[tuple[float, float]]) -> float | None:
+    """One-sided p that the runs ``xs`` read more than the runs ``ys`` on average (each run's :func:`readings`),
+    from the test episodes' noise alone (normal approximation): what one seed against one seed can be tested by,
+    blind to the spread between seeds. None where a side is empty or has no noise."""
     if not xs or not ys:
         return None
-    difference = 100 * (statistics.fmean(test_value(r, "reading") for r in xs)
-                        - statistics.fmean(test_value(r, "reading") for r in ys))
-    variance = sum(statistics.fmean(map(reading_variance, runs)) / len(runs) for runs in (xs, ys))
-    return 1 - NormalDist().cdf(difference / variance**0.5)
+    variance = sum(statistics.fmean(v for _, v in runs) / len(runs) for runs in (xs, ys))
+    if variance == 0:
+        return None
+    difference = statistics.fmean(r for r, _ in xs) - statistics.fmean(r for r, _ in ys)
+    return 1 - statistics.NormalDist().cdf(difference / variance**0.5)
 
 
 def table_pairs_verdict(level: str, root: Path = RESULTS) -> list[str]:
     """Each curve row beside the supervised follower on the same M pairs and on 3M (where the curve has it): SR by
-    reading (mean over seeds, n), the difference, and the one-sided p that the row reads more, over seeds (Student's
-    t, pooled variance; a row of one seed tested against the other's spread) and over the test episodes
-    (:func:`p_episodes`)."""
+    reading (mean over seeds, n), the difference, and the p that the row reads more, over seeds (Student's t, pooled
+    variance, one-sided [two-sided]; a row of one seed tested against the other's spread) and over the test
+    episodes (one-sided, :func:`p_episodes`). The budget rows (the supervised follower at more updates) are tested
+    alike: against their own M, that says what the updates add."""
     rows = curve_rows(level, root)
-    supervised = {m: records for _, m, row, records in rows if row == f"{CURVE_METHODS[0][0]}_{curve_tag(m)}"}
+    supervised = {m: readings(records) for _, m, row, records in rows if row == supervised_row(m)}
     lines = ["| method | M pairs | SR by reading (points) | against the supervised follower on | its reading | "
              "difference | p, seeds | p, test episodes |", "| --- " * 8 + "|"]
     for label, m, row, records in rows:
-        if row == f"{CURVE_METHODS[0][0]}_{curve_tag(m)}":
+        ours = readings(records)
+        if row == supervised_row(m) or not ours:
             continue
-        ours = [100 * v for r in records if (v := test_value(r, "reading")) is not None]
         for against in (m, 3 * m):
-            theirs_runs = supervised.get(against)
-            if not ours or not theirs_runs:
+            theirs = supervised.get(against)
+            if not theirs:
                 continue
-            theirs = [100 * test_value(r, "reading") for r in theirs_runs]
-            difference = statistics.fmean(ours) - statistics.fmean(theirs)
-            p_seeds = p_greater(ours, theirs, one_seed=True)[0]
-            lines.append(f"| {label} | {m:,} | {mean_sd(ours)} | {against:,} pairs | {mean_sd(theirs)} | "
-                         f"{difference:+.1f} | {p_text(p_seeds)} | {p_text(p_episodes(records, theirs_runs))} |")
+            xs, ys = [r for r, _ in ours], [r for r, _ in theirs]
+            one, two = p_greater(xs, ys, allow_single=True)
+            p_seeds = "-" if one is None else f"{p_text(one)} [{p_text(two)}]"
+            lines.append(f"| {label} | {m:,} | {mean_sd(xs)} | {against:,} pairs | {mean_sd(ys)} | "
+                         f"{statistics.fmean(xs) - statistics.fmean(ys):+.1f} | {p_seeds} | "
+                         f"{p_text(p_episodes(ours, theirs))} |")
     return lines
 
 

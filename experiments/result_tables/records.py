@@ -100,12 +100,12 @@ def values(runs: list[dict], metric: str) -> list[float]:
     return [v for r in runs if (v := get(r)) is not None]
 
 
-def p_greater(xs: list[float], ys: list[float], one_seed: bool = False) -> tuple[float | None, float | None]:
+def p_greater(xs: list[float], ys: list[float], allow_single: bool = False) -> tuple[float | None, float | None]:
     """Student's t-test (pooled variance) of mean(xs) > mean(ys): one-sided and two-sided p. None with fewer than
-    two values on a side, or no spread at all; with ``one_seed`` a side may hold one value, tested against the other
+    two values on a side, or no spread at all; with ``allow_single`` a side may hold one value, tested against the other
     side's spread (n_x + n_y - 2 degrees of freedom)."""
     nx, ny = len(xs), len(ys)
-    if min(nx, ny) < (1 if one_seed else 2) or nx + ny < 3:
+    if min(nx, ny) < (1 if allow_single else 2) or nx + ny < 3:
         return None, None
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     squares = sum((x - mx) ** 2 for x in xs) + sum((y - my) ** 2 for y in ys)
@@ -133,7 +133,8 @@ def fmt(value: float | None, spec: str) -> str:
 
 
 def p_text(p: float | None) -> str:
-    return "-" if p is None else f"{p:.2g}"
+    """p to two significant digits; ``> 0.99`` where that would round to 1."""
+    return "-" if p is None else "> 0.99" if p >= 0.995 else f"{p:.2g}"
 
 
 def read_json(level: str, name: str, root: Path = RESULTS) -> dict:

@@ -106,6 +106,9 @@ def test_the_verdict_tests_each_row_against_the_supervised_follower_on_m_and_3m(
                              ("follower_film2_m3k", 0.7, 0.4), ("msvae_film2_m1k_gamma1", 0.7, 0.45)):
         test = {"success_rate": own, "success_rate_other_mission": other, "episodes": 1000}
         (runs / f"{name}.json").write_text(json.dumps({"test": test}))
+    # a seed still without its test, and a row measured before SR told another mission was: left out, not a crash
+    (runs / "msvae_film2_m1k_gamma1_seed1.json").write_text(json.dumps({"test": None}))
+    (runs / "msvae_paired_film2_m1k.json").write_text(json.dumps({"test": {"success_rate": 0.5, "episodes": 1000}}))
     lines = table_pairs_verdict("gotoseqlocal", tmp_path)
     assert len(lines) == 4  # the header, the rule and the route against M and 3M; the supervised rows are the yardstick
     # over seeds: 25 against (10, 20), pooled squares 50 on 1 degree of freedom: t = 10 / sqrt(75), Cauchy's tail
@@ -116,7 +119,7 @@ def test_the_verdict_tests_each_row_against_the_supervised_follower_on_m_and_3m(
     z = 10 / math.sqrt(4.575 + 4.85 / 2)
     p_episodes = 0.5 * math.erfc(z / math.sqrt(2))
     assert lines[2] == ("| MS-VAE full, gamma = 1 | 1,000 | 25.0 (n = 1) | 1,000 pairs | 15.0 +- 7.1 (n = 2) | "
-                        f"+10.0 | {p_seeds:.2g} | {p_episodes:.2g} |")
+                        f"+10.0 | {p_seeds:.2g} [{2 * p_seeds:.2g}] | {p_episodes:.2g} |")
     # one seed against one: no spread to test by over seeds, the episodes' alone
     z = -5 / math.sqrt(4.575 + 10 * (0.21 + 0.24))
     assert lines[3] == (f"| MS-VAE full, gamma = 1 | 1,000 | 25.0 (n = 1) | 3,000 pairs | 30.0 (n = 1) | -5.0 | - | "
