@@ -7,6 +7,7 @@ on one folder, and pseudo-labels that are no pseudo-labels or are damaged."""
 from __future__ import annotations
 
 import errno
+import importlib
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from model_helpers import build
 
 import msvae_hf.utils.run_folder as run_folder
+from msvae_hf.data import demos as demos_module
 from msvae_hf.data.demos import load_demos
 from msvae_hf.data.pseudo_labels import label_unpaired, load_pseudo_labels
 from msvae_hf.hub.push import HubRequestError, push_folder_to_hub
@@ -324,6 +326,61 @@ def test_ctrl_c_at_any_moment_of_make_demos_says_one_line(tmp_path: Path, after_
             except ProcessLookupError:
                 pass
         proc.wait(timeout=30)
+
+
+def test_the_pool_drops_only_the_shard_writers_complaint_on_closing(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    """Ctrl-C ends the queue under a worker playing a chunk; datasets' shard writer, which yields in its ``finally``,
+    is then closed with "generator ignored GeneratorExit": a pool process drops that complaint (the player says
+    "stopped" in one line) and prints any other as Python does."""
+
+    class Builder:
+        def _prepare_split_single(self):
+            try:
+                yield 1
+            finally:
+                yield 2  # as datasets' writer does
+
+        def _generate(self):
+            try:
+                yield 1
+            finally:
+                raise ValueError("a fault of its own")
+
+    monkeypatch.setattr(sys, "unraisablehook", demos_module._quiet_shard_writer)  # as _end_with_player sets it
+    for make in (Builder()._prepare_split_single, Builder()._generate):
+        generator = make()
+        next(generator)
+        del generator  # closed as it is collected: the complaint is unraisable
+    err = capsys.readouterr().err
+    assert "GeneratorExit" not in err and "_prepare_split_single" not in err
+    assert "Builder._generate" in err and "ValueError: a fault of its own" in err
+
+
+def test_a_ctrl_c_that_lands_where_python_cannot_raise_still_stops_make_demos(monkeypatch: pytest.MonkeyPatch,
+                                                                              capsys: pytest.CaptureFixture) -> None:
+    """Ctrl-C inside an at-fork callback (logging's lock release as the pool forks) or a finaliser is swallowed by
+    Python as "Exception ignored"; make_demos delivers it again on the main thread's next step, as one stop, with
+    nothing printed."""
+    cli = importlib.import_module("msvae_hf.cli.make_demos")
+
+    class Finalised:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGINT)  # the handler runs here, where its KeyboardInterrupt is unraisable
+
+    monkeypatch.setattr(cli, "_SIGNALS", [])
+    monkeypatch.setattr(cli, "_REDELIVERED", [])
+    monkeypatch.setattr(sys, "unraisablehook", cli._redeliver_swallowed_stop)
+    previous = signal.signal(signal.SIGINT, cli._interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Finalised()  # collected at once
+            for _ in range(1000):  # the main thread's next steps
+                time.sleep(0.001)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert cli._SIGNALS == [signal.SIGINT] and cli._REDELIVERED == []  # one stop, not a second Ctrl-C
+    assert "Exception ignored" not in capsys.readouterr().err
 
 
 def test_a_second_make_demos_on_the_same_folder_is_refused_at_once(tmp_path: Path) -> None:

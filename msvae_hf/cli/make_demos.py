@@ -23,6 +23,7 @@ Installed by pip as ``msvae-make-demos`` (the same flags).
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import logging
 import os
@@ -94,16 +95,49 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 _SIGNALS: list[int] = []  # the stop signals this process received
+#: Seconds a stop's cleanup may take before the process ends anyway (the saved chunks are whole either way).
+STOP_GRACE_S = 30.0
+_STOP_LINE = ["stopped"]  # what a stop says, set by main() once it knows the work folder
+
+
+def _end_now(signum: int) -> None:
+    """End the process at once, saying the stop's one line (the watchdog's end, and a second stop's)."""
+    print(_STOP_LINE[0], file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(128 + signum)
+_REDELIVERED: list[int] = []  # stops swallowed where Python could not raise them, delivered again
 
 
 def _interrupt(signum: int, frame: object) -> None:
     """SIGINT or SIGTERM -> KeyboardInterrupt, recorded: a killed make_demos stops as Ctrl-C stops it (the
     pool's ``finally`` may put its own error in the interrupt's place, so the record is what says it was one)."""
-    _SIGNALS.append(signum)
+    if _REDELIVERED:  # the same stop again (:func:`_redeliver_swallowed_stop`), not a second one
+        _REDELIVERED.pop()
+    else:
+        _SIGNALS.append(signum)
+        if len(_SIGNALS) == 1:  # a cleanup stuck in the pool's joins must not keep the process: end it anyway
+            watchdog = threading.Timer(STOP_GRACE_S, _end_now, args=(signum,))
+            watchdog.daemon = True
+            watchdog.start()
     if len(_SIGNALS) > 1:  # stopped again while the first stop's cleanup runs: end now, never a traceback
-        print("stopped", file=sys.stderr, flush=True)
-        os._exit(128 + signum)
+        _end_now(signum)
     raise KeyboardInterrupt
+
+
+def _redeliver_swallowed_stop(unraisable) -> None:
+    """``sys.unraisablehook`` while make_demos runs: a stop that lands where Python cannot raise (an at-fork callback,
+    e.g. logging's lock release as the pool forks) is swallowed as "Exception ignored", and the run would go on;
+    it is delivered again instead, at the main thread's next step, with nothing printed. Anything else goes to
+    Python's own hook."""
+    if unraisable.exc_type is KeyboardInterrupt and _SIGNALS:
+        _REDELIVERED.append(_SIGNALS[-1])
+        # from another thread, a moment later: the main thread takes it in its own code, not here, where it would be
+        # swallowed again (were it swallowed again, this hook would deliver it once more)
+        later = threading.Timer(0.05, _thread.interrupt_main, args=(_SIGNALS[-1],))
+        later.daemon = True
+        later.start()
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -117,8 +151,14 @@ def main(argv: list[str] | None = None) -> None:
     # it cleanly, but for a signal its parent told it to ignore (a background job keeps ignoring Ctrl-C).
     handles = argv is None and threading.current_thread() is threading.main_thread()
     _SIGNALS.clear()
+    _REDELIVERED.clear()
+    _STOP_LINE[0] = "stopped" + ("" if args.convert else f": the same command goes on from the chunks saved in "
+                                                      f"{work_dir(args.out)}")
     stops = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)
              if handles and signal.getsignal(s) is not signal.SIG_IGN}
+    unraisable_hook = sys.unraisablehook
+    if stops:
+        sys.unraisablehook = _redeliver_swallowed_stop
     try:
         if args.convert:
             dd = convert_demos(args.convert, args.out, overwrite=args.overwrite)
@@ -130,13 +170,9 @@ def main(argv: list[str] | None = None) -> None:
             )
     except BaseException as err:
         if isinstance(err, KeyboardInterrupt) or _SIGNALS:
-            stopped = "stopped" + ("" if args.convert else f": the same command goes on from the chunks saved in "
-                                                           f"{work_dir(args.out)}")
-            if _SIGNALS:  # the process itself was told to end: end it now (the saved chunks are whole, the lock
-                print(stopped, file=sys.stderr, flush=True)  # dies with it, and so do the pool's processes)
-                sys.stdout.flush()
-                os._exit(128 + _SIGNALS[0])  # no exit handlers: a loaded machine can keep the pool's joins waiting
-            raise SystemExit(stopped) from None
+            if _SIGNALS:  # the process itself was told to end: end it now, with no exit handlers, which a loaded
+                _end_now(_SIGNALS[0])  # machine's pool joins can keep waiting (the saved chunks are whole)
+            raise SystemExit(_STOP_LINE[0]) from None
         if isinstance(err, (OSError, ValueError, RunFolderBusy, TooManyDroppedError)):  # a full disk too
             raise SystemExit(f"error: {err}") from err
         if isinstance(err, DatasetsError):  # datasets' wrapper of a failed generation: its cause is the news
@@ -147,6 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         for signum, handler in stops.items():
             signal.signal(signum, handler or signal.SIG_DFL)
+        sys.unraisablehook = unraisable_hook
         if bars:
             datasets.enable_progress_bars()
     print(dd)

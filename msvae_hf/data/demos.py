@@ -182,12 +182,25 @@ def _end_with_player() -> None:
     player, _PLAYER_PID = _PLAYER_PID, None  # what this process forks in turn is its own affair
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    sys.unraisablehook = _quiet_shard_writer
     if _PRCTL is None:  # not Linux's C library: the pool's own terminate() is what ends the workers
         return
     pr_set_pdeathsig = 1
     _PRCTL(pr_set_pdeathsig, signal.SIGKILL)
     if os.getppid() != player:  # the player died before the call above
         os._exit(1)
+
+
+def _quiet_shard_writer(unraisable) -> None:
+    """``sys.unraisablehook`` in the pool's processes. datasets' shard writer (``_prepare_split_single``) yields in its
+    ``finally``, so a worker whose queue is gone (the player stopping on Ctrl-C: the queue's manager ends first)
+    closes it with "generator ignored GeneratorExit", which Python prints as a traceback beside make_demos' one line.
+    That one is dropped (the worker's task has failed already and the player is ending); any other goes to Python's
+    own hook."""
+    if (unraisable.exc_type is RuntimeError and "ignored GeneratorExit" in str(unraisable.exc_value)
+            and getattr(unraisable.object, "__qualname__", "").endswith("._prepare_split_single")):
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def _find_prctl():
