@@ -370,6 +370,7 @@ def test_a_ctrl_c_that_lands_where_python_cannot_raise_still_stops_make_demos(mo
 
     monkeypatch.setattr(cli, "_SIGNALS", [])
     monkeypatch.setattr(cli, "_REDELIVERED", [])
+    monkeypatch.setattr(cli, "_WATCHDOGS", [])
     monkeypatch.setattr(sys, "unraisablehook", cli._redeliver_swallowed_stop)
     previous = signal.signal(signal.SIGINT, cli._interrupt)
     try:
@@ -379,7 +380,10 @@ def test_a_ctrl_c_that_lands_where_python_cannot_raise_still_stops_make_demos(mo
                 time.sleep(0.001)
     finally:
         signal.signal(signal.SIGINT, previous)
+        for watchdog in cli._WATCHDOGS:  # the stop's watchdog would end this process
+            watchdog.cancel()
     assert cli._SIGNALS == [signal.SIGINT] and cli._REDELIVERED == []  # one stop, not a second Ctrl-C
+    assert len(cli._WATCHDOGS) == 1  # armed once, by the one stop
     assert "Exception ignored" not in capsys.readouterr().err
 
 

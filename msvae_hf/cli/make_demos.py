@@ -97,6 +97,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 _SIGNALS: list[int] = []  # the stop signals this process received
 #: Seconds a stop's cleanup may take before the process ends anyway (the saved chunks are whole either way).
 STOP_GRACE_S = 30.0
+_WATCHDOGS: list[threading.Timer] = []  # armed by a stop; main() disarms them where the process goes on
 _STOP_LINE = ["stopped"]  # what a stop says, set by main() once it knows the work folder
 
 
@@ -119,6 +120,7 @@ def _interrupt(signum: int, frame: object) -> None:
             watchdog = threading.Timer(STOP_GRACE_S, _end_now, args=(signum,))
             watchdog.daemon = True
             watchdog.start()
+            _WATCHDOGS.append(watchdog)
     if len(_SIGNALS) > 1:  # stopped again while the first stop's cleanup runs: end now, never a traceback
         _end_now(signum)
     raise KeyboardInterrupt
@@ -183,6 +185,8 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         for signum, handler in stops.items():
             signal.signal(signum, handler or signal.SIG_DFL)
+        while _WATCHDOGS:
+            _WATCHDOGS.pop().cancel()
         sys.unraisablehook = unraisable_hook
         if bars:
             datasets.enable_progress_bars()
