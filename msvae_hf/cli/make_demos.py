@@ -95,6 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 _SIGNALS: list[int] = []  # the stop signals this process received
+_REDELIVERED: list[int] = []  # stops swallowed where Python could not raise them, delivered again
 #: Seconds a stop's cleanup may take before the process ends anyway (the saved chunks are whole either way).
 STOP_GRACE_S = 30.0
 _WATCHDOGS: list[threading.Timer] = []  # armed by a stop; main() disarms them where the process goes on
@@ -106,7 +107,6 @@ def _end_now(signum: int) -> None:
     print(_STOP_LINE[0], file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(128 + signum)
-_REDELIVERED: list[int] = []  # stops swallowed where Python could not raise them, delivered again
 
 
 def _interrupt(signum: int, frame: object) -> None:
