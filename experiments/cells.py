@@ -513,6 +513,10 @@ def _pairs_curve_rows() -> dict[str, Row]:
             "pairs", m, (0,), teacher=f"speaker_film2_{tag}", config="speaker_follower")
     for m in (1000, 10_000):
         tag = curve_tag(m)
+        row(f"speaker_cells_film2_{tag}", f"supervised speaker reading the front cells, M = {m:,} pairs", m, (0,),
+            extra=("--model.trajectory_front_cells", "true"), config="speaker")
+        row(f"speaker_follower_cells_film2_{tag}", f"speaker-follower on the labels of the speaker reading the front "
+            f"cells, M = {m:,} pairs", m, (0,), teacher=f"speaker_cells_film2_{tag}", config="speaker_follower")
         start = dict(own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
         row(f"msvae_paired_film2_{tag}", f"MS-VAE, paired only, M = {m:,} pairs (the routes' control)", m, (0,),
             config="msvae_paired", **start)

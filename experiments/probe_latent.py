@@ -74,8 +74,8 @@ def posterior_means(model, rows: list[dict], batch_size: int = 250) -> tuple[tor
         batch = collate(rows[start:start + batch_size])
         features = model.trajectory_frame_features(batch["observations"], batch["directions"],
                                                    batch["trajectory_mask"])
-        mean_tau.append(model.trajectory_posterior_params(features, batch["actions"],
-                                                          batch["trajectory_mask"])[0].flatten(1))
+        mean_tau.append(model.trajectory_posterior_params(features, batch["actions"], batch["trajectory_mask"],
+                                                          batch["observations"])[0].flatten(1))
         mean_y.append(model.instruction_posterior_params(batch["input_ids"], batch["attention_mask"])[0].flatten(1))
     return torch.cat(mean_y), torch.cat(mean_tau)
 

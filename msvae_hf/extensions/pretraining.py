@@ -20,9 +20,10 @@ from torch import nn
 from transformers.utils import ModelOutput
 
 from ..data.collator import DemoCollator, for_loader, read_rows, without_instructions
+from ..models.modules import FRONT_CELLS
 from ..training.update import update
 
-FRONT_CELL = (3, 5)  # minigrid's egocentric view: the agent at (3, 6) facing up, the cell ahead at (3, 5)
+FRONT_CELL = FRONT_CELLS[0]  # minigrid's egocentric view: the agent at (3, 6) facing up, the cell ahead at (3, 5)
 EVENT_ACTIONS = (3, 4, 5)  # pickup, drop, toggle (minigrid.core.actions.Actions)
 
 
@@ -60,7 +61,7 @@ def trajectory_states(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tenso
     mask = batch["trajectory_mask"]
     frames = getattr(model, "trajectory_frame_features", model.frame_features)
     features = frames(batch["observations"], batch["directions"], mask)
-    return model.trajectory_encoder(features, batch["actions"].long(), mask.bool())
+    return model.trajectory_encoder(features, batch["actions"].long(), mask.bool(), batch["observations"])
 
 
 def front_cell_loss(model: Any, head: FrontCellHead, batch: dict[str, torch.Tensor]) -> ModelOutput:

@@ -117,6 +117,10 @@ class ModulesConfig(PreTrainedConfig):
     film_layers: int = 2
     # Whether the action decoder's LSTM reads the previous action a_{t-1} (BabyAI 1.1's model does not).
     previous_action_input: bool = False
+    # Not in the paper. True: the trajectory encoder (the speaker's, q(z|a,o)'s) adds to each frame's features the
+    # embeddings of the cell ahead of the agent and of the cells it faces after its next action (modules.FrontCells),
+    # where the objects of the goals it reaches show; the convolutions pool the cell ahead with its neighbours.
+    trajectory_front_cells: bool = False
     # How each term is reduced (the paper does not say; docs/design.md, "Loss scale"): "sum" over the sequence's
     # real positions and over the latent's K tokens x D dimensions, or "mean" over them (cross-entropy's default).
     loss_reduction: str = "sum"
@@ -180,8 +184,9 @@ class ModulesConfig(PreTrainedConfig):
             raise self._fail("follower_conditioning", f"one of {CONDITIONING_KINDS}")
         if type(self.film_layers) is not int or self.film_layers not in (1, 2):
             raise self._fail("film_layers", "1 or 2")
-        if not isinstance(self.previous_action_input, bool):
-            raise self._fail("previous_action_input", "true or false")
+        for name in ("previous_action_input", "trajectory_front_cells"):
+            if not isinstance(getattr(self, name), bool):
+                raise self._fail(name, "true or false")
         if self.loss_reduction not in LOSS_REDUCTIONS:
             raise self._fail("loss_reduction", f"one of {LOSS_REDUCTIONS}")
         if len(self.obs_shape) != 3 or self.obs_shape[-1] != 3:

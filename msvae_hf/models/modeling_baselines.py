@@ -142,7 +142,8 @@ class SpeakerModel(SpeakerMixin, MSVAEPreTrainedModel, GenerationMixin):
     def trajectory_memory(self, observations, directions, actions, trajectory_mask):
         self.check_trajectory(observations, actions, trajectory_mask)
         features = self.frame_features(observations, directions, trajectory_mask)
-        return self.trajectory_encoder(features, actions.long(), trajectory_mask.bool()), trajectory_mask.bool()
+        mask = trajectory_mask.bool()
+        return self.trajectory_encoder(features, actions.long(), mask, observations), mask
 
     def forward(
         self,

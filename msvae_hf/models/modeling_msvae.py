@@ -165,11 +165,13 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
             return shared
         return self.frame_features(observations, directions, trajectory_mask, encoder=self.trajectory_obs_encoder)
 
-    def trajectory_posterior_params(self, frame_features, actions, trajectory_mask):
+    def trajectory_posterior_params(self, frame_features, actions, trajectory_mask, observations=None):
         """q(z|a,o): bottleneck attention over the trajectory encoder states -> (mean, logvar) [B, K, D]; the
-        encoder reads the frames alone where ``config.posterior_reads_actions`` is False."""
+        encoder reads the frames alone where ``config.posterior_reads_actions`` is False, and ``observations``
+        where ``config.trajectory_front_cells``."""
         mask = trajectory_mask.bool()
-        return self.trajectory_posterior(self.trajectory_encoder(frame_features, actions.long(), mask), mask)
+        states = self.trajectory_encoder(frame_features, actions.long(), mask, observations)
+        return self.trajectory_posterior(states, mask)
 
     def instruction_memory(self, input_ids, attention_mask):
         """Follower: z = mean of q(z|y) (Eq. 7; Sec. 3.1, "we can replace z with mean")."""
@@ -180,7 +182,7 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         """Speaker: z = mean of q(z|a,o) (Eq. 8 with the mean for the sample, as Sec. 3.1 allows)."""
         self.check_trajectory(observations, actions, trajectory_mask)
         features = self.trajectory_frame_features(observations, directions, trajectory_mask)
-        mean, _ = self.trajectory_posterior_params(features, actions, trajectory_mask)
+        mean, _ = self.trajectory_posterior_params(features, actions, trajectory_mask, observations)
         return mean, torch.ones(mean.shape[:2], dtype=torch.bool, device=mean.device)
 
     # ------------------------------------------------------------- likelihood terms
@@ -245,7 +247,8 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         frames = self.encode_frames(observations, directions, trajectory_mask)
         features = frames.features()
         speaker_features = self.trajectory_frame_features(observations, directions, trajectory_mask, shared=features)
-        mean_tau, logvar_tau = self.trajectory_posterior_params(speaker_features, actions, trajectory_mask)
+        mean_tau, logvar_tau = self.trajectory_posterior_params(speaker_features, actions, trajectory_mask,
+                                                                observations)
         mean_y, logvar_y = self.instruction_posterior_params(input_ids, attention_mask)
         z_tau, z_y = reparameterize(mean_tau, logvar_tau), reparameterize(mean_y, logvar_y)
         p = slice(0, num_paired)

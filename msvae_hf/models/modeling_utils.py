@@ -25,7 +25,7 @@ from ..backends.registry import BACKENDS, Backend, get_backend
 from .configuration_msvae import ModulesConfig, MSVAEConfig
 from .frames import EncodedFrames
 from .loading import HUB_KWARGS, broken_weights, grown_keys, hub_file, size_mismatch, vocab_digest
-from .modules import BottleneckAttention, FiLMGenerator, ObservationEncoder
+from .modules import BottleneckAttention, FiLMGenerator
 
 
 class MSVAEPreTrainedModel(PreTrainedModel):
@@ -105,10 +105,6 @@ class MSVAEPreTrainedModel(PreTrainedModel):
         elif isinstance(module, nn.GroupNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
-        elif isinstance(module, ObservationEncoder):
-            # non-persistent buffer: from_pretrained builds the model on meta and never loads it
-            offsets = torch.arange(module.channel_offsets.shape[0]) * module.num_values
-            init.copy_(module.channel_offsets, offsets.to(module.channel_offsets))
 
     # ----------------------------------------------------------------- inputs
     def check_input_ids(self, input_ids: torch.Tensor) -> None:

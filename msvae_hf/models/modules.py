@@ -65,9 +65,6 @@ class ObservationEncoder(nn.Module):
         self.num_values = config.obs_num_values
         self.obs_shape = tuple(config.obs_shape)
         self.cell_embedding = nn.Embedding(channels * config.obs_num_values, config.obs_embed_dim)
-        self.register_buffer(
-            "channel_offsets", torch.arange(channels) * config.obs_num_values, persistent=False
-        )
         self.cell_table = config.obs_num_values**channels <= MAX_CELL_TABLE
         # The second ReLU after the max-pool: the same values and gradients as before it (ReLU is monotone, its
         # gradient at 0 is 0), on a map a fifth the size.
@@ -137,26 +134,63 @@ class ObservationEncoder(nn.Module):
         return F.relu(features + self.direction_embedding(directions.long()))
 
     def embed_cells(self, obs: torch.Tensor) -> torch.Tensor:
-        """[N, H, W, channels] values -> [N, H, W, E]: the sum of each cell's value embeddings.
+        """[N, H, W, channels] values -> [N, H, W, E]: the sum of each cell's value embeddings (:func:`embed_cells`)."""
+        return embed_cells(self.cell_embedding, obs, self.num_values, self.cell_table)
 
-        The sums are looked up in a table of every cell's sum (obs_num_values ** channels rows), built from
-        the embedding each time: the same values as summing per cell, and a backward over one index per cell
-        instead of one per value, with no [N, H, W, channels, E] tensor in between.
-        """
-        if not self.cell_table:
-            return self.cell_embedding(obs + self.channel_offsets).sum(dim=-2)
-        values = self.cell_embedding.weight.view(obs.shape[-1], self.num_values, -1)
-        table, rows = values[0], obs[..., 0]  # a cell's row: its values as one number in base obs_num_values
-        for channel in range(1, obs.shape[-1]):
-            table = (table.unsqueeze(1) + values[channel]).flatten(0, 1)
-            rows = rows * self.num_values + obs[..., channel]
-        # index_select's backward adds each cell's gradient into its row (index_add); embedding's sorts the
-        # indices first. The same values and gradients, in about two thirds of the time.
-        return table.index_select(0, rows.reshape(-1)).view(*rows.shape, table.shape[-1])
+
+def embed_cells(embedding: nn.Embedding, obs: torch.Tensor, num_values: int, table: bool = True) -> torch.Tensor:
+    """[..., channels] cell values -> [..., E]: the sum of each cell's value embeddings (BabyAI 1.1's bag of words),
+    channel c's value v at row ``c * num_values + v`` of ``embedding``.
+
+    With ``table`` the sums are looked up in a table of every cell's sum (num_values ** channels rows), built from
+    the embedding each time: the same values as summing per cell, and a backward over one index per cell instead
+    of one per value, with no [..., channels, E] tensor in between.
+    """
+    channels = obs.shape[-1]
+    if not table:
+        offsets = torch.arange(channels, device=obs.device) * num_values
+        return embedding(obs + offsets).sum(dim=-2)
+    values = embedding.weight.view(channels, num_values, -1)
+    cells, rows = values[0], obs[..., 0]  # a cell's row: its values as one number in base num_values
+    for channel in range(1, channels):
+        cells = (cells.unsqueeze(1) + values[channel]).flatten(0, 1)
+        rows = rows * num_values + obs[..., channel]
+    # index_select's backward adds each cell's gradient into its row (index_add); embedding's sorts the
+    # indices first. The same values and gradients, in about two thirds of the time.
+    return cells.index_select(0, rows.reshape(-1)).view(*rows.shape, cells.shape[-1])
+
+
+#: The cells of minigrid's egocentric view (the agent at (3, 6), facing up) that a goal reached shows in: the cell
+#: ahead, then those the agent faces after its next action (left: (2, 6), right: (4, 6), forward: (3, 4)). A GoTo
+#: goal is reached when the agent faces its object, and a trajectory's frames precede its actions, so the last goal
+#: shows only in the last frame's cell that the last action turns to.
+FRONT_CELLS = ((3, 5), (2, 6), (4, 6), (3, 4))
+
+
+class FrontCells(nn.Module):
+    """Frames [B, T, 7, 7, 3] -> [B, T, H]: the value embeddings of the :data:`FRONT_CELLS`, concatenated and
+    projected, which the trajectory encoder adds to each frame's features (``trajectory_front_cells``). The
+    convolutions pool the cell ahead with its neighbours; these name the objects the agent reaches directly."""
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        self.num_values = config.obs_num_values
+        channels = config.obs_shape[-1]
+        self.cell_embedding = nn.Embedding(channels * config.obs_num_values, config.obs_embed_dim)
+        self.cell_table = config.obs_num_values**channels <= MAX_CELL_TABLE
+        self.proj = nn.Linear(len(FRONT_CELLS) * config.obs_embed_dim, config.hidden_size)
+        self.xs, self.ys = (list(axis) for axis in zip(*FRONT_CELLS, strict=True))
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        """observations [B, T, 7, 7, 3] (values in [0, obs_num_values)) -> [B, T, H]."""
+        cells = observations[:, :, self.xs, self.ys].long()  # [B, T, len(FRONT_CELLS), 3]
+        embedded = embed_cells(self.cell_embedding, cells, self.num_values, self.cell_table)
+        return self.proj(embedded.flatten(-2))
 
 
 class TrajectoryEncoder(nn.Module):
-    """Speaker encoder (App. D): frame features and linearly embedded actions -> GRU -> h_tau."""
+    """Speaker encoder (App. D): frame features and linearly embedded actions -> GRU -> h_tau. With
+    ``trajectory_front_cells`` (not in the paper) each frame's features also get its :class:`FrontCells`."""
 
     backend: Backend = BACKENDS["default"]
 
@@ -168,9 +202,17 @@ class TrajectoryEncoder(nn.Module):
         # embedding takes no gradient, which DDP would wait for (a speaker's config has no such field: it reads them)
         self.reads_actions = getattr(config, "posterior_reads_actions", True)
         self.action_embedding.requires_grad_(self.reads_actions)
+        self.front_cells = FrontCells(config) if config.trajectory_front_cells else None
 
-    def forward(self, frame_features: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """frame_features [B, T, H], actions [B, T], mask [B, T] -> h_tau [B, T, H] (zeros on padding)."""
+    def forward(self, frame_features: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor,
+                observations: torch.Tensor | None = None) -> torch.Tensor:
+        """frame_features [B, T, H], actions [B, T], mask [B, T], observations [B, T, 7, 7, 3] (read only with
+        ``trajectory_front_cells``) -> h_tau [B, T, H] (zeros on padding)."""
+        if self.front_cells is not None:
+            if observations is None:
+                raise ValueError("this trajectory encoder reads the front cells (trajectory_front_cells=True): "
+                                 "pass the observations")
+            frame_features = frame_features + self.front_cells(observations)
         if self.reads_actions:
             embedded = self.action_embedding(actions)
         else:
