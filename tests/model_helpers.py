@@ -27,9 +27,11 @@ def tiny_kwargs(tok: MSVAETokenizer, **overrides) -> dict:
 
 
 def build(kind: str, tok: MSVAETokenizer, seed: int = 0, **overrides):
-    """A tiny model in eval mode: kind is "msvae", "speaker" or "follower-<attention>"."""
+    """A tiny model in eval mode: kind is "msvae", "speaker" or "follower-<attention>"; "msvae-cells" and
+    "speaker-cells": their trajectory encoder reads the front cells."""
     torch.manual_seed(seed)
-    kw = tiny_kwargs(tok, **overrides)
+    kind, cells = kind.removesuffix("-cells"), kind.endswith("-cells")
+    kw = tiny_kwargs(tok, **({"trajectory_front_cells": True} if cells else {}), **overrides)
     if kind == "msvae":
         return MSVAEModel(MSVAEConfig(**kw)).eval()
     if kind == "speaker":

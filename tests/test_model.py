@@ -20,6 +20,7 @@ from transformers import AutoModel
 import msvae_hf  # noqa: F401  (registers the Auto classes and Local levels)
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
 from msvae_hf.models.configuration_msvae import HEAD_FOLLOWER, ModulesConfig
+from msvae_hf.models.modules import FRONT_CELLS
 from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 
@@ -43,6 +44,7 @@ def test_config_defaults_are_appendix_d() -> None:
         ({"eos_token_id": 64, "vocab_size": 64}, "eos_token_id"),
         ({"dropout": 1.0}, "dropout"),
         ({"loss_reduction": "max"}, "loss_reduction"),
+        ({"trajectory_front_cells": 1}, "trajectory_front_cells"),
     ],
 )
 @pytest.mark.parametrize("config_class", [MSVAEConfig, FollowerConfig, SpeakerConfig])
@@ -100,7 +102,8 @@ def test_baseline_configs_hold_no_prior_or_objective(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ save/load
-ALL_KINDS = ["msvae", "follower-none", "follower-attention", "follower-bottleneck", "speaker"]
+ALL_KINDS = ["msvae", "follower-none", "follower-attention", "follower-bottleneck", "speaker", "speaker-cells",
+             "msvae-cells"]
 
 
 def _outputs(model, batch: dict[str, torch.Tensor]) -> list[torch.Tensor]:
@@ -167,12 +170,13 @@ def test_load_with_edited_config_names_the_field(tok: MSVAETokenizer, tmp_path: 
 
 
 # ------------------------------------------------------------------------------------------------ invariance
-def test_msvae_terms_invariant_to_padding_and_batch(tok: MSVAETokenizer, mean_z: None) -> None:
+@pytest.mark.parametrize("kind", ["msvae", "msvae-cells"])
+def test_msvae_terms_invariant_to_padding_and_batch(kind: str, tok: MSVAETokenizer, mean_z: None) -> None:
     """Per-sample j_bar, A_m, B_m, C_m and the posteriors of sample i are the same (atol 1e-5, fp32, eval):
     alone and unpadded, inside the full batch, and inside the batch with 3 extra frames / 4 extra tokens of
     garbage padding. reparameterize is monkeypatched to return the mean (fixture `mean_z`), so z is a
     function of the sample alone, and no unpaired batch is passed, so D' (a batch statistic) is off."""
-    model = build("msvae", tok)
+    model = build(kind, tok)
     batch = real_batch(tok)
     with torch.no_grad():
         full = model(**batch, reduction="none")
@@ -293,7 +297,8 @@ def test_posterior_alignment_term(tok: MSVAETokenizer, reduction: str) -> None:
     assert all(g is None or g.abs().sum() == 0 for n, g in grads.items() if n.startswith("instruction_encoder"))
 
 
-@pytest.mark.parametrize("kind", ["follower-none", "follower-attention", "follower-bottleneck", "speaker"])
+@pytest.mark.parametrize("kind", ["follower-none", "follower-attention", "follower-bottleneck", "speaker",
+                                  "speaker-cells"])
 def test_baseline_loss_invariant_to_padding_and_batch(kind: str, tok: MSVAETokenizer) -> None:
     """Per-sample baseline losses (reduction="none") alone vs in a garbage-padded batch (deterministic)."""
     model = build(kind, tok)
@@ -523,3 +528,40 @@ def test_posterior_can_read_the_frames_alone(tok: MSVAETokenizer) -> None:
     torch.testing.assert_close(default(**other).trajectory_mean, out.trajectory_mean, rtol=0, atol=0)
     reads = build("msvae", tok, seed=5).eval()
     assert not torch.equal(reads(**other).trajectory_mean, reads(**batch).trajectory_mean)
+
+
+def test_front_cells_read_those_cells_alone(tok: MSVAETokenizer) -> None:
+    """trajectory_front_cells: a speaker's memory moves with each of FRONT_CELLS (the cell ahead, and those faced
+    after turning left, right or stepping forward) and with nothing else the convolutions do not read; MS-VAE
+    from such a speaker keeps them (its config from the follower's, its trajectory encoder the speaker's), and a
+    trajectory encoder that reads them refuses a call without the observations."""
+    speaker, plain = build("speaker-cells", tok, seed=4), build("speaker", tok, seed=4)
+    batch = real_batch(tok)
+    trajectory = (batch["directions"], batch["actions"], batch["trajectory_mask"])
+
+    def memory(model, observations):
+        with torch.no_grad():
+            return model.trajectory_memory(observations, *trajectory)[0]
+
+    cells = speaker.trajectory_encoder.front_cells
+    base = memory(speaker, batch["observations"])
+    for x, y in FRONT_CELLS:
+        other = batch["observations"].clone()
+        other[0, 0, x, y] = torch.tensor([6, 4, 0])  # a yellow ball (minigrid's codes), where the view had none
+        moved = cells(other) - cells(batch["observations"])
+        assert moved[0, 0].abs().sum() > 0 and not moved[1:].any() and not moved[0, 1:].any()
+        assert not torch.equal(memory(speaker, other)[0], base[0])
+        torch.testing.assert_close(memory(speaker, other)[1:], base[1:], rtol=0, atol=0)
+    elsewhere = batch["observations"].clone()
+    elsewhere[:, :, 0, 0] = torch.tensor([6, 4, 0])
+    torch.testing.assert_close(cells(elsewhere), cells(batch["observations"]), rtol=0, atol=0)
+    assert plain.trajectory_encoder.front_cells is None  # the default reads no cells
+    follower = build("follower-bottleneck", tok, seed=1)
+    follower.tokenizer = tok
+    model = MSVAEModel.from_baselines(follower, speaker)
+    assert model.config.trajectory_front_cells and not follower.config.trajectory_front_cells
+    for key, value in speaker.trajectory_encoder.state_dict().items():
+        torch.testing.assert_close(model.trajectory_encoder.state_dict()[key], value, rtol=0, atol=0, msg=key)
+    features = torch.zeros(*batch["actions"].shape, speaker.config.hidden_size)
+    with pytest.raises(ValueError, match="pass the observations"):
+        speaker.trajectory_encoder(features, batch["actions"], batch["trajectory_mask"])

@@ -311,6 +311,8 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
         # from a speaker alone takes the default follower, or the one config_overrides names
         dropped = ("model_type", "architectures", *(FOLLOWER_FIELDS if follower is None else ()))
         config_dict = {k: v for k, v in source.config.to_dict().items() if k not in dropped}
+        if speaker is not None:  # the trajectory encoder's inputs are the speaker's
+            config_dict["trajectory_front_cells"] = speaker.config.trajectory_front_cells
         config_dict.update(config_overrides)
         model = cls(MSVAEConfig(**config_dict))
         sources: list[tuple[str, MSVAEPreTrainedModel]] = []
