@@ -14,13 +14,16 @@ from minigrid.utils.baby_ai_bot import BabyAIBot
 from msvae_hf.data.demos import load_demos
 from msvae_hf.envs.missions import (
     InstructionError,
+    carries_out,
     connectives,
     draw_same_room_mission,
     goals,
     parse_mission,
     regenerate_missions,
+    room_objects,
     score_labels,
     set_mission,
+    share_carried_out,
 )
 from msvae_hf.evaluation.metrics import summarize_episodes
 from msvae_hf.evaluation.rollout import BotPolicy, RandomPolicy, rollout
@@ -42,6 +45,34 @@ def test_every_mission_reads_back_into_the_levels_own_objects(level: str) -> Non
 def test_a_seed_regenerates_the_mission_its_demonstration_carried_out(tiny_demos) -> None:
     paired = load_demos(tiny_demos)["paired"]
     assert regenerate_missions(TINY_LEVEL, paired["seed"]) == list(paired["instruction"])
+
+
+def test_a_demonstration_carries_out_its_mission_and_not_others(tiny_demos) -> None:
+    """carries_out replays a trajectory in its episode with a mission installed: the bot's demonstration carries out its
+    own mission at its last action; without that action, or told what its room lacks or no mission at all, it does
+    not; another episode's mission it carries out about as often as chance has a trajectory meet it at its end."""
+    paired = load_demos(tiny_demos)["paired"]
+    seeds, actions, missions = list(paired["seed"]), list(paired["actions"]), list(paired["instruction"])
+    env = gym.make(TINY_LEVEL)
+    assert all(carries_out(env, s, a, m) for s, a, m in zip(seeds, actions, missions, strict=True))
+    assert not any(carries_out(env, s, a[:-1], m) for s, a, m in zip(seeds, actions, missions, strict=True))
+    assert not carries_out(env, seeds[0], actions[0], "go to the red balloon")
+    assert not carries_out(env, seeds[0], actions[0], "")
+    absent = next(f"go to the {c} key" for c in ("red", "green", "blue", "purple", "yellow", "grey")
+                  if f"{c} key" not in room_objects_of(env, seeds[0]))
+    assert not carries_out(env, seeds[0], actions[0], absent)
+    assert share_carried_out(TINY_LEVEL, seeds, actions, missions) == 1.0
+    others = missions[1:] + missions[:1]
+    assert share_carried_out(TINY_LEVEL, seeds, actions, others) < 0.5
+    with pytest.raises(ValueError, match="one each"):
+        share_carried_out(TINY_LEVEL, seeds, actions[1:], missions)
+    with pytest.raises(ValueError, match="no trajectories"):
+        share_carried_out(TINY_LEVEL, [], [], [])
+
+
+def room_objects_of(env: gym.Env, seed: int) -> list[str]:
+    env.reset(seed=seed)
+    return room_objects(env)
 
 
 def test_goals_in_the_order_they_are_carried_out() -> None:

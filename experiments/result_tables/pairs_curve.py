@@ -29,8 +29,9 @@ COLUMNS = (
     ("success_rate_same_room", "SR on another mission of the room %", 100, 1),
     ("spl", "SPL", 1, 3),
 )
-#: The labels' accuracy fields (envs/missions.py score_labels) the labels table shows, with their headers.
-LABEL_COLUMNS = (("exact", "exact %"), ("same_mission", "same mission %"), ("same_goal_count", "goal count %"),
+#: The labels' accuracy fields (envs/missions.py: score_labels, carries_out) the labels table shows, with headers.
+LABEL_COLUMNS = (("carried_out", "carried out %"), ("exact", "exact %"), ("same_mission", "same mission %"),
+                 ("same_goal_count", "goal count %"),
                  ("action", "action %"), ("object_type", "object type %"), ("colour", "colour %"),
                  ("connective", "connective %"))
 
@@ -151,7 +152,7 @@ def table_label_accuracy(level: str, root: Path = RESULTS) -> list[str]:
         accuracy = record.get("label_accuracy")
         if not accuracy:
             continue
-        cells = [f"{100 * accuracy[key]:.1f}" for key, _ in LABEL_COLUMNS]
+        cells = [f"{100 * accuracy[key]:.1f}" if key in accuracy else "-" for key, _ in LABEL_COLUMNS]
         lines.append(f"| {path.stem} | {record.get('speaker', '-')} | {accuracy['labels']:,} | " + " | ".join(cells)
                      + " |")
     return lines

@@ -19,6 +19,7 @@ not compared).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -346,5 +347,38 @@ def set_mission(env: gym.Env, text: str) -> str:
     return surface
 
 
-__all__ = ["Goal", "InstructionError", "LABEL_ACCURACY_FIELDS", "connectives", "draw_same_room_mission", "goals",
-           "parse_mission", "regenerate_missions", "room_objects", "score_labels", "set_mission"]
+def carries_out(env: gym.Env, seed: int, actions: Sequence[int], text: str) -> bool:
+    """Whether ``actions``, played in episode ``seed`` of ``env``'s level with ``text`` made its mission
+    (:func:`set_mission`), carry the mission out as the level's verifier judges it, done at the last action: the
+    trajectory is then a demonstration of ``text``. A label outside the grammar or naming an object the room lacks,
+    one the trajectory fails or carries out before its end (the steps after would be taught as part of it) is not."""
+    env.reset(seed=int(seed))
+    try:
+        set_mission(env, text)
+    except InstructionError:
+        return False
+    for step, action in enumerate(actions, 1):
+        _, reward, terminated, truncated, _ = env.step(int(action))
+        if terminated or truncated:
+            return terminated and reward > 0 and step == len(actions)
+    return False
+
+
+def share_carried_out(level_id: str, seeds: Sequence[int], actions: Sequence[Sequence[int]],
+                      texts: Sequence[str]) -> float:
+    """The share of trajectories (``seeds[i]``'s episode played with ``actions[i]``) that carry out ``texts[i]``
+    (:func:`carries_out`), on one env of the level."""
+    if not len(seeds) == len(actions) == len(texts):
+        raise ValueError(f"{len(seeds)} seeds, {len(actions)} trajectories and {len(texts)} missions: one each")
+    if not texts:
+        raise ValueError("share_carried_out got no trajectories")
+    env = gym.make(level_id)
+    try:
+        return sum(map(functools.partial(carries_out, env), seeds, actions, texts)) / len(texts)
+    finally:
+        env.close()
+
+
+__all__ = ["Goal", "InstructionError", "LABEL_ACCURACY_FIELDS", "carries_out", "connectives", "draw_same_room_mission",
+           "goals", "parse_mission", "regenerate_missions", "room_objects", "score_labels", "set_mission",
+           "share_carried_out"]
