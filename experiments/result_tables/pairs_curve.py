@@ -17,7 +17,9 @@ SUPERVISED = "follower_film2"
 CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS-VAE, paired only"),
                  ("msvae_film2", "MS-VAE full"),
                  ("speaker_follower_film2", "speaker-follower on MS-VAE full's labels"),
-                 ("speaker_follower_sup_film2", "speaker-follower on the supervised speaker's labels"))
+                 ("speaker_follower_sup_film2", "speaker-follower on the supervised speaker's labels"),
+                 ("speaker_follower_cells_film2", "speaker-follower on the labels of the speaker reading the front "
+                  "cells"))
 #: The budget confound: the supervised follower continued to 10,000 updates, (row suffix, label).
 BUDGET_SUFFIX = ("_u10k", "supervised follower, 10,000 updates")
 
@@ -73,18 +75,20 @@ def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, li
 
 def table_pairs_curve(level: str, root: Path = RESULTS) -> list[str]:
     """Each curve row's test numbers, mean +- sd over seeds (n), with the bot's mean steps beside the follower's
-    and, for a speaker-follower, the accuracy of the labels it learned from (same mission, of the labels' record)."""
+    and, for a speaker-follower, the accuracy of the labels it learned from (the labels' record: same mission, and
+    the share of trajectories that carry out their label)."""
     lines = ["| method | M pairs | " + " | ".join(c[1] for c in COLUMNS)
-             + " | mean steps (bot) | labels' same mission % |", "| --- " * (len(COLUMNS) + 4) + "|"]
+             + " | mean steps (bot) | labels' same mission % | labels carried out % |",
+             "| --- " * (len(COLUMNS) + 5) + "|"]
     for label, m, _, records in curve_rows(level, root):
         cells = [mean_sd([v * scale for r in records if (v := test_value(r, key)) is not None], digits)
                  for key, _, scale, digits in COLUMNS]
         steps = [r["test"]["mean_steps"] for r in records if r.get("test")]
         bot = [r["test"]["bot_mean_steps"] for r in records if r.get("test")]
         step_cell = f"{statistics.fmean(steps):.1f} ({statistics.fmean(bot):.1f})" if steps else "-"
-        accuracy = [100 * a["same_mission"] for r in records
-                    if (a := (r.get("pseudo_labels") or {}).get("label_accuracy"))]
-        lines.append(f"| {label} | {m:,} | " + " | ".join(cells) + f" | {step_cell} | {mean_sd(accuracy, 1)} |")
+        accuracies = [a for r in records if (a := (r.get("pseudo_labels") or {}).get("label_accuracy"))]
+        labels = [mean_sd([100 * a[key] for a in accuracies if key in a], 1) for key in ("same_mission", "carried_out")]
+        lines.append(f"| {label} | {m:,} | " + " | ".join([*cells, step_cell, *labels]) + " |")
     return lines
 
 
