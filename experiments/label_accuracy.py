@@ -7,8 +7,9 @@
         --out results/gotoseqlocal/labels/chance_another_mission.json
 
 Prints one JSON line a folder (msvae_hf.envs.missions.score_labels: exact, in grammar, same mission, goal count,
-and per goal the action, object type and colour, and the connective; and the share of trajectories that carry out
-their label, replayed in their episode: msvae_hf.envs.missions.carries_out). ``--record`` also writes the scores
+and per goal the action, object type and colour, and the connective; and the shares of trajectories that carry out
+their label, replayed in their episode, and that do it in as few steps as the bot told it: msvae_hf.envs.missions
+carries_out and demonstrates). ``--record`` also writes the scores
 into the folder's pseudo_labels.json as ``label_accuracy``, as scripts/label_unpaired.py does when it labels, so
 that labels written without them are scored where they lie (the labels themselves are not touched).
 
@@ -27,7 +28,7 @@ from msvae_hf.data.demos import load_demos
 from msvae_hf.data.pseudo_labels import (
     RECORD_FILE,
     label_accuracy,
-    labels_carried_out,
+    label_shares,
     load_pseudo_labels,
     pseudo_labels_record,
     true_missions,
@@ -75,7 +76,7 @@ def chance(demos: str, num_unpaired: int | None, out: str | None) -> dict:
         unpaired = unpaired.select(range(min(num_unpaired, len(unpaired))))
     missions = true_missions(unpaired)
     others = missions[1:] + missions[:1]
-    scores = {**score_labels(others, missions), "carried_out": labels_carried_out(unpaired, others)}
+    scores = {**score_labels(others, missions), **label_shares(unpaired, others)}
     record = {"speaker": "none: each trajectory labelled with the next one's true mission", "demos": demos,
               "num_labelled": len(missions), "label_accuracy": scores, **provenance()}
     print(json.dumps(record))

@@ -18,7 +18,7 @@ from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
 from msvae_hf.data import sampler
 from msvae_hf.data.demos import load_demos
 from msvae_hf.data.pseudo_labels import pseudo_labels_record, relabel_command
-from msvae_hf.envs.missions import carries_out, regenerate_missions, score_labels
+from msvae_hf.envs.missions import carries_out, demonstrates, regenerate_missions, score_labels
 from msvae_hf.envs.seeds import TEST_SEED_START
 from msvae_hf.evaluation.evaluate import describe_dataset
 from msvae_hf.models.modeling_baselines import SpeakerModel
@@ -190,13 +190,15 @@ def test_the_record_scores_the_labels_against_the_true_missions(pseudo):
     accuracy = pseudo_labels_record(pseudo)["label_accuracy"]
     labelled = load_from_disk(str(pseudo))
     truth = regenerate_missions(TINY_LEVEL, labelled["seed"])
-    assert {k: v for k, v in accuracy.items() if k not in ("seconds", "carried_out")} == score_labels(
+    assert {k: v for k, v in accuracy.items() if k not in ("seconds", "carried_out", "demonstrated")} == score_labels(
         labelled["instruction"], truth)
     assert accuracy["labels"] == TINY_COUNTS["unpaired"] and accuracy["seconds"] >= 0
     env = gym.make(TINY_LEVEL)
-    rows = zip(labelled["seed"], labelled["actions"], labelled["instruction"], strict=True)
+    rows = list(zip(labelled["seed"], labelled["actions"], labelled["instruction"], strict=True))
     carried = [carries_out(env, seed, actions, label) for seed, actions, label in rows]
-    assert accuracy["carried_out"] == sum(carried) / len(carried)
+    demonstrated = [demonstrates(env, seed, actions, label) for seed, actions, label in rows]
+    assert accuracy["carried_out"] == sum(carried) / len(rows)
+    assert accuracy["demonstrated"] == sum(demonstrated) / len(rows)
 
 
 def test_training_never_regenerates_a_demonstrations_mission(pseudo, tiny_demos, tmp_path, monkeypatch):

@@ -31,9 +31,9 @@ COLUMNS = (
     ("success_rate_same_room", "SR on another mission of the room %", 100, 1),
     ("spl", "SPL", 1, 3),
 )
-#: The labels' accuracy fields (envs/missions.py: score_labels, carries_out) the labels table shows, with headers.
-LABEL_COLUMNS = (("carried_out", "carried out %"), ("exact", "exact %"), ("same_mission", "same mission %"),
-                 ("same_goal_count", "goal count %"),
+#: The labels' accuracy fields (envs/missions.py: score_labels, replay_labels) the labels table shows, with headers.
+LABEL_COLUMNS = (("demonstrated", "demonstrated %"), ("carried_out", "carried out %"), ("exact", "exact %"),
+                 ("same_mission", "same mission %"), ("same_goal_count", "goal count %"),
                  ("action", "action %"), ("object_type", "object type %"), ("colour", "colour %"),
                  ("connective", "connective %"))
 
@@ -76,9 +76,9 @@ def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, li
 def table_pairs_curve(level: str, root: Path = RESULTS) -> list[str]:
     """Each curve row's test numbers, mean +- sd over seeds (n), with the bot's mean steps beside the follower's
     and, for a speaker-follower, the accuracy of the labels it learned from (the labels' record: same mission, and
-    the share of trajectories that carry out their label)."""
+    the share of trajectories that demonstrate their label)."""
     lines = ["| method | M pairs | " + " | ".join(c[1] for c in COLUMNS)
-             + " | mean steps (bot) | labels' same mission % | labels carried out % |",
+             + " | mean steps (bot) | labels' same mission % | labels demonstrated % |",
              "| --- " * (len(COLUMNS) + 5) + "|"]
     for label, m, _, records in curve_rows(level, root):
         cells = [mean_sd([v * scale for r in records if (v := test_value(r, key)) is not None], digits)
@@ -87,7 +87,8 @@ def table_pairs_curve(level: str, root: Path = RESULTS) -> list[str]:
         bot = [r["test"]["bot_mean_steps"] for r in records if r.get("test")]
         step_cell = f"{statistics.fmean(steps):.1f} ({statistics.fmean(bot):.1f})" if steps else "-"
         accuracies = [a for r in records if (a := (r.get("pseudo_labels") or {}).get("label_accuracy"))]
-        labels = [mean_sd([100 * a[key] for a in accuracies if key in a], 1) for key in ("same_mission", "carried_out")]
+        labels = [mean_sd([100 * a[key] for a in accuracies if key in a], 1)
+                  for key in ("same_mission", "demonstrated")]
         lines.append(f"| {label} | {m:,} | " + " | ".join([*cells, step_cell, *labels]) + " |")
     return lines
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict
 
-from ..envs.missions import regenerate_missions, score_labels, share_carried_out
+from ..envs.missions import regenerate_missions, replay_labels, score_labels
 from ..evaluation.evaluate import describe_dataset
 from ..utils.run_folder import read_json, write_json, writing
 from ..utils.runtime import check_output_folder, provenance
@@ -98,29 +98,30 @@ def label_unpaired(
 
 def label_accuracy(labelled: Any) -> dict[str, float | int]:
     """:func:`~msvae_hf.envs.missions.score_labels` of a labelled set's ``instruction`` column against each row's
-    true mission, which its ``level`` regenerates from its ``seed``; ``carried_out``, the share of trajectories that
-    carry out their label (:func:`labels_carried_out`); and the seconds the scoring took."""
+    true mission, which its ``level`` regenerates from its ``seed``; the shares of trajectories that carry out and
+    that demonstrate their label (:func:`label_shares`); and the seconds the scoring took."""
     started = time.perf_counter()
     labels = list(labelled["instruction"])
     scores = score_labels(labels, true_missions(labelled))
-    return {**scores, "carried_out": labels_carried_out(labelled, labels),
-            "seconds": round(time.perf_counter() - started, 1)}
+    return {**scores, **label_shares(labelled, labels), "seconds": round(time.perf_counter() - started, 1)}
 
 
-def labels_carried_out(rows: Any, labels: list[str]) -> float:
-    """The share of ``rows`` (trajectories with their ``level``, ``seed`` and ``actions``) whose actions, replayed in
-    their episode, carry out ``labels[i]`` as the level's verifier judges it, done at the last action
-    (:func:`~msvae_hf.envs.missions.carries_out`): the trajectories that are demonstrations of their labels. Where
-    a label names the goals otherwise than the mission did ("the red ball" for "a ball", the red one being the ball
-    the bot went to) it still counts; same-mission accuracy does not count it."""
+def label_shares(rows: Any, labels: list[str]) -> dict[str, float]:
+    """Of ``rows`` (trajectories with their ``level``, ``seed`` and ``actions``), the shares whose actions, replayed
+    in their episode, carry out ``labels[i]`` as the level's verifier judges it, done at the last action
+    (``carried_out``: :func:`~msvae_hf.envs.missions.carries_out`), and which do so in as few steps as the bot told
+    the label (``demonstrated``: :func:`~msvae_hf.envs.missions.demonstrates`). Where a label names the goals
+    otherwise than the mission did ("the red ball" for "a ball", the red one being the ball the bot went to) it
+    still counts; same-mission accuracy does not count it."""
     columns = rows.select_columns(["level", "seed", "actions"])
     levels, seeds, actions = list(columns["level"]), list(columns["seed"]), list(columns["actions"])
-    done = 0.0
+    totals = {"carried_out": 0.0, "demonstrated": 0.0}
     for level in sorted(set(levels)):
         at = [i for i, name in enumerate(levels) if name == level]
-        done += len(at) * share_carried_out(level, [seeds[i] for i in at], [actions[i] for i in at],
-                                            [labels[i] for i in at])
-    return done / len(labels)
+        shares = replay_labels(level, [seeds[i] for i in at], [actions[i] for i in at], [labels[i] for i in at])
+        for key in totals:
+            totals[key] += len(at) * shares[key]
+    return {key: total / len(labels) for key, total in totals.items()}
 
 
 def true_missions(rows: Any) -> list[str]:

@@ -19,7 +19,6 @@ not compared).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +40,7 @@ from minigrid.envs.babyai.core.verifier import (
     PickupInstr,
     PutNextInstr,
 )
+from minigrid.utils.baby_ai_bot import BabyAIBot
 
 #: Location phrases -> ``ObjDesc.loc`` (levels drawn with ``locations=True``; the Local levels have none).
 LOCATIONS = {"in front of you": "front", "behind you": "behind", "on your left": "left", "on your right": "right"}
@@ -364,21 +364,49 @@ def carries_out(env: gym.Env, seed: int, actions: Sequence[int], text: str) -> b
     return False
 
 
-def share_carried_out(level_id: str, seeds: Sequence[int], actions: Sequence[Sequence[int]],
-                      texts: Sequence[str]) -> float:
-    """The share of trajectories (``seeds[i]``'s episode played with ``actions[i]``) that carry out ``texts[i]``
-    (:func:`carries_out`), on one env of the level."""
+def bot_is_quicker(env: gym.Env, seed: int, text: str, steps: int) -> bool:
+    """Whether BabyAI's bot, the demonstrations' own, carries out the mission ``text`` in episode ``seed`` in fewer
+    than ``steps`` steps (a bot that trips on the layout is not)."""
+    env.reset(seed=int(seed))
+    set_mission(env, text)
+    try:
+        bot = BabyAIBot(env.unwrapped)
+        for _ in range(steps - 1):
+            _, reward, terminated, truncated, _ = env.step(int(bot.replan()))
+            if terminated or truncated:
+                return terminated and reward > 0
+    except Exception:  # the bot's assertions on rare layouts, as in data.demos.run_bot
+        return False
+    return False
+
+
+def demonstrates(env: gym.Env, seed: int, actions: Sequence[int], text: str) -> bool:
+    """Whether the trajectory is a demonstration of ``text`` as the bot would give it: it carries the mission out
+    (:func:`carries_out`) and the bot, told ``text`` in the same episode, needs as many steps. A label that names
+    only some of the goals the trajectory went to ("go to the box" for a trajectory that went to a ball first) is
+    carried out, but the bot goes to the box at once: the steps to the ball would be taught as part of it."""
+    return carries_out(env, seed, actions, text) and not bot_is_quicker(env, seed, text, len(actions))
+
+
+def replay_labels(level_id: str, seeds: Sequence[int], actions: Sequence[Sequence[int]],
+                 texts: Sequence[str]) -> dict[str, float]:
+    """``carried_out`` and ``demonstrated``: the shares of trajectories (``seeds[i]``'s episode played with
+    ``actions[i]``) that carry out ``texts[i]`` (:func:`carries_out`) and that demonstrate it (:func:`demonstrates`),
+    on one env of the level."""
     if not len(seeds) == len(actions) == len(texts):
         raise ValueError(f"{len(seeds)} seeds, {len(actions)} trajectories and {len(texts)} missions: one each")
     if not texts:
-        raise ValueError("share_carried_out got no trajectories")
+        raise ValueError("replay_labels got no trajectories")
     env = gym.make(level_id)
     try:
-        return sum(map(functools.partial(carries_out, env), seeds, actions, texts)) / len(texts)
+        carried = [carries_out(env, *row) for row in zip(seeds, actions, texts, strict=True)]
+        demonstrated = [done and not bot_is_quicker(env, seed, text, len(steps))
+                        for done, seed, steps, text in zip(carried, seeds, actions, texts, strict=True)]
     finally:
         env.close()
+    return {"carried_out": sum(carried) / len(texts), "demonstrated": sum(demonstrated) / len(texts)}
 
 
 __all__ = ["Goal", "InstructionError", "LABEL_ACCURACY_FIELDS", "carries_out", "connectives", "draw_same_room_mission",
            "goals", "parse_mission", "regenerate_missions", "room_objects", "score_labels", "set_mission",
-           "share_carried_out"]
+           "bot_is_quicker", "demonstrates", "replay_labels"]

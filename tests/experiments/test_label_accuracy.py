@@ -144,7 +144,7 @@ def test_the_plot_has_a_point_a_row_and_refuses_no_runs(tmp_path):
 
 def test_chance_labels_each_trajectory_with_the_next_ones_mission(tiny_demos, tmp_path):
     from msvae_hf.data.demos import load_demos
-    from msvae_hf.envs.missions import regenerate_missions, score_labels, share_carried_out
+    from msvae_hf.envs.missions import regenerate_missions, replay_labels, score_labels
 
     out = tmp_path / "chance.json"
     label_accuracy.main(["--chance", str(tiny_demos), "--num-unpaired", "20", "--out", str(out)])
@@ -153,6 +153,6 @@ def test_chance_labels_each_trajectory_with_the_next_ones_mission(tiny_demos, tm
     truth = regenerate_missions(unpaired[0]["level"], unpaired["seed"])
     assert record["num_labelled"] == 20
     others = truth[1:] + truth[:1]  # the next one's mission
-    carried = share_carried_out(unpaired[0]["level"], unpaired["seed"], unpaired["actions"], others)
-    assert record["label_accuracy"] == {**score_labels(others, truth), "carried_out": carried}
+    shares = replay_labels(unpaired[0]["level"], unpaired["seed"], unpaired["actions"], others)
+    assert record["label_accuracy"] == {**score_labels(others, truth), **shares}
     assert record["label_accuracy"]["in_grammar"] == 1.0 and record["label_accuracy"]["same_mission"] < 1.0
