@@ -86,11 +86,23 @@ def table_pairs_curve(level: str, root: Path = RESULTS) -> list[str]:
         steps = [r["test"]["mean_steps"] for r in records if r.get("test")]
         bot = [r["test"]["bot_mean_steps"] for r in records if r.get("test")]
         step_cell = f"{statistics.fmean(steps):.1f} ({statistics.fmean(bot):.1f})" if steps else "-"
-        accuracies = [a for r in records if (a := (r.get("pseudo_labels") or {}).get("label_accuracy"))]
+        accuracies = [a for r in records if (a := labels_accuracy(level, r, root))]
         labels = [mean_sd([100 * a[key] for a in accuracies if key in a], 1)
                   for key in ("same_mission", "demonstrated")]
         lines.append(f"| {label} | {m:,} | " + " | ".join([*cells, step_cell, *labels]) + " |")
     return lines
+
+
+def labels_accuracy(level: str, record: dict, root: Path = RESULTS) -> dict | None:
+    """The accuracy of the labels a speaker-follower's run learned from: their record's in results/<level>/labels
+    (scored again there as the measures grow), else what the run recorded of them when it started."""
+    folder = (record.get("config") or {}).get("pseudo_labels")
+    labels = root / level / "labels" / f"{Path(folder).name}.json" if folder else None
+    if labels is not None and labels.is_file():
+        accuracy = json.loads(labels.read_text()).get("label_accuracy")
+        if accuracy:
+            return accuracy
+    return (record.get("pseudo_labels") or {}).get("label_accuracy")
 
 
 def readings(records: list[dict]) -> list[tuple[float, float]]:
