@@ -80,6 +80,14 @@ def test_the_tables_read_the_records(labels, tmp_path):
     assert len(lines) == 3
     assert lines[2].startswith("| supervised follower | 10,000 | 85.0 +- 7.1 (n = 2) | 40.0 +- 0.0 (n = 2) | "
                                "45.0 +- 7.1 (n = 2) | 70.0 +- 14.1 (n = 2) |")
+    # a speaker-follower's labels: their record in results/<level>/labels, scored again there, over the run's copy
+    run = {"test": test, "config": {"pseudo_labels": "data/pseudo_labels/gotoseqlocal/speaker"},
+           "pseudo_labels": {"label_accuracy": {"same_mission": 0.5}}}
+    (runs / "speaker_follower_sup_film2_m10k.json").write_text(json.dumps(run))
+    assert table_pairs_curve("gotoseqlocal", root)[3].endswith(f"| {100 * accuracy['same_mission']:.1f} (n = 1) | "
+                                                                f"{100 * accuracy['demonstrated']:.1f} (n = 1) |")
+    (root / "gotoseqlocal" / "labels" / "speaker.json").unlink()
+    assert table_pairs_curve("gotoseqlocal", root)[3].endswith("| 50.0 (n = 1) | - |")
 
 
 def test_routes_join_the_curve_and_the_history_gives_reading_by_update(tmp_path):
