@@ -80,6 +80,8 @@ class Row:
     teacher: str | None = None
     """the row whose seed-k run (its ``best``) labels D_u for seed k (``labels/<teacher>[_seed<k>]``), where a
     row's ``pseudo_labels`` names the seed-0 teacher's labels for every seed"""
+    one_teacher: bool = False
+    """with ``teacher``: every seed reads the seed-0 teacher's labels (the seeds vary data order and noise only)"""
     demos: str = "demos"
     """the demonstrations cell the row reads (its flags name the folder where it is not the config's)"""
 
@@ -516,7 +518,8 @@ def _pairs_curve_rows() -> dict[str, Row]:
         row(f"speaker_cells_film2_{tag}", f"supervised speaker reading the front cells, M = {m:,} pairs", m, (0,),
             extra=("--model.trajectory_front_cells", "true"), config="speaker")
         row(f"speaker_follower_cells_film2_{tag}", f"speaker-follower on the labels of the speaker reading the front "
-            f"cells, M = {m:,} pairs", m, (0,), teacher=f"speaker_cells_film2_{tag}", config="speaker_follower")
+            f"cells, M = {m:,} pairs", m, (0, 1, 2) if m == 1000 else (0,), teacher=f"speaker_cells_film2_{tag}",
+            one_teacher=True, config="speaker_follower")
         start = dict(own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
         row(f"msvae_paired_film2_{tag}", f"MS-VAE, paired only, M = {m:,} pairs (the routes' control)", m, (0,),
             config="msvae_paired", **start)
@@ -646,7 +649,7 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                 command += ["--init-follower", str(run_dir(level, follower, seed) / "best"),
                             "--init-speaker", str(run_dir(level, speaker, seed) / "best")]
             if spec.teacher is not None:
-                taught = run_dir(level, spec.teacher, seed).name
+                taught = run_dir(level, spec.teacher, 0 if spec.one_teacher else seed).name
                 teachers[taught] = Labeller(f"{taught}/best", spec.question, demos=spec.demos)
                 needs.append(f"labels/{taught}")
                 command += ["--pseudo-labels", str(labels_dir(level, taught))]
