@@ -20,7 +20,7 @@ from transformers import AutoModel
 import msvae_hf  # noqa: F401  (registers the Auto classes and Local levels)
 from msvae_hf import FollowerConfig, FollowerModel, MSVAEConfig, MSVAEModel, SpeakerConfig, SpeakerModel
 from msvae_hf.models.configuration_msvae import HEAD_FOLLOWER, ModulesConfig
-from msvae_hf.models.modules import FRONT_CELLS
+from msvae_hf.models.frames import FRONT_CELLS
 from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 

@@ -20,7 +20,7 @@ from torch import nn
 from transformers.utils import ModelOutput
 
 from ..data.collator import DemoCollator, for_loader, read_rows, without_instructions
-from ..models.modules import FRONT_CELLS
+from ..models.frames import FRONT_CELLS
 from ..training.update import update
 
 FRONT_CELL = FRONT_CELLS[0]  # minigrid's egocentric view: the agent at (3, 6) facing up, the cell ahead at (3, 5)

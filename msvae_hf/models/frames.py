@@ -1,9 +1,16 @@
 """A batch's frames through the observation encoder's instruction-independent trunk, once, for every memory
-that modulates them (:class:`EncodedFrames`)."""
+that modulates them (:class:`EncodedFrames`), and where in a frame the objects the agent reaches show
+(:data:`FRONT_CELLS`)."""
 
 from __future__ import annotations
 
 import torch
+
+#: The cells of minigrid's egocentric view (the agent at (3, 6), facing up) that a goal reached shows in: the cell
+#: ahead, then those the agent faces after its next action (left: (2, 6), right: (4, 6), forward: (3, 4)). A GoTo
+#: goal is reached when the agent faces its object, and a trajectory's frames precede its actions, so the last goal
+#: shows only in the last frame's cell that the last action turns to (``modules.FrontCells`` reads them).
+FRONT_CELLS = ((3, 5), (2, 6), (4, 6), (3, 4))
 
 
 class EncodedFrames:

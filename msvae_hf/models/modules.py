@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..backends.registry import BACKENDS, Backend, Layout, Linear
+from .frames import FRONT_CELLS
 
 MAX_CELL_TABLE = 1 << 16
 """The most cell values (obs_num_values ** channels) the observation encoder embeds from one table."""
@@ -158,13 +159,6 @@ def embed_cells(embedding: nn.Embedding, obs: torch.Tensor, num_values: int, tab
     # index_select's backward adds each cell's gradient into its row (index_add); embedding's sorts the
     # indices first. The same values and gradients, in about two thirds of the time.
     return cells.index_select(0, rows.reshape(-1)).view(*rows.shape, cells.shape[-1])
-
-
-#: The cells of minigrid's egocentric view (the agent at (3, 6), facing up) that a goal reached shows in: the cell
-#: ahead, then those the agent faces after its next action (left: (2, 6), right: (4, 6), forward: (3, 4)). A GoTo
-#: goal is reached when the agent faces its object, and a trajectory's frames precede its actions, so the last goal
-#: shows only in the last frame's cell that the last action turns to.
-FRONT_CELLS = ((3, 5), (2, 6), (4, 6), (3, 4))
 
 
 class FrontCells(nn.Module):
