@@ -66,7 +66,8 @@ def test_packed_positions_are_the_packed_sequence_layout() -> None:
 def nchw_observation_encoder(self: modules.ObservationEncoder, observations, directions) -> torch.Tensor:
     """The observation encoder with each cell's values embedded and summed, the second ReLU before the max-pool
     and ``proj`` over the pooled map flattened in (C, h, w) order."""
-    cells = self.cell_embedding(observations.long() + self.channel_offsets).sum(dim=-2)
+    offsets = torch.arange(observations.shape[-1]) * self.num_values  # channel c's value v: row c * values + v
+    cells = self.cell_embedding(observations.long() + offsets).sum(dim=-2)
     conv, relu = self.conv[:3], self.conv[-1]
     x = F.max_pool2d(relu(conv(cells.permute(0, 3, 1, 2).contiguous())), 2)  # ReLU, then the max-pool
     return F.relu(self.proj(x.flatten(1)) + self.direction_embedding(directions.long()))
