@@ -28,7 +28,9 @@ def plot(level: str, out: Path, root: Path = RESULTS) -> None:
     rows = curve_rows(level, root)
     if not rows:
         raise SystemExit(f"no run of the pairs curve's rows in {root / level / 'runs'}")
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig = plt.figure(figsize=(10, 5.5))
+    grid = fig.add_gridspec(2, 2, height_ratios=(4, 1))
+    axes = [fig.add_subplot(grid[0, column]) for column in range(2)]
     for ax, (key, label) in zip(axes, PANELS, strict=True):
         for method in dict.fromkeys(method for method, *_ in rows):
             points = [(m, [100 * v for r in records if (v := test_value(r, key)) is not None])
@@ -45,7 +47,13 @@ def plot(level: str, out: Path, root: Path = RESULTS) -> None:
         ax.set_xscale("log")
         ax.set_xlabel("M, pairs")
         ax.set_ylabel(label)
-        ax.legend(fontsize=8)
+    handles: dict[str, object] = {}
+    for ax in axes:  # one legend for both panels, below them, where it hides no point
+        for handle, method in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(method, handle)
+    key = fig.add_subplot(grid[1, :])
+    key.axis("off")
+    key.legend(list(handles.values()), list(handles), loc="center", ncol=2, fontsize=8)
     save_figure(fig, f"{LEVELS[level]}: where reading begins", out)
 
 
