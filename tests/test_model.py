@@ -11,6 +11,8 @@ import dataclasses
 import json
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 from model_helpers import LENGTHS, TERMS, build, move_film, pad_more, real_batch, select, tiny_kwargs, unpaired
@@ -565,3 +567,26 @@ def test_front_cells_read_those_cells_alone(tok: MSVAETokenizer) -> None:
     features = torch.zeros(*batch["actions"].shape, speaker.config.hidden_size)
     with pytest.raises(ValueError, match="pass the observations"):
         speaker.trajectory_encoder(features, batch["actions"], batch["trajectory_mask"])
+
+
+def test_front_cells_are_the_cells_the_next_action_faces() -> None:
+    """FRONT_CELLS against minigrid: after turning left or right, or stepping forward where the step moves the agent,
+    the cell ahead (FRONT_CELLS[0]) of the new frame is the old frame's FRONT_CELLS[1], [2] or [3]."""
+    env = gym.make("BabyAI-GoToSeqLocal-v0")
+    rng = np.random.default_rng(0)
+    checked = 0
+    for seed in range(20):
+        obs, _ = env.reset(seed=seed)
+        for _ in range(30):
+            action = int(rng.integers(3))  # left, right, forward
+            position = tuple(env.unwrapped.agent_pos)
+            before = obs["image"]
+            obs, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                break
+            if action == 2 and tuple(env.unwrapped.agent_pos) == position:
+                continue  # a blocked step: the agent faces what it faced
+            x, y = FRONT_CELLS[1 + action]
+            assert tuple(obs["image"][FRONT_CELLS[0]]) == tuple(before[x, y]), (seed, action)
+            checked += 1
+    assert checked > 300

@@ -86,7 +86,9 @@ def table_pairs_curve(level: str, root: Path = RESULTS) -> list[str]:
         steps = [r["test"]["mean_steps"] for r in records if r.get("test")]
         bot = [r["test"]["bot_mean_steps"] for r in records if r.get("test")]
         step_cell = f"{statistics.fmean(steps):.1f} ({statistics.fmean(bot):.1f})" if steps else "-"
-        accuracies = [a for r in records if (a := labels_accuracy(level, r, root))]
+        # one labelling counted once, where the seeds learned from the same labels
+        accuracies = list({json.dumps(a, sort_keys=True): a for r in records
+                           if (a := labels_accuracy(level, r, root))}.values())
         labels = [mean_sd([100 * a[key] for a in accuracies if key in a], 1)
                   for key in ("same_mission", "demonstrated")]
         lines.append(f"| {label} | {m:,} | " + " | ".join([*cells, step_cell, *labels]) + " |")
@@ -95,14 +97,16 @@ def table_pairs_curve(level: str, root: Path = RESULTS) -> list[str]:
 
 def labels_accuracy(level: str, record: dict, root: Path = RESULTS) -> dict | None:
     """The accuracy of the labels a speaker-follower's run learned from: their record's in results/<level>/labels
-    (scored again there as the measures grow), else what the run recorded of them when it started."""
+    where it holds the same labels (their sha256; it is scored again there when a measure is added), else what the
+    run recorded of them when it started."""
+    read = record.get("pseudo_labels") or {}
     folder = (record.get("config") or {}).get("pseudo_labels")
     labels = root / level / "labels" / f"{Path(folder).name}.json" if folder else None
     if labels is not None and labels.is_file():
-        accuracy = json.loads(labels.read_text()).get("label_accuracy")
-        if accuracy:
-            return accuracy
-    return (record.get("pseudo_labels") or {}).get("label_accuracy")
+        kept = json.loads(labels.read_text())
+        if kept.get("label_accuracy") and kept.get("sha256") == read.get("sha256"):
+            return kept["label_accuracy"]
+    return read.get("label_accuracy")
 
 
 def readings(records: list[dict]) -> list[tuple[float, float]]:

@@ -382,9 +382,9 @@ def bot_is_quicker(env: gym.Env, seed: int, text: str, steps: int) -> bool:
 
 def demonstrates(env: gym.Env, seed: int, actions: Sequence[int], text: str) -> bool:
     """Whether the trajectory is a demonstration of ``text`` as the bot would give it: it carries the mission out
-    (:func:`carries_out`) and the bot, told ``text`` in the same episode, needs as many steps. A label that names
-    only some of the goals the trajectory went to ("go to the box" for a trajectory that went to a ball first) is
-    carried out, but the bot goes to the box at once: the steps to the ball would be taught as part of it."""
+    (:func:`carries_out`) and the bot, told ``text`` in the same episode, needs at least as many steps. A label that
+    names only some of the goals the trajectory went to ("go to the box" for a trajectory that went to a ball first)
+    is carried out, but the bot goes to the box at once: the steps to the ball would be taught as part of it."""
     return carries_out(env, seed, actions, text) and not bot_is_quicker(env, seed, text, len(actions))
 
 

@@ -81,13 +81,22 @@ def test_the_tables_read_the_records(labels, tmp_path):
     assert lines[2].startswith("| supervised follower | 10,000 | 85.0 +- 7.1 (n = 2) | 40.0 +- 0.0 (n = 2) | "
                                "45.0 +- 7.1 (n = 2) | 70.0 +- 14.1 (n = 2) |")
     # a speaker-follower's labels: their record in results/<level>/labels, scored again there, over the run's copy
+    # where both hold the same labels; seeds that learned from one labelling count it once
     run = {"test": test, "config": {"pseudo_labels": "data/pseudo_labels/gotoseqlocal/speaker"},
-           "pseudo_labels": {"label_accuracy": {"same_mission": 0.5}}}
-    (runs / "speaker_follower_sup_film2_m10k.json").write_text(json.dumps(run))
-    assert table_pairs_curve("gotoseqlocal", root)[3].endswith(f"| {100 * accuracy['same_mission']:.1f} (n = 1) | "
-                                                                f"{100 * accuracy['demonstrated']:.1f} (n = 1) |")
-    (root / "gotoseqlocal" / "labels" / "speaker.json").unlink()
+           "pseudo_labels": {"label_accuracy": {"same_mission": 0.5}, "sha256": record["sha256"]}}
+    for name in ("speaker_follower_sup_film2_m10k", "speaker_follower_cells_film2_m10k"):
+        (runs / f"{name}.json").write_text(json.dumps(run))
+    (runs / "speaker_follower_cells_film2_m10k_seed1.json").write_text(json.dumps(run))
+    table = table_pairs_curve("gotoseqlocal", root)
+    labelled = f"| {100 * accuracy['same_mission']:.1f} (n = 1) | {100 * accuracy['demonstrated']:.1f} (n = 1) |"
+    assert table[3].endswith(labelled) and table[4].endswith(labelled)
+    assert table[4].startswith("| speaker-follower on the labels of the speaker reading the front cells | 10,000 | "
+                               "80.0 +- 0.0 (n = 2) |")
+    other = {**run, "pseudo_labels": {**run["pseudo_labels"], "sha256": {"data-00000-of-00001.arrow": "0" * 64}}}
+    (runs / "speaker_follower_sup_film2_m10k.json").write_text(json.dumps(other))
     assert table_pairs_curve("gotoseqlocal", root)[3].endswith("| 50.0 (n = 1) | - |")
+    (root / "gotoseqlocal" / "labels" / "speaker.json").unlink()
+    assert table_pairs_curve("gotoseqlocal", root)[4].endswith("| 50.0 (n = 1) | - |")
 
 
 def test_routes_join_the_curve_and_the_history_gives_reading_by_update(tmp_path):
