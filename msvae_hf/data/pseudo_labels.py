@@ -115,12 +115,12 @@ def label_shares(rows: Any, labels: list[str]) -> dict[str, float]:
     still counts; same-mission accuracy does not count it."""
     columns = rows.select_columns(["level", "seed", "actions"])
     levels, seeds, actions = list(columns["level"]), list(columns["seed"]), list(columns["actions"])
-    totals = {"carried_out": 0.0, "demonstrated": 0.0}
+    totals = {"carried_out": 0, "demonstrated": 0}
     for level in sorted(set(levels)):
         at = [i for i, name in enumerate(levels) if name == level]
         shares = replay_labels(level, [seeds[i] for i in at], [actions[i] for i in at], [labels[i] for i in at])
         for key in totals:
-            totals[key] += len(at) * shares[key]
+            totals[key] += round(len(at) * shares[key])  # the count: a share of len(at) trajectories
     return {key: total / len(labels) for key, total in totals.items()}
 
 
