@@ -25,9 +25,9 @@ from transformers import AutoModel
 import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.collator import DemoCollator, for_loader, read_rows
 from msvae_hf.data.demos import load_demos
+from msvae_hf.extensions.pretraining import FRONT_CELL
 from msvae_hf.utils.runtime import add_threads_flag, set_threads
 
-FRONT_CELL = (3, 5)  # minigrid's egocentric view: the agent at (3, 6) facing up, the cell ahead at (3, 5)
 LABELS = {"object type": 0, "colour": 1}
 OBJECT_TYPES = tuple(OBJECT_TO_IDX[name] for name in ("door", "key", "ball", "box"))
 

@@ -116,8 +116,7 @@ def label_shares(rows: Any, labels: list[str]) -> dict[str, float]:
     columns = rows.select_columns(["level", "seed", "actions"])
     levels, seeds, actions = list(columns["level"]), list(columns["seed"]), list(columns["actions"])
     totals = {"carried_out": 0, "demonstrated": 0}
-    for level in sorted(set(levels)):
-        at = [i for i, name in enumerate(levels) if name == level]
+    for level, at in rows_of_each_level(levels).items():
         shares = replay_labels(level, [seeds[i] for i in at], [actions[i] for i in at], [labels[i] for i in at])
         for key in totals:
             totals[key] += round(len(at) * shares[key])  # the count: a share of len(at) trajectories
@@ -129,11 +128,15 @@ def true_missions(rows: Any) -> list[str]:
     columns = rows.select_columns(["level", "seed"])
     levels, seeds = list(columns["level"]), list(columns["seed"])
     missions: list[str] = [""] * len(seeds)
-    for level in sorted(set(levels)):
-        at = [i for i, name in enumerate(levels) if name == level]
+    for level, at in rows_of_each_level(levels).items():
         for i, mission in zip(at, regenerate_missions(level, [seeds[i] for i in at]), strict=True):
             missions[i] = mission
     return missions
+
+
+def rows_of_each_level(levels: list[str]) -> dict[str, list[int]]:
+    """Each level of ``levels`` (one a row), in name order, with the indices of its rows: one env a level."""
+    return {level: [i for i, name in enumerate(levels) if name == level] for level in sorted(set(levels))}
 
 
 def check_num_unpaired(num_unpaired: int | None) -> None:
