@@ -20,7 +20,7 @@ Both levels hold the rows of Tables 2 and 3 (:data:`TABLE_ROWS`) and the followe
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from msvae_hf.cli.train import parse_args
@@ -531,16 +531,25 @@ def _pairs_curve_rows() -> dict[str, Row]:
     return rows
 
 
-#: The pairs curve on GoToSeqLocal (:func:`_pairs_curve_rows`); BossLocal's once GoToSeqLocal's shape is known.
+#: The pairs curve on GoToSeqLocal (:func:`_pairs_curve_rows`).
 PAIRS_CURVE_ROWS = _pairs_curve_rows()
+#: BossLocal's pairs curve, where GoToSeqLocal's shape says to look: the supervised follower at M = 1,000, 10,000
+#: and 100,000, and the front-cell speaker's route (its speaker and speaker-follower) at 1,000 and 10,000, one seed
+#: a row to start.
+BOSSLOCAL_CURVE_ROWS = {
+    name: replace(PAIRS_CURVE_ROWS[name], seeds=(0,))
+    for name in (*(f"follower_film2_{curve_tag(m)}" for m in (1000, 10_000, 100_000)),
+                 *(f"{kind}_film2_{curve_tag(m)}" for kind in ("speaker_cells", "speaker_follower_cells")
+                   for m in (1000, 10_000)))
+}
 
 
 def level_rows(level: str) -> dict[str, Row]:
     """Every row of ``level``'s study, by config name (a level's own rows over the shared ones)."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; known: {sorted(LEVELS)}")
-    extra = {**BOSSLOCAL_ROWS, **FILM2_PAPER_BATCH_ROWS} if level == "bosslocal" else {**GOTOSEQLOCAL_ROWS,
-                                                                                       **PAIRS_CURVE_ROWS}
+    extra = ({**BOSSLOCAL_ROWS, **FILM2_PAPER_BATCH_ROWS, **BOSSLOCAL_CURVE_ROWS} if level == "bosslocal"
+             else {**GOTOSEQLOCAL_ROWS, **PAIRS_CURVE_ROWS})
     return {**TABLE_ROWS, **BUDGET_ROWS, **READING_ROWS, **INDEPENDENT_ROWS, **TABLE1_ROWS, **FILM2_TABLE1_ROWS,
             **CURVE_ROWS, **FILM2_ROWS, **extra}
 

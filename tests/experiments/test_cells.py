@@ -8,7 +8,17 @@ import json
 from pathlib import Path
 
 import pytest
-from cells import BOSSLOCAL_ROWS, LEVELS, QUESTIONS, level_cells, level_rows, row_config, row_label, run_row
+from cells import (
+    BOSSLOCAL_CURVE_ROWS,
+    BOSSLOCAL_ROWS,
+    LEVELS,
+    QUESTIONS,
+    level_cells,
+    level_rows,
+    row_config,
+    row_label,
+    run_row,
+)
 from conftest import load_script
 from follower_ablation import SEEDS
 from follower_ablation import command as ablation_command
@@ -142,6 +152,22 @@ def test_bosslocal_rows_keep_their_seeds_and_budgets() -> None:
     assert front.pseudo_labels == "data/pseudo_labels/bosslocal/speaker_front"
     assert cells["labels/speaker_front"].needs == ("speaker_front_unpaired/seed0",)
     assert "--num-unpaired" in cells["labels/speaker_front"].command
+
+
+def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstrations() -> None:
+    """BossLocal's curve rows are GoToSeqLocal's, one seed each, on data/bosslocal_curve (made there as the
+    demos_curve cell), the front-cell route's students reading BossLocal's own speaker's labels."""
+    cells = {c.name: c for c in level_cells("bosslocal")}
+    assert cells["demos_curve"].command[cells["demos_curve"].command.index("--level") + 1] == "BossLocal"
+    for row in BOSSLOCAL_CURVE_ROWS:
+        assert {n for n in cells if n.startswith(f"{row}/seed")} == {f"{row}/seed0"}
+        config = train_config(cells[f"{row}/seed0"])
+        assert config.demos == "data/bosslocal_curve" and config.max_updates == 4000 and "demos_curve" in \
+            cells[f"{row}/seed0"].needs
+    student = train_config(cells["speaker_follower_cells_film2_m10k/seed0"])
+    assert student.pseudo_labels == "data/pseudo_labels/bosslocal/speaker_cells_film2_m10k"
+    assert student.num_paired == 10_000
+    assert set(cells["labels/speaker_cells_film2_m10k"].needs) == {"speaker_cells_film2_m10k/seed0", "demos_curve"}
 
 
 def test_gotoseqlocal_compares_the_teachers_of_table_3_after_they_are_trained() -> None:
