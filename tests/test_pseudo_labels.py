@@ -50,7 +50,7 @@ def test_one_instruction_per_unpaired_trajectory(pseudo, baseline_runs, tiny_dem
     assert info["speaker"] == str(baseline_runs["speaker"] / "best")
     assert info["speaker_type"] == "msvae_speaker" and info["decoding"] == "greedy"
     assert info["num_labelled"] == TINY_COUNTS["unpaired"] and info["demos"] == str(tiny_demos)
-    assert isinstance(info["wall_time_s"], float) and info["wall_time_s"] >= 0  # 80 labels may take under 1 ms
+    assert isinstance(info["wall_time_s"], float) and info["wall_time_s"] > 0
     assert info["commit"] == provenance()["commit"] and info["machine"]["device"] == "cpu"
     # the CPU that decides the labelling's rounding, by name and by the instruction set torch dispatched to
     machine = info["machine"]

@@ -82,7 +82,7 @@ def label_unpaired(
         info = {
             "speaker": speaker_path, "speaker_type": speaker.config.model_type, "demos": str(demos),
             "decoding": "sampled" if do_sample else "greedy", "num_labelled": len(labelled), "command": command,
-            "wall_time_s": round(time.perf_counter() - started - scoring, 3), **provenance(speaker.device),
+            "wall_time_s": time.perf_counter() - started - scoring, **provenance(speaker.device),
             "sha256": digests,  # which labels this record describes (as checksums.json)
             "label_accuracy": accuracy,  # outside the wall time: scoring, not labelling
         }

@@ -162,8 +162,8 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
     for row in BOSSLOCAL_CURVE_ROWS:
         assert {n for n in cells if n.startswith(f"{row}/seed")} == {f"{row}/seed0"}
         config = train_config(cells[f"{row}/seed0"])
-        assert config.demos == "data/bosslocal_curve" and config.max_updates == 4000 and "demos_curve" in \
-            cells[f"{row}/seed0"].needs
+        assert config.demos == "data/bosslocal_curve" and config.max_updates == 4000
+        assert "demos_curve" in cells[f"{row}/seed0"].needs
     student = train_config(cells["speaker_follower_cells_film2_m10k/seed0"])
     assert student.pseudo_labels == "data/pseudo_labels/bosslocal/speaker_cells_film2_m10k"
     assert student.num_paired == 10_000
