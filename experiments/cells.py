@@ -394,6 +394,8 @@ class Labeller:
     """label only the first N trajectories (None: all)"""
     demos: str = "demos"
     """the demonstrations cell whose unpaired split it labels (``demos``: data/<level>_100k)"""
+    rescorer: str | None = None
+    """a follower (``<run>/best``) that rescores the speaker's candidates (``label_unpaired.py --rescore-with``)"""
 
 
 TABLE_LABELLERS = {"speaker": Labeller("speaker/best", "speaker_follower"),
@@ -412,7 +414,15 @@ BOSSLOCAL_LABELLERS = {
     "speaker_front2": Labeller("speaker_front_selftrain/best", "pretraining", 40_000),
     "msvae_front_paired": Labeller("msvae_front_paired/best_speaker", "speaker_follower"),
 }
-GOTOSEQLOCAL_LABELLERS = _FRONT_LABELLERS
+#: A second round of the front-cell route at M = 1,000 and 10,000: the front-cell speaker's candidates for all of
+#: D_u rescored by the follower trained on its first labels (``label_unpaired.py --rescore-with``).
+_RESCORED_LABELLERS = {
+    f"speaker_cells_film2_{tag}_rescored": Labeller(f"speaker_cells_film2_{tag}/best", "pairs_curve",
+                                                    demos="demos_curve",
+                                                    rescorer=f"speaker_follower_cells_film2_{tag}/best")
+    for tag in ("m1k", "m10k")
+}
+GOTOSEQLOCAL_LABELLERS = {**_FRONT_LABELLERS, **_RESCORED_LABELLERS}
 
 
 @dataclass(frozen=True)
@@ -498,10 +508,10 @@ def _pairs_curve_rows() -> dict[str, Row]:
     rows: dict[str, Row] = {}
 
     def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES,
-            extra: tuple[str, ...] = (), **kw) -> None:
+            extra: tuple[str, ...] = (), needs: tuple[str, ...] = (), **kw) -> None:
         flags = (*_FILM2, "--demos", "data/{level}_curve", "--num-paired", str(m), "--max-updates", str(updates),
                  *extra)
-        rows[name] = Row(label, "pairs_curve", (), seeds, flags, demos="demos_curve", **kw)
+        rows[name] = Row(label, "pairs_curve", needs, seeds, flags, demos="demos_curve", **kw)
 
     for m in CURVE_PAIRS:
         tag, seeds = curve_tag(m), (0, 1, 2) if m in CURVE_THREE_SEEDS else (0,)
@@ -520,6 +530,10 @@ def _pairs_curve_rows() -> dict[str, Row]:
         row(f"speaker_follower_cells_film2_{tag}", f"speaker-follower on the labels of the speaker reading the front "
             f"cells, M = {m:,} pairs", m, (0, 1, 2) if m == 1000 else (0,), teacher=f"speaker_cells_film2_{tag}",
             one_teacher=True, config="speaker_follower")
+        row(f"speaker_follower_cells_rescored_film2_{tag}", "speaker-follower on the front-cell speaker's labels "
+            f"rescored by the follower of its first labels, M = {m:,} pairs", m, (0, 1, 2) if m == 1000 else (0,),
+            extra=_labels(f"speaker_cells_film2_{tag}_rescored"), needs=(f"labels/speaker_cells_film2_{tag}_rescored",),
+            config="speaker_follower")
         start = dict(own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
         row(f"msvae_paired_film2_{tag}", f"MS-VAE, paired only, M = {m:,} pairs (the routes' control)", m, (0,),
             config="msvae_paired", **start)
@@ -685,6 +699,8 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                    "--demos", str(demos_dir(level, labeller.demos)), "--out", str(out), "--threads", str(threads)]
         if labeller.num_unpaired is not None:
             command += ["--num-unpaired", str(labeller.num_unpaired)]
+        if labeller.rescorer is not None:
+            command += ["--rescore-with", f"runs/{level}/{labeller.rescorer}"]
         cells.append(Cell(f"labels/{name}", tuple(command), out / "pseudo_labels.json",
                           (*runs_read(level, tuple(command)),
                            *(() if labeller.demos == "demos" else (labeller.demos,))),  # demos: the runs' too

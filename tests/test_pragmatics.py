@@ -1,13 +1,18 @@
-"""Follower-rescored speaking (msvae_hf.extensions.pragmatics, scripts/pragmatic_speakers.py)."""
+"""Follower-rescored speaking (msvae_hf.extensions.pragmatics, scripts/pragmatic_speakers.py) and labelling
+(scripts/label_unpaired.py --rescore-with)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
+from conftest import load_script
+from datasets import load_from_disk
 
 from msvae_hf.data.collator import DemoCollator
 from msvae_hf.data.demos import load_demos
-from msvae_hf.extensions.pragmatics import Candidates, score_candidates
+from msvae_hf.extensions.pragmatics import LAMS, Candidates, lam_on_pairs, score_candidates
 from msvae_hf.models.modeling_baselines import FollowerModel, SpeakerModel
 from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
@@ -75,3 +80,59 @@ def test_bad_inputs(models, valid):
     other.tokenizer = MSVAETokenizer(vocab=vocab)
     with pytest.raises(ValueError, match="different vocabularies"):
         score_candidates(speaker, other, valid)
+
+
+def test_lam_on_pairs_counts_exact_matches_and_breaks_ties_towards_the_speaker():
+    cands = Candidates(
+        texts=[["go to a key", "go to the red key"], ["open a door", "go to a ball"], ["x", "go to a box"]],
+        speaker_scores=torch.tensor([[-1.0, -3.0], [-1.0, -2.0], [-1.0, -5.0]]),
+        follower_scores=torch.tensor([[-4.5, -1.0], [-1.0, -3.0], [-2.5, -1.0]]),
+    )
+    truth = ["go to  the red key", "open a door", "go to a box"]  # spacing aside, word for word
+    # row 0 picks its 2nd candidate (right) while lam * 2 < (1 - lam) * 3.5, i.e. lam < 0.64; row 1 always its 1st
+    # (right); row 2 its 2nd (right) while lam * 4 < (1 - lam) * 1.5, i.e. lam < 0.27
+    lam, shares = lam_on_pairs(cands, truth)
+    assert shares == {x: (3 if x < 0.27 else 2 if x < 0.64 else 1) / 3 for x in LAMS}
+    assert lam == 0.2  # 0, 0.1 and 0.2 get all three: the largest
+    with pytest.raises(ValueError, match="2 instructions for 3 candidate lists"):
+        lam_on_pairs(cands, truth[:2])
+
+
+def label(demos, speaker, out, *extra: str) -> None:
+    load_script("label_unpaired").main(["--speaker", str(speaker), "--demos", str(demos), "--out", str(out),
+                                        "--batch-size", "24", *extra])
+
+
+def test_rescored_labels_are_the_candidates_the_weighted_score_chooses(models, baseline_runs, tiny_demos, tmp_path):
+    speaker, follower = models
+    speaker_dir, follower_dir = baseline_runs["speaker"] / "best", baseline_runs["follower"] / "best"
+    unpaired = load_demos(tiny_demos)["unpaired"]
+    cands = score_candidates(speaker, follower, unpaired, num_candidates=3, batch_size=11)
+    label(tiny_demos, speaker_dir, tmp_path / "given", "--rescore-with", str(follower_dir), "--num-candidates", "3",
+          "--lam", "0.3")
+    assert list(load_from_disk(str(tmp_path / "given"))["instruction"]) == cands.choose(0.3)
+    record = json.loads((tmp_path / "given" / "pseudo_labels.json").read_text())
+    assert record["decoding"] == "3 beams, rescored by a follower"
+    assert record["rescoring"] == {"num_candidates": 3, "lam": 0.3, "lam_chosen_on": None,
+                                   "follower": str(follower_dir)}
+    # without --lam, lam is the one whose choices are most often the valid pairs' own instructions
+    valid = load_demos(tiny_demos)["valid"]
+    lam, shares = lam_on_pairs(score_candidates(speaker, follower, valid, num_candidates=3), list(valid["instruction"]))
+    label(tiny_demos, speaker_dir, tmp_path / "chosen", "--rescore-with", str(follower_dir), "--num-candidates", "3")
+    record = json.loads((tmp_path / "chosen" / "pseudo_labels.json").read_text())["rescoring"]
+    assert record["lam"] == lam and record["lam_chosen_on"] == f"valid ({len(valid)} pairs)"
+    assert {float(k): v for k, v in record["valid_exact_by_lam"].items()} == shares
+    assert list(load_from_disk(str(tmp_path / "chosen"))["instruction"]) == cands.choose(lam)
+
+
+def test_a_bad_rescorer_or_weight_is_one_line_before_anything_is_written(baseline_runs, tiny_demos, tmp_path):
+    out = tmp_path / "labels"
+    speaker, follower = baseline_runs["speaker"] / "best", baseline_runs["follower"] / "best"
+    for extra, message in ((["--rescore-with", str(speaker)], "msvae_speaker model, which cannot follow"),
+                           (["--rescore-with", str(tmp_path / "nowhere")], "no model at .*nowhere"),
+                           (["--rescore-with", str(follower), "--lam", "1.5"], r"lam must be in \[0, 1\], got 1.5"),
+                           (["--rescore-with", str(follower), "--num-candidates", "0"],
+                            r"--num-candidates\) must be at least 1, got 0")):
+        with pytest.raises(SystemExit, match=message):
+            label(tiny_demos, speaker, out, *extra)
+    assert not out.exists()

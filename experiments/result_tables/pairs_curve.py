@@ -174,8 +174,11 @@ def table_label_accuracy(level: str, root: Path = RESULTS) -> list[str]:
         if not accuracy:
             continue
         cells = [f"{100 * accuracy[key]:.1f}" if key in accuracy else "-" for key, _ in LABEL_COLUMNS]
-        lines.append(f"| {path.stem} | {record.get('speaker', '-')} | {accuracy['labels']:,} | " + " | ".join(cells)
-                     + " |")
+        speaker = record.get("speaker", "-")
+        if rescoring := record.get("rescoring"):
+            speaker += (f", rescored by {rescoring['follower']} (lam {rescoring['lam']:g}, "
+                        f"{rescoring['num_candidates']} candidates)")
+        lines.append(f"| {path.stem} | {speaker} | {accuracy['labels']:,} | " + " | ".join(cells) + " |")
     return lines
 
 

@@ -3,6 +3,10 @@
     python scripts/label_unpaired.py --speaker runs/bosslocal/speaker/best --demos data/bosslocal_100k \\
         --out data/pseudo_labels/bosslocal/speaker
 
+With ``--rescore-with FOLLOWER`` the speaker proposes ``--num-candidates`` instructions a trajectory and the
+follower's log p(a | y, o) joins the speaker's in choosing one (a pragmatic speaker; ``--lam`` the speaker's weight,
+chosen on the valid pairs when not given).
+
 Installed by pip as ``msvae-label-unpaired`` (the same flags).
 """
 
@@ -14,7 +18,7 @@ import sys
 
 from transformers import AutoModel
 
-from ..data.pseudo_labels import check_num_unpaired, label_unpaired
+from ..data.pseudo_labels import check_num_unpaired, check_rescorer, label_unpaired
 from ..utils.runtime import add_threads_flag, set_threads
 from .evaluate import missing_model
 from .invocation import entry_point_command
@@ -29,6 +33,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--sample", action="store_true", help="sample instructions instead of greedy decoding")
     parser.add_argument("--num-unpaired", type=int, default=None, help="label only the first N trajectories")
+    parser.add_argument("--rescore-with", default=None, metavar="FOLLOWER",
+                        help="a saved follower or MS-VAE that rescores the speaker's candidates")
+    parser.add_argument("--num-candidates", type=int, default=8, help="candidates a trajectory, with --rescore-with")
+    parser.add_argument("--lam", type=float, default=None,
+                        help="the speaker's weight in [0, 1], with --rescore-with (default: chosen on the valid pairs)")
     parser.add_argument("--overwrite", action="store_true")
     add_threads_flag(parser)
     args = parser.parse_args(argv)
@@ -39,12 +48,19 @@ def main(argv: list[str] | None = None) -> None:
         check_num_unpaired(args.num_unpaired)  # before a speaker is fetched
         if (why := missing_model(args.speaker)) is not None:
             raise ValueError(why)
+        rescorer = None
+        if args.rescore_with is not None:
+            if (why := missing_model(args.rescore_with)) is not None:
+                raise ValueError(why)
+            rescorer = AutoModel.from_pretrained(args.rescore_with)
+            check_rescorer(rescorer, args.num_candidates, args.lam)
         speaker = AutoModel.from_pretrained(args.speaker)
         if not hasattr(speaker, "describe"):
             raise ValueError(f"{args.speaker} holds a {speaker.config.model_type} model, which cannot speak")
         labelled = label_unpaired(
             speaker, args.demos, args.out, batch_size=args.batch_size, do_sample=args.sample,
             num_unpaired=args.num_unpaired, overwrite=args.overwrite, speaker_path=args.speaker, command=command,
+            rescorer=rescorer, num_candidates=args.num_candidates, lam=args.lam, rescorer_path=args.rescore_with,
         )
     except (OSError, ValueError) as err:  # FileExistsError, FileNotFoundError, a full disk: one line each
         sys.exit(f"error: {err}")

@@ -23,6 +23,7 @@ from datasets import Dataset, DatasetDict
 
 from ..envs.missions import regenerate_missions, replay_labels, score_labels
 from ..evaluation.evaluate import describe_dataset
+from ..extensions.pragmatics import check_lam, lam_on_pairs, score_candidates
 from ..utils.run_folder import read_json, write_json, writing
 from ..utils.runtime import check_output_folder, provenance
 from .collator import with_pseudo_labels
@@ -52,12 +53,23 @@ def label_unpaired(
     speaker_path: str | None = None,
     progress: bool = True,
     command: str | None = None,
+    rescorer: Any = None,
+    num_candidates: int = 8,
+    lam: float | None = None,
+    rescorer_path: str | None = None,
 ) -> Any:
     """Write one speaker instruction per unpaired trajectory (greedy, or sampled with ``do_sample``); ``command``,
-    the command line, is recorded so that a damaged set can be written again."""
+    the command line, is recorded so that a damaged set can be written again.
+
+    With a ``rescorer`` (a follower or MS-VAE) the speaker proposes ``num_candidates`` instructions a trajectory
+    (beam search, or samples) and each trajectory gets the one maximising lam * log p_S(y|a,o) + (1 - lam) *
+    log p_F(a|y,o) (:mod:`~msvae_hf.extensions.pragmatics`); ``lam`` None chooses it on the ``valid`` pairs, as the
+    lam whose choices are most often the pairs' own instructions. ``batch_size`` counts candidates then."""
     out = Path(out)
     check_num_unpaired(num_unpaired)
-    check_output_folder(out, demos=demos, speaker=speaker_path)
+    if rescorer is not None:
+        check_rescorer(rescorer, num_candidates, lam)
+    check_output_folder(out, demos=demos, speaker=speaker_path, rescorer=rescorer_path)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"{out} is not empty: pass overwrite=True (--overwrite) to replace it")
     started = time.perf_counter()
@@ -66,7 +78,13 @@ def label_unpaired(
         raise ValueError(f"{demos} has no unpaired trajectories to label")
     if num_unpaired is not None:
         unpaired = unpaired.select(range(min(num_unpaired, len(unpaired))))
-    texts = describe_dataset(speaker, unpaired, batch_size=batch_size, progress=progress, do_sample=do_sample)
+    if rescorer is None:
+        texts = describe_dataset(speaker, unpaired, batch_size=batch_size, progress=progress, do_sample=do_sample)
+        rescoring = None
+    else:
+        texts, rescoring = rescored_labels(speaker, rescorer, demos, unpaired, num_candidates, lam,
+                                           max(1, batch_size // num_candidates), do_sample, progress)
+        rescoring["follower"] = rescorer_path
     labelled = with_pseudo_labels(unpaired, texts)
     scoring = time.perf_counter()
     try:  # scored before anything is written: a failure here costs a line in the record, never the labels
@@ -81,7 +99,9 @@ def label_unpaired(
         digests = write_checksums(tmp)
         info = {
             "speaker": speaker_path, "speaker_type": speaker.config.model_type, "demos": str(demos),
-            "decoding": "sampled" if do_sample else "greedy", "num_labelled": len(labelled), "command": command,
+            "decoding": ("sampled" if do_sample else "greedy") if rescorer is None else
+                        f"{num_candidates} {'samples' if do_sample else 'beams'}, rescored by a follower",
+            "rescoring": rescoring, "num_labelled": len(labelled), "command": command,
             "wall_time_s": time.perf_counter() - started - scoring, **provenance(speaker.device),
             "sha256": digests,  # which labels this record describes (as checksums.json)
             "label_accuracy": accuracy,  # outside the wall time: scoring, not labelling
@@ -94,6 +114,36 @@ def label_unpaired(
     os.replace(tmp, out)
     shutil.rmtree(old, ignore_errors=True)
     return labelled
+
+
+def check_rescorer(rescorer: Any, num_candidates: int, lam: float | None) -> None:
+    """ValueError unless ``rescorer`` can score actions, ``num_candidates`` >= 1 and ``lam`` is None or in [0, 1]."""
+    if not hasattr(rescorer, "action_log_likelihood"):
+        raise ValueError(f"the rescorer is a {rescorer.config.model_type} model, which cannot follow: rescore with "
+                         "a follower or an MS-VAE")
+    if num_candidates < 1:
+        raise ValueError(f"num_candidates (--num-candidates) must be at least 1, got {num_candidates}")
+    if lam is not None:
+        check_lam(lam)
+
+
+def rescored_labels(
+    speaker: Any, rescorer: Any, demos: str | os.PathLike, unpaired: Any, num_candidates: int, lam: float | None,
+    batch_size: int, do_sample: bool, progress: bool,
+) -> tuple[list[str], dict[str, Any]]:
+    """Each unpaired trajectory's candidate that the speaker and the follower together score best, and the record
+    of the choice: lam, given or chosen on the ``valid`` pairs (with the share of them each lam gets right)."""
+    record: dict[str, Any] = {"num_candidates": num_candidates, "lam": lam, "lam_chosen_on": None}
+    if lam is None:
+        valid = load_demos(demos).get("valid")
+        if valid is None or len(valid) == 0:
+            raise ValueError(f"{demos} has no valid pairs to choose lam on: give lam (--lam)")
+        on_valid = score_candidates(speaker, rescorer, valid, num_candidates, batch_size, do_sample)
+        lam, shares = lam_on_pairs(on_valid, list(valid["instruction"]))
+        record.update(lam=lam, lam_chosen_on=f"valid ({len(valid)} pairs)", valid_exact_by_lam=shares)
+    candidates = score_candidates(speaker, rescorer, unpaired, num_candidates, batch_size, do_sample,
+                                  progress=progress)
+    return candidates.choose(lam), record
 
 
 def label_accuracy(labelled: Any) -> dict[str, float | int]:

@@ -33,11 +33,33 @@ class Candidates:
 
     def choose(self, lam: float) -> list[str]:
         """The candidate maximising lam * speaker + (1 - lam) * follower for each trajectory."""
-        if not 0.0 <= lam <= 1.0:
-            raise ValueError(f"lam must be in [0, 1], got {lam}")
+        check_lam(lam)
         score = lam * self.speaker_scores + (1.0 - lam) * self.follower_scores
         best = score.argmax(dim=1).tolist()
         return [texts[i] for texts, i in zip(self.texts, best)]
+
+
+#: The speaker weights tried when lam is chosen on pairs: 0, 0.1, ..., 1.
+LAMS = tuple(i / 10 for i in range(11))
+
+
+def check_lam(lam: float) -> None:
+    """ValueError unless ``lam`` (the speaker's weight) lies in [0, 1]."""
+    if not 0.0 <= lam <= 1.0:
+        raise ValueError(f"lam must be in [0, 1], got {lam}")
+
+
+def lam_on_pairs(
+    candidates: Candidates, instructions: list[str], lams: tuple[float, ...] = LAMS
+) -> tuple[float, dict[float, float]]:
+    """The lam of ``lams`` whose choices equal most of the pairs' own ``instructions`` (word for word), and the
+    share each lam matches; a tie goes to the larger lam (the nearer to the speaker alone)."""
+    if len(instructions) != len(candidates.texts):
+        raise ValueError(f"{len(instructions)} instructions for {len(candidates.texts)} candidate lists")
+    truth = [text.split() for text in instructions]
+    shares = {lam: sum(chosen.split() == words for chosen, words in zip(candidates.choose(lam), truth))
+              / len(truth) for lam in lams}
+    return max(lams, key=lambda lam: (shares[lam], lam)), shares
 
 
 def _repeat(batch: dict[str, torch.Tensor], n: int) -> dict[str, torch.Tensor]:

@@ -170,6 +170,26 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
     assert set(cells["labels/speaker_cells_film2_m10k"].needs) == {"speaker_cells_film2_m10k/seed0", "demos_curve"}
 
 
+def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> None:
+    """The second round's labels: the front-cell speaker's candidates rescored by the follower trained on its first
+    labels, made after both; the second round's students read them, on the same M pairs."""
+    cells = {c.name: c for c in level_cells("gotoseqlocal")}
+    for tag, m, seeds in (("m1k", 1000, {0, 1, 2}), ("m10k", 10_000, {0})):
+        labels = cells[f"labels/speaker_cells_film2_{tag}_rescored"]
+        command = labels.command
+        assert command[command.index("--speaker") + 1] == f"runs/gotoseqlocal/speaker_cells_film2_{tag}/best"
+        assert command[command.index("--rescore-with") + 1] == \
+            f"runs/gotoseqlocal/speaker_follower_cells_film2_{tag}/best"
+        assert set(labels.needs) == {f"speaker_cells_film2_{tag}/seed0", f"speaker_follower_cells_film2_{tag}/seed0",
+                                     "demos_curve"}
+        row = f"speaker_follower_cells_rescored_film2_{tag}"
+        assert {int(n.rsplit("seed", 1)[1]) for n in cells if n.startswith(f"{row}/seed")} == seeds
+        student = train_config(cells[f"{row}/seed0"])
+        assert student.pseudo_labels == f"data/pseudo_labels/gotoseqlocal/speaker_cells_film2_{tag}_rescored"
+        assert student.num_paired == m and student.max_updates == 4000
+        assert labels.name in cells[f"{row}/seed0"].needs
+
+
 def test_gotoseqlocal_compares_the_teachers_of_table_3_after_they_are_trained() -> None:
     """The comparison of GoToSeqLocal's teachers reads four runs and comes after each of their cells."""
     cells = level_cells("gotoseqlocal")
