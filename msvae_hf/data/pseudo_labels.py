@@ -167,9 +167,9 @@ def label_shares(rows: Any, labels: list[str]) -> dict[str, float]:
     levels, seeds, actions = list(columns["level"]), list(columns["seed"]), list(columns["actions"])
     totals = {"carried_out": 0, "demonstrated": 0}
     for level, at in rows_of_each_level(levels).items():
-        shares = replay_labels(level, [seeds[i] for i in at], [actions[i] for i in at], [labels[i] for i in at])
+        counts = replay_labels(level, [seeds[i] for i in at], [actions[i] for i in at], [labels[i] for i in at])
         for key in totals:
-            totals[key] += round(len(at) * shares[key])  # the count: a share of len(at) trajectories
+            totals[key] += counts[key]
     return {key: total / len(labels) for key, total in totals.items()}
 
 

@@ -389,10 +389,10 @@ def demonstrates(env: gym.Env, seed: int, actions: Sequence[int], text: str) -> 
 
 
 def replay_labels(level_id: str, seeds: Sequence[int], actions: Sequence[Sequence[int]],
-                 texts: Sequence[str]) -> dict[str, float]:
-    """``carried_out`` and ``demonstrated``: the shares of trajectories (``seeds[i]``'s episode played with
-    ``actions[i]``) that carry out ``texts[i]`` (:func:`carries_out`) and that demonstrate it (:func:`demonstrates`),
-    on one env of the level."""
+                 texts: Sequence[str]) -> dict[str, int]:
+    """``carried_out`` and ``demonstrated``: how many trajectories (``seeds[i]``'s episode played with
+    ``actions[i]``) carry out ``texts[i]`` (:func:`carries_out`) and demonstrate it (:func:`demonstrates`), on one
+    env of the level."""
     if not len(seeds) == len(actions) == len(texts):
         raise ValueError(f"{len(seeds)} seeds, {len(actions)} trajectories and {len(texts)} missions: one each")
     if not texts:
@@ -404,7 +404,7 @@ def replay_labels(level_id: str, seeds: Sequence[int], actions: Sequence[Sequenc
                         for done, seed, steps, text in zip(carried, seeds, actions, texts, strict=True)]
     finally:
         env.close()
-    return {"carried_out": sum(carried) / len(texts), "demonstrated": sum(demonstrated) / len(texts)}
+    return {"carried_out": sum(carried), "demonstrated": sum(demonstrated)}
 
 
 __all__ = ["Goal", "InstructionError", "LABEL_ACCURACY_FIELDS", "carries_out", "connectives", "draw_same_room_mission",
