@@ -15,6 +15,13 @@ that labels written without them are scored where they lie (the labels themselve
 
 ``--chance DEMOS`` scores the yardstick beside every speaker: each unpaired trajectory labelled with the true mission
 of the next one (the last with the first's), a speaker that knows the level's missions and ignores the trajectory.
+
+``--compare A B`` compares two labellings of the same trajectories, paired: of the trajectories whose labels differ,
+how many demonstrate (and carry out) A's label and not B's and the reverse, with McNemar's exact two-sided p:
+
+    python experiments/label_accuracy.py --compare data/pseudo_labels/gotoseqlocal/speaker_cells_film2_m10k_first2k \
+        data/pseudo_labels/gotoseqlocal/speaker_cells_film2_m10k_rescored_first2k \
+        --out results/gotoseqlocal/labels_compared/speaker_cells_film2_m10k_rescored_first2k.json
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+import gymnasium as gym
 
 from msvae_hf.data.demos import load_demos
 from msvae_hf.data.pseudo_labels import (
@@ -33,7 +42,7 @@ from msvae_hf.data.pseudo_labels import (
     pseudo_labels_record,
     true_missions,
 )
-from msvae_hf.envs.missions import score_labels
+from msvae_hf.envs.missions import carries_out, demonstrates, score_labels
 from msvae_hf.utils.run_folder import write_json
 from msvae_hf.utils.runtime import provenance
 
@@ -44,12 +53,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--record", action="store_true", help="write the scores into each folder's record")
     parser.add_argument("--chance", metavar="DEMOS", help="score another trajectory's mission on DEMOS' unpaired")
     parser.add_argument("--num-unpaired", type=int, default=None, help="with --chance: the first N trajectories")
-    parser.add_argument("--out", help="with --chance: write the scores here (JSON)")
+    parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two labellings of the same trajectories")
+    parser.add_argument("--out", help="with --chance or --compare: write the result here (JSON)")
     args = parser.parse_args(argv)
-    if not args.labels and not args.chance:
-        parser.error("give label folders, or --chance DEMOS")
-    if not args.chance and (args.num_unpaired is not None or args.out):
-        parser.error("--num-unpaired and --out go with --chance")
+    if not args.labels and not args.chance and not args.compare:
+        parser.error("give label folders, --chance DEMOS or --compare A B")
+    if args.num_unpaired is not None and not args.chance:
+        parser.error("--num-unpaired goes with --chance")
+    if args.out and not (args.chance or args.compare) or args.chance and args.compare:
+        parser.error("--out goes with one of --chance and --compare")
+    if args.compare:
+        try:
+            compare(*args.compare, args.out)
+        except (OSError, ValueError) as err:
+            sys.exit(f"error: {err}")
     if args.chance:
         chance(args.chance, args.num_unpaired, args.out)
     if not args.labels:
@@ -81,6 +98,39 @@ def chance(demos: str, num_unpaired: int | None, out: str | None) -> dict:
               "num_labelled": len(missions), "label_accuracy": scores, **provenance()}
     print(json.dumps(record))
     if out:
+        write_json(out, record)
+    return record
+
+
+def compare(a: str, b: str, out: str | None) -> dict:
+    """Two labellings of the same trajectories, paired by trajectory (module docstring)."""
+    from scipy.stats import binomtest
+
+    first, second = load_pseudo_labels(a), load_pseudo_labels(b)
+    if list(first["seed"]) != list(second["seed"]) or list(first["level"]) != list(second["level"]):
+        raise ValueError(f"{a} and {b} label different trajectories (their levels and seeds differ): compare "
+                         "labellings of the same unpaired trajectories")
+    envs: dict[str, gym.Env] = {}
+    counts = {test: {"a_only": 0, "b_only": 0} for test in ("demonstrated", "carried_out")}
+    differ = 0
+    for x, y in zip(first, second, strict=True):
+        if x["instruction"] == y["instruction"]:
+            continue
+        differ += 1
+        env = envs.setdefault(x["level"], gym.make(x["level"]))
+        for test, holds in (("demonstrated", demonstrates), ("carried_out", carries_out)):
+            in_a, in_b = (holds(env, x["seed"], x["actions"], row["instruction"]) for row in (x, y))
+            counts[test]["a_only"] += in_a and not in_b
+            counts[test]["b_only"] += in_b and not in_a
+    for env in envs.values():
+        env.close()
+    for test in counts.values():
+        discordant = test["a_only"] + test["b_only"]
+        test["p_mcnemar_exact"] = binomtest(test["a_only"], discordant).pvalue if discordant else 1.0
+    record = {"a": a, "b": b, "labelled": len(first), "labels_differ": differ, **counts, **provenance()}
+    print(json.dumps(record))
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
         write_json(out, record)
     return record
 

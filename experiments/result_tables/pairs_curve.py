@@ -19,7 +19,9 @@ CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS
                  ("speaker_follower_film2", "speaker-follower on MS-VAE full's labels"),
                  ("speaker_follower_sup_film2", "speaker-follower on the supervised speaker's labels"),
                  ("speaker_follower_cells_film2", "speaker-follower on the labels of the speaker reading the front "
-                  "cells"))
+                  "cells"),
+                 ("speaker_follower_cells_rescored_film2", "speaker-follower on the front-cell speaker's labels "
+                  "rescored by the follower of its first labels"))
 #: The budget confound: the supervised follower continued to 10,000 updates, (row suffix, label).
 BUDGET_SUFFIX = ("_u10k", "supervised follower, 10,000 updates")
 

@@ -173,3 +173,44 @@ def test_chance_labels_each_trajectory_with_the_next_ones_mission(tiny_demos, tm
     counts = replay_labels(unpaired[0]["level"], unpaired["seed"], unpaired["actions"], others)
     assert record["label_accuracy"] == {**score_labels(others, truth), **{k: n / 20 for k, n in counts.items()}}
     assert record["label_accuracy"]["in_grammar"] == 1.0 and record["label_accuracy"]["same_mission"] < 1.0
+
+
+def test_compare_pairs_two_labellings_by_trajectory(labels, tmp_path, capsys):
+    """Against the true missions (each a demonstration of itself), a labelling's differing labels count on the true
+    side exactly where they are not demonstrations: b_only = labels that differ - those of them that demonstrate."""
+    from datasets import load_from_disk
+
+    from msvae_hf.data.demos import write_checksums
+    from msvae_hf.data.pseudo_labels import true_missions
+
+    rows = load_from_disk(str(labels))
+    truth = true_missions(rows)
+    right = tmp_path / "truth"
+    rows.remove_columns("instruction").add_column("instruction", truth).save_to_disk(str(right))
+    write_checksums(right)
+    out = tmp_path / "compared" / "a_b.json"
+    label_accuracy.main(["--compare", str(labels), str(right), "--out", str(out)])
+    record = json.loads(out.read_text())
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == record
+    same = sum(label == mission for label, mission in zip(rows["instruction"], truth, strict=True))
+    assert record["labelled"] == len(truth) and record["labels_differ"] == len(truth) - same
+    demonstrated = round(json.loads((labels / RECORD_FILE).read_text())["label_accuracy"]["demonstrated"] * len(truth))
+    assert record["demonstrated"]["a_only"] == 0
+    assert record["demonstrated"]["b_only"] == record["labels_differ"] - (demonstrated - same)
+    assert 0 <= record["demonstrated"]["p_mcnemar_exact"] <= 1
+    label_accuracy.main(["--compare", str(labels), str(labels)])  # the same labels: nothing differs
+    itself = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert itself["labels_differ"] == 0 and itself["demonstrated"] == {"a_only": 0, "b_only": 0, "p_mcnemar_exact": 1.0}
+
+
+def test_compare_refuses_labellings_of_different_trajectories(labels, tmp_path):
+    from datasets import load_from_disk
+
+    from msvae_hf.data.demos import write_checksums
+
+    other = tmp_path / "other"
+    load_from_disk(str(labels)).select(range(10)).save_to_disk(str(other))
+    write_checksums(other)
+    with pytest.raises(SystemExit, match="label different trajectories"):
+        label_accuracy.main(["--compare", str(labels), str(other), "--out", str(tmp_path / "x.json")])
+    assert not (tmp_path / "x.json").exists()
