@@ -504,7 +504,9 @@ def _pairs_curve_rows() -> dict[str, Row]:
     the default (FiLM on both maps) follower; and the budget confound: the supervised follower at M = 1,000 and
     10,000 continued to 10,000 updates; and the routes to a reading MS-VAE (:data:`CURVE_ROUTES`) at M = 1,000 and
     10,000, beside MS-VAE on the pairs alone, which tells what of a route's reading comes from the unpaired
-    trajectories."""
+    trajectories; and the front-cell route at M = 1,000 and 10,000: the speaker reading the front cells, the
+    speaker-follower on its labels and on those labels rescored by that speaker-follower, and MS-VAE (gamma = 1)
+    from that speaker, whose q(z|a,o) then reads the cells."""
     rows: dict[str, Row] = {}
 
     def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES,
@@ -534,6 +536,9 @@ def _pairs_curve_rows() -> dict[str, Row]:
             f"rescored by the follower of its first labels, M = {m:,} pairs", m, (0, 1, 2) if m == 1000 else (0,),
             extra=_labels(f"speaker_cells_film2_{tag}_rescored"), needs=(f"labels/speaker_cells_film2_{tag}_rescored",),
             config="speaker_follower")
+        row(f"msvae_cells_film2_{tag}", f"MS-VAE full, gamma = 1, from the speaker reading the front cells, M = {m:,} "
+            "pairs + 100,000 unpaired", m, (0,), extra=("--model.gamma", "1"), config="msvae", own_baselines=True,
+            baselines=(f"follower_film2_{tag}", f"speaker_cells_film2_{tag}"))
         start = dict(own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
         row(f"msvae_paired_film2_{tag}", f"MS-VAE, paired only, M = {m:,} pairs (the routes' control)", m, (0,),
             config="msvae_paired", **start)

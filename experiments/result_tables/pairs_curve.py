@@ -16,6 +16,7 @@ SUPERVISED = "follower_film2"
 #: The curve's methods: (row prefix, label) in the table's order; a row is ``<prefix>_<curve_tag(M)>``.
 CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS-VAE, paired only"),
                  ("msvae_film2", "MS-VAE full"),
+                 ("msvae_cells_film2", "MS-VAE full, gamma = 1, from the speaker reading the front cells"),
                  ("speaker_follower_film2", "speaker-follower on MS-VAE full's labels"),
                  ("speaker_follower_sup_film2", "speaker-follower on the supervised speaker's labels"),
                  ("speaker_follower_cells_film2", "speaker-follower on the labels of the speaker reading the front "

@@ -190,6 +190,18 @@ def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> No
         assert labels.name in cells[f"{row}/seed0"].needs
 
 
+def test_msvae_from_the_front_cell_speaker_starts_from_it_and_the_supervised_follower() -> None:
+    cells = {c.name: c for c in level_cells("gotoseqlocal")}
+    for tag, m in (("m1k", 1000), ("m10k", 10_000)):
+        cell = cells[f"msvae_cells_film2_{tag}/seed0"]
+        command = cell.command
+        assert command[command.index("--init-speaker") + 1] == f"runs/gotoseqlocal/speaker_cells_film2_{tag}/best"
+        assert command[command.index("--init-follower") + 1] == f"runs/gotoseqlocal/follower_film2_{tag}/best"
+        assert {f"speaker_cells_film2_{tag}/seed0", f"follower_film2_{tag}/seed0"} <= set(cell.needs)
+        config = train_config(cell)
+        assert config.model["gamma"] == 1 and config.num_paired == m and config.model_type == "msvae"
+
+
 def test_gotoseqlocal_compares_the_teachers_of_table_3_after_they_are_trained() -> None:
     """The comparison of GoToSeqLocal's teachers reads four runs and comes after each of their cells."""
     cells = level_cells("gotoseqlocal")
