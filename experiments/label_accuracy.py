@@ -17,7 +17,8 @@ that labels written without them are scored where they lie (the labels themselve
 of the next one (the last with the first's), a speaker that knows the level's missions and ignores the trajectory.
 
 ``--compare A B`` compares two labellings of the same trajectories, paired: of the trajectories whose labels differ,
-how many demonstrate (and carry out) A's label and not B's and the reverse, with McNemar's exact two-sided p:
+how many demonstrate (and carry out) A's label and not B's and the reverse, with McNemar's exact two-sided p, and the
+sha256 of both labellings (their records'):
 
     python experiments/label_accuracy.py --compare data/pseudo_labels/gotoseqlocal/speaker_cells_film2_m10k_first2k \
         data/pseudo_labels/gotoseqlocal/speaker_cells_film2_m10k_rescored_first2k \
@@ -30,8 +31,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
-import gymnasium as gym
+from typing import Any
 
 from msvae_hf.data.demos import load_demos
 from msvae_hf.data.pseudo_labels import (
@@ -44,7 +44,7 @@ from msvae_hf.data.pseudo_labels import (
 )
 from msvae_hf.envs.missions import carries_out, demonstrates, score_labels
 from msvae_hf.utils.run_folder import write_json
-from msvae_hf.utils.runtime import provenance
+from msvae_hf.utils.runtime import provenance, unwritable_folder
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -58,10 +58,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not args.labels and not args.chance and not args.compare:
         parser.error("give label folders, --chance DEMOS or --compare A B")
+    if args.chance and args.compare:
+        parser.error("--chance and --compare are separate runs: give one")
     if args.num_unpaired is not None and not args.chance:
         parser.error("--num-unpaired goes with --chance")
-    if args.out and not (args.chance or args.compare) or args.chance and args.compare:
-        parser.error("--out goes with one of --chance and --compare")
+    if args.out and not (args.chance or args.compare):
+        parser.error("--out goes with --chance or --compare")
+    if args.record and not args.labels:
+        parser.error("--record writes the scores of label folders given as arguments")
     if args.compare:
         try:
             compare(*args.compare, args.out)
@@ -86,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
             write_json(folder / RECORD_FILE, {**record, "label_accuracy": {**scores, "scored_at": commit}})
 
 
-def chance(demos: str, num_unpaired: int | None, out: str | None) -> dict:
+def chance(demos: str, num_unpaired: int | None, out: str | None) -> dict[str, Any]:
     """Each unpaired trajectory of ``demos`` labelled with the next one's true mission, scored (module docstring)."""
     unpaired = load_demos(demos)["unpaired"]
     if num_unpaired is not None:
@@ -102,10 +106,13 @@ def chance(demos: str, num_unpaired: int | None, out: str | None) -> dict:
     return record
 
 
-def compare(a: str, b: str, out: str | None) -> dict:
+def compare(a: str, b: str, out: str | None) -> dict[str, Any]:
     """Two labellings of the same trajectories, paired by trajectory (module docstring)."""
+    import gymnasium as gym
     from scipy.stats import binomtest
 
+    if out and (why := unwritable_folder(Path(out).parent)):
+        raise ValueError(why)
     first, second = load_pseudo_labels(a), load_pseudo_labels(b)
     if list(first["seed"]) != list(second["seed"]) or list(first["level"]) != list(second["level"]):
         raise ValueError(f"{a} and {b} label different trajectories (their levels and seeds differ): compare "
@@ -127,11 +134,13 @@ def compare(a: str, b: str, out: str | None) -> dict:
     for test in counts.values():
         discordant = test["a_only"] + test["b_only"]
         test["p_mcnemar_exact"] = binomtest(test["a_only"], discordant).pvalue if discordant else 1.0
-    record = {"a": a, "b": b, "labelled": len(first), "labels_differ": differ, **counts, **provenance()}
-    print(json.dumps(record))
+    record = {"a": a, "b": b, "sha256": {"a": pseudo_labels_record(a).get("sha256"),
+                                         "b": pseudo_labels_record(b).get("sha256")},
+              "labelled": len(first), "labels_differ": differ, **counts, **provenance()}
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         write_json(out, record)
+    print(json.dumps(record))
     return record
 
 

@@ -11,7 +11,7 @@ from conftest import load_script
 from datasets import load_from_disk
 
 from msvae_hf.data.collator import DemoCollator
-from msvae_hf.data.demos import load_demos
+from msvae_hf.data.demos import load_demos, write_checksums
 from msvae_hf.extensions.pragmatics import LAMS, Candidates, lam_on_pairs, score_candidates
 from msvae_hf.models.modeling_baselines import FollowerModel, SpeakerModel
 from msvae_hf.models.tokenization_msvae import MSVAETokenizer
@@ -108,24 +108,39 @@ def test_rescored_labels_are_the_candidates_the_weighted_score_chooses(models, b
     speaker_dir, follower_dir = baseline_runs["speaker"] / "best", baseline_runs["follower"] / "best"
     unpaired = load_demos(tiny_demos)["unpaired"]
     cands = score_candidates(speaker, follower, unpaired, num_candidates=3, batch_size=11)
+    assert cands.choose(0.3) != cands.choose(1.0)  # the follower's weight changes labels here
     label(tiny_demos, speaker_dir, tmp_path / "given", "--rescore-with", str(follower_dir), "--num-candidates", "3",
           "--lam", "0.3")
     assert list(load_from_disk(str(tmp_path / "given"))["instruction"]) == cands.choose(0.3)
     record = json.loads((tmp_path / "given" / "pseudo_labels.json").read_text())
-    assert record["decoding"] == "3 beams, rescored by a follower"
-    assert record["rescoring"] == {"num_candidates": 3, "lam": 0.3, "lam_chosen_on": None,
-                                   "follower": str(follower_dir)}
-    # without --lam, lam is the one whose choices are most often the valid pairs' own instructions
-    valid = load_demos(tiny_demos)["valid"]
-    lam, shares = lam_on_pairs(score_candidates(speaker, follower, valid, num_candidates=3), list(valid["instruction"]))
-    label(tiny_demos, speaker_dir, tmp_path / "chosen", "--rescore-with", str(follower_dir), "--num-candidates", "3")
+    assert record["decoding"] == "3 beam candidates, chosen at lam 0.3 (1: by the speaker alone)"
+    assert record["rescoring"] == {"num_candidates": 3, "lam": 0.3, "lam_chosen_on": "given",
+                                   "rescorer": str(follower_dir)}
+
+
+def test_without_a_lam_the_valid_pairs_choose_it(models, baseline_runs, tiny_demos, tmp_path):
+    """Valid pairs whose instructions are the candidates lam = 0.3 chooses force a lam that chooses all of them."""
+    speaker, follower = models
+    demos = load_demos(tiny_demos)
+    forced = score_candidates(speaker, follower, demos["valid"], num_candidates=3).choose(0.3)
+    assert forced != score_candidates(speaker, follower, demos["valid"], num_candidates=3).choose(1.0)
+    demos["valid"] = demos["valid"].remove_columns("instruction").add_column("instruction", forced)
+    folder = tmp_path / "demos"
+    demos.save_to_disk(str(folder))
+    write_checksums(folder)
+    label(folder, baseline_runs["speaker"] / "best", tmp_path / "chosen", "--rescore-with",
+          str(baseline_runs["follower"] / "best"), "--num-candidates", "3")
     record = json.loads((tmp_path / "chosen" / "pseudo_labels.json").read_text())["rescoring"]
-    assert record["lam"] == lam and record["lam_chosen_on"] == f"valid ({len(valid)} pairs)"
-    assert {float(k): v for k, v in record["valid_exact_by_lam"].items()} == shares
-    assert list(load_from_disk(str(tmp_path / "chosen"))["instruction"]) == cands.choose(lam)
+    shares = {float(k): v for k, v in record["valid_exact_by_lam"].items()}
+    assert shares[0.3] == 1.0 and shares[1.0] < 1.0
+    assert record["lam"] == max(lam for lam, share in shares.items() if share == 1.0)
+    assert record["lam_chosen_on"] == f"valid ({len(forced)} pairs)"
+    cands = score_candidates(speaker, follower, demos["unpaired"], num_candidates=3)
+    assert list(load_from_disk(str(tmp_path / "chosen"))["instruction"]) == cands.choose(record["lam"])
 
 
-def test_a_bad_rescorer_or_weight_is_one_line_before_anything_is_written(baseline_runs, tiny_demos, tmp_path):
+def test_a_bad_rescorer_or_weight_is_one_line_before_anything_is_written(baseline_runs, tiny_demos, tmp_path,
+                                                                         capsys):
     out = tmp_path / "labels"
     speaker, follower = baseline_runs["speaker"] / "best", baseline_runs["follower"] / "best"
     for extra, message in ((["--rescore-with", str(speaker)], "msvae_speaker model, which cannot follow"),
@@ -133,6 +148,11 @@ def test_a_bad_rescorer_or_weight_is_one_line_before_anything_is_written(baselin
                            (["--rescore-with", str(follower), "--lam", "1.5"], r"lam must be in \[0, 1\], got 1.5"),
                            (["--rescore-with", str(follower), "--num-candidates", "0"],
                             r"--num-candidates\) must be at least 1, got 0")):
-        with pytest.raises(SystemExit, match=message):
+        with pytest.raises(SystemExit, match=message) as err:
             label(tiny_demos, speaker, out, *extra)
+        assert "\n" not in str(err.value)
+    for extra in (["--lam", "0.5"], ["--num-candidates", "4"]):  # a rescorer's flags without one
+        with pytest.raises(SystemExit):
+            label(tiny_demos, speaker, out, *extra)
+        assert "--lam and --num-candidates go with --rescore-with" in capsys.readouterr().err
     assert not out.exists()

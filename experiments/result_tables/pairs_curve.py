@@ -179,7 +179,7 @@ def table_label_accuracy(level: str, root: Path = RESULTS) -> list[str]:
         cells = [f"{100 * accuracy[key]:.1f}" if key in accuracy else "-" for key, _ in LABEL_COLUMNS]
         speaker = record.get("speaker", "-")
         if rescoring := record.get("rescoring"):
-            speaker += (f", rescored by {rescoring['follower']} (lam {rescoring['lam']:g}, "
+            speaker += (f", rescored by {rescoring['rescorer']} (lam {rescoring['lam']:g}, "
                         f"{rescoring['num_candidates']} candidates)")
         lines.append(f"| {path.stem} | {speaker} | {accuracy['labels']:,} | " + " | ".join(cells) + " |")
     return lines

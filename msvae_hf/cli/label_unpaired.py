@@ -30,17 +30,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--speaker", required=True, help="a saved speaker or MS-VAE (save_pretrained folder)")
     parser.add_argument("--demos", required=True, help="demonstrations with an unpaired split")
     parser.add_argument("--out", required=True, help="where to write the pseudo-paired dataset")
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=256,
+                        help="sequences a batch: trajectories, or with --rescore-with candidates (a trajectory's all)")
     parser.add_argument("--sample", action="store_true", help="sample instructions instead of greedy decoding")
     parser.add_argument("--num-unpaired", type=int, default=None, help="label only the first N trajectories")
     parser.add_argument("--rescore-with", default=None, metavar="FOLLOWER",
                         help="a saved follower or MS-VAE that rescores the speaker's candidates")
-    parser.add_argument("--num-candidates", type=int, default=8, help="candidates a trajectory, with --rescore-with")
+    parser.add_argument("--num-candidates", type=int, default=None,
+                        help="candidates a trajectory, with --rescore-with (default 8)")
     parser.add_argument("--lam", type=float, default=None,
                         help="the speaker's weight in [0, 1], with --rescore-with (default: chosen on the valid pairs)")
     parser.add_argument("--overwrite", action="store_true")
     add_threads_flag(parser)
     args = parser.parse_args(argv)
+    if args.rescore_with is None and (args.lam is not None or args.num_candidates is not None):
+        parser.error("--lam and --num-candidates go with --rescore-with FOLLOWER")
+    num_candidates = 8 if args.num_candidates is None else args.num_candidates
     set_threads(args.threads)
     command = entry_point_command(argv) or shlex.join(
         ["python", "scripts/label_unpaired.py", *(sys.argv[1:] if argv is None else argv)])
@@ -53,14 +58,14 @@ def main(argv: list[str] | None = None) -> None:
             if (why := missing_model(args.rescore_with)) is not None:
                 raise ValueError(why)
             rescorer = AutoModel.from_pretrained(args.rescore_with)
-            check_rescorer(rescorer, args.num_candidates, args.lam)
+            check_rescorer(rescorer, num_candidates, args.lam)
         speaker = AutoModel.from_pretrained(args.speaker)
         if not hasattr(speaker, "describe"):
             raise ValueError(f"{args.speaker} holds a {speaker.config.model_type} model, which cannot speak")
         labelled = label_unpaired(
             speaker, args.demos, args.out, batch_size=args.batch_size, do_sample=args.sample,
             num_unpaired=args.num_unpaired, overwrite=args.overwrite, speaker_path=args.speaker, command=command,
-            rescorer=rescorer, num_candidates=args.num_candidates, lam=args.lam, rescorer_path=args.rescore_with,
+            rescorer=rescorer, num_candidates=num_candidates, lam=args.lam, rescorer_path=args.rescore_with,
         )
     except (OSError, ValueError) as err:  # FileExistsError, FileNotFoundError, a full disk: one line each
         sys.exit(f"error: {err}")

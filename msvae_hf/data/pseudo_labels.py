@@ -37,8 +37,9 @@ from .demos import (
 
 #: What label_unpaired writes beside the labelled rows: the speaker, the decoding, the command, the seconds from
 #: reading the demonstrations to the labels written (the speaker's loading not counted) with the commit and machine
-#: (:func:`~msvae_hf.utils.runtime.provenance`), the sha256 of each arrow file (the labels it describes) and the labels'
-#: accuracy against the true missions (:func:`label_accuracy`).
+#: (:func:`~msvae_hf.utils.runtime.provenance`), the sha256 of each arrow file (the labels it describes), the labels'
+#: accuracy against the true missions (:func:`label_accuracy`) and, for a pragmatic speaker's labels, ``rescoring``
+#: (the rescorer, the number of candidates, lam and how it was chosen: :func:`rescored_labels`).
 RECORD_FILE = "pseudo_labels.json"
 
 
@@ -84,7 +85,7 @@ def label_unpaired(
     else:
         texts, rescoring = rescored_labels(speaker, rescorer, demos, unpaired, num_candidates, lam,
                                            max(1, batch_size // num_candidates), do_sample, progress)
-        rescoring["follower"] = rescorer_path
+        rescoring["rescorer"] = rescorer_path
     labelled = with_pseudo_labels(unpaired, texts)
     scoring = time.perf_counter()
     try:  # scored before anything is written: a failure here costs a line in the record, never the labels
@@ -100,7 +101,8 @@ def label_unpaired(
         info = {
             "speaker": speaker_path, "speaker_type": speaker.config.model_type, "demos": str(demos),
             "decoding": ("sampled" if do_sample else "greedy") if rescorer is None else
-                        f"{num_candidates} {'samples' if do_sample else 'beams'}, rescored by a follower",
+                        f"{num_candidates} {'sampled' if do_sample else 'beam'} candidates, chosen at lam "
+                        f"{rescoring['lam']:g} (1: by the speaker alone)",
             "rescoring": rescoring, "num_labelled": len(labelled), "command": command,
             "wall_time_s": time.perf_counter() - started - scoring, **provenance(speaker.device),
             "sha256": digests,  # which labels this record describes (as checksums.json)
@@ -133,7 +135,7 @@ def rescored_labels(
 ) -> tuple[list[str], dict[str, Any]]:
     """Each unpaired trajectory's candidate that the speaker and the follower together score best, and the record
     of the choice: lam, given or chosen on the ``valid`` pairs (with the share of them each lam gets right)."""
-    record: dict[str, Any] = {"num_candidates": num_candidates, "lam": lam, "lam_chosen_on": None}
+    record: dict[str, Any] = {"num_candidates": num_candidates, "lam": lam, "lam_chosen_on": "given"}
     if lam is None:
         valid = load_demos(demos).get("valid")
         if valid is None or len(valid) == 0:

@@ -14,6 +14,7 @@ trains (Eq. 3). ``lam`` is chosen on validation pairs, never on the test pairs i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +51,7 @@ def check_lam(lam: float) -> None:
 
 
 def lam_on_pairs(
-    candidates: Candidates, instructions: list[str], lams: tuple[float, ...] = LAMS
+    candidates: Candidates, instructions: Sequence[str], lams: tuple[float, ...] = LAMS
 ) -> tuple[float, dict[float, float]]:
     """The lam of ``lams`` whose choices equal most of the pairs' own ``instructions`` (word for word), and the
     share each lam matches; a tie goes to the larger lam (the nearer to the speaker alone)."""

@@ -179,6 +179,7 @@ def test_compare_pairs_two_labellings_by_trajectory(labels, tmp_path, capsys):
     """Against the true missions (each a demonstration of itself), a labelling's differing labels count on the true
     side exactly where they are not demonstrations: b_only = labels that differ - those of them that demonstrate."""
     from datasets import load_from_disk
+    from scipy.stats import binomtest
 
     from msvae_hf.data.demos import write_checksums
     from msvae_hf.data.pseudo_labels import true_missions
@@ -194,10 +195,13 @@ def test_compare_pairs_two_labellings_by_trajectory(labels, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out.splitlines()[-1]) == record
     same = sum(label == mission for label, mission in zip(rows["instruction"], truth, strict=True))
     assert record["labelled"] == len(truth) and record["labels_differ"] == len(truth) - same
-    demonstrated = round(json.loads((labels / RECORD_FILE).read_text())["label_accuracy"]["demonstrated"] * len(truth))
-    assert record["demonstrated"]["a_only"] == 0
-    assert record["demonstrated"]["b_only"] == record["labels_differ"] - (demonstrated - same)
-    assert 0 <= record["demonstrated"]["p_mcnemar_exact"] <= 1
+    scores = json.loads((labels / RECORD_FILE).read_text())["label_accuracy"]
+    for test in ("demonstrated", "carried_out"):
+        count = round(scores[test] * len(truth))
+        assert record[test]["a_only"] == 0
+        assert record[test]["b_only"] == record["labels_differ"] - (count - same)
+        assert record[test]["p_mcnemar_exact"] == pytest.approx(binomtest(0, record[test]["b_only"]).pvalue)
+    assert record["sha256"] == {"a": json.loads((labels / RECORD_FILE).read_text())["sha256"], "b": None}
     label_accuracy.main(["--compare", str(labels), str(labels)])  # the same labels: nothing differs
     itself = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert itself["labels_differ"] == 0 and itself["demonstrated"] == {"a_only": 0, "b_only": 0, "p_mcnemar_exact": 1.0}
@@ -211,6 +215,10 @@ def test_compare_refuses_labellings_of_different_trajectories(labels, tmp_path):
     other = tmp_path / "other"
     load_from_disk(str(labels)).select(range(10)).save_to_disk(str(other))
     write_checksums(other)
-    with pytest.raises(SystemExit, match="label different trajectories"):
+    with pytest.raises(SystemExit, match="label different trajectories") as err:
         label_accuracy.main(["--compare", str(labels), str(other), "--out", str(tmp_path / "x.json")])
+    assert "\n" not in str(err.value)
     assert not (tmp_path / "x.json").exists()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit, match="is a file"):  # an --out that cannot be written: before any replay
+        label_accuracy.main(["--compare", str(labels), str(labels), "--out", str(tmp_path / "file" / "x.json")])
