@@ -42,7 +42,7 @@ from msvae_hf.data.pseudo_labels import (
     pseudo_labels_record,
     true_missions,
 )
-from msvae_hf.envs.missions import carries_out, demonstrates, score_labels
+from msvae_hf.envs.missions import replay_label, score_labels
 from msvae_hf.utils.run_folder import write_json
 from msvae_hf.utils.runtime import provenance, unwritable_folder
 
@@ -125,10 +125,10 @@ def compare(a: str, b: str, out: str | None) -> dict[str, Any]:
             continue
         differ += 1
         env = envs.setdefault(x["level"], gym.make(x["level"]))
-        for test, holds in (("demonstrated", demonstrates), ("carried_out", carries_out)):
-            in_a, in_b = (holds(env, x["seed"], x["actions"], row["instruction"]) for row in (x, y))
-            counts[test]["a_only"] += in_a and not in_b
-            counts[test]["b_only"] += in_b and not in_a
+        in_a, in_b = (replay_label(env, x["seed"], x["actions"], row["instruction"]) for row in (x, y))
+        for test, count in counts.items():
+            count["a_only"] += in_a[test] and not in_b[test]
+            count["b_only"] += in_b[test] and not in_a[test]
     for env in envs.values():
         env.close()
     for test in counts.values():

@@ -29,10 +29,10 @@ import msvae_hf  # noqa: F401  (registers the models with AutoModel)
 from msvae_hf.data.demos import load_demos
 from msvae_hf.evaluation.evaluate import describe_dataset
 from msvae_hf.evaluation.metrics import bleu, compare_bleu
-from msvae_hf.extensions.pragmatics import score_candidates
+from msvae_hf.extensions.pragmatics import LAMS, NUM_CANDIDATES, score_candidates
 from msvae_hf.utils.runtime import add_threads_flag, set_threads
 
-DEFAULT_LAMS = "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1"
+DEFAULT_LAMS = ",".join(f"{lam:g}" for lam in LAMS)
 
 
 def parse_system(text: str) -> tuple[str, str, str]:
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--demos", required=True)
     parser.add_argument("--system", type=parse_system, action="append", required=True,
                         metavar="NAME=SPEAKER_DIR[,FOLLOWER_DIR]")
-    parser.add_argument("--candidates", type=int, default=8, help="beam size = candidates per trajectory")
+    parser.add_argument("--candidates", type=int, default=NUM_CANDIDATES, help="beam size = candidates per trajectory")
     parser.add_argument("--lams", default=DEFAULT_LAMS, help="comma-separated speaker weights to choose from")
     parser.add_argument("--valid-split", default="valid")
     parser.add_argument("--test-split", default="test")

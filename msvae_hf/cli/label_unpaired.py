@@ -19,6 +19,7 @@ import sys
 from transformers import AutoModel
 
 from ..data.pseudo_labels import check_num_unpaired, check_rescorer, label_unpaired
+from ..extensions.pragmatics import NUM_CANDIDATES
 from ..utils.runtime import add_threads_flag, set_threads
 from .evaluate import missing_model
 from .invocation import entry_point_command
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rescore-with", default=None, metavar="FOLLOWER",
                         help="a saved follower or MS-VAE that rescores the speaker's candidates")
     parser.add_argument("--num-candidates", type=int, default=None,
-                        help="candidates a trajectory, with --rescore-with (default 8)")
+                        help=f"candidates a trajectory, with --rescore-with (default {NUM_CANDIDATES})")
     parser.add_argument("--lam", type=float, default=None,
                         help="the speaker's weight in [0, 1], with --rescore-with (default: chosen on the valid pairs)")
     parser.add_argument("--overwrite", action="store_true")
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.rescore_with is None and (args.lam is not None or args.num_candidates is not None):
         parser.error("--lam and --num-candidates go with --rescore-with FOLLOWER")
-    num_candidates = 8 if args.num_candidates is None else args.num_candidates
+    num_candidates = NUM_CANDIDATES if args.num_candidates is None else args.num_candidates
     set_threads(args.threads)
     command = entry_point_command(argv) or shlex.join(
         ["python", "scripts/label_unpaired.py", *(sys.argv[1:] if argv is None else argv)])

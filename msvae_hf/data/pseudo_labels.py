@@ -23,7 +23,7 @@ from datasets import Dataset, DatasetDict
 
 from ..envs.missions import regenerate_missions, replay_labels, score_labels
 from ..evaluation.evaluate import describe_dataset
-from ..extensions.pragmatics import check_lam, lam_on_pairs, score_candidates
+from ..extensions.pragmatics import NUM_CANDIDATES, check_lam, lam_on_pairs, score_candidates
 from ..utils.run_folder import read_json, write_json, writing
 from ..utils.runtime import check_output_folder, provenance
 from .collator import with_pseudo_labels
@@ -55,7 +55,7 @@ def label_unpaired(
     progress: bool = True,
     command: str | None = None,
     rescorer: Any = None,
-    num_candidates: int = 8,
+    num_candidates: int = NUM_CANDIDATES,
     lam: float | None = None,
     rescorer_path: str | None = None,
 ) -> Any:

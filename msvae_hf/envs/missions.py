@@ -388,6 +388,13 @@ def demonstrates(env: gym.Env, seed: int, actions: Sequence[int], text: str) -> 
     return carries_out(env, seed, actions, text) and not bot_is_quicker(env, seed, text, len(actions))
 
 
+def replay_label(env: gym.Env, seed: int, actions: Sequence[int], text: str) -> dict[str, bool]:
+    """``carried_out`` (:func:`carries_out`) and ``demonstrated`` (:func:`demonstrates`) for one trajectory and its
+    label, the episode replayed once."""
+    carried = carries_out(env, seed, actions, text)
+    return {"carried_out": carried, "demonstrated": carried and not bot_is_quicker(env, seed, text, len(actions))}
+
+
 def replay_labels(level_id: str, seeds: Sequence[int], actions: Sequence[Sequence[int]],
                  texts: Sequence[str]) -> dict[str, int]:
     """``carried_out`` and ``demonstrated``: how many trajectories (``seeds[i]``'s episode played with
@@ -399,14 +406,12 @@ def replay_labels(level_id: str, seeds: Sequence[int], actions: Sequence[Sequenc
         raise ValueError("replay_labels got no trajectories")
     env = gym.make(level_id)
     try:
-        carried = [carries_out(env, *row) for row in zip(seeds, actions, texts, strict=True)]
-        demonstrated = [done and not bot_is_quicker(env, seed, text, len(steps))
-                        for done, seed, steps, text in zip(carried, seeds, actions, texts, strict=True)]
+        replays = [replay_label(env, *row) for row in zip(seeds, actions, texts, strict=True)]
     finally:
         env.close()
-    return {"carried_out": sum(carried), "demonstrated": sum(demonstrated)}
+    return {key: sum(replay[key] for replay in replays) for key in ("carried_out", "demonstrated")}
 
 
 __all__ = ["Goal", "InstructionError", "LABEL_ACCURACY_FIELDS", "carries_out", "connectives", "draw_same_room_mission",
            "goals", "parse_mission", "regenerate_missions", "room_objects", "score_labels", "set_mission",
-           "bot_is_quicker", "demonstrates", "replay_labels"]
+           "bot_is_quicker", "demonstrates", "replay_label", "replay_labels"]

@@ -23,6 +23,11 @@ import torch
 from ..data.collator import DemoCollator, without_instructions
 from ..evaluation.evaluate import iterate_batches
 
+#: The speaker weights tried when lam is chosen on pairs: 0, 0.1, ..., 1.
+LAMS = tuple(i / 10 for i in range(11))
+#: Candidates a trajectory unless told otherwise (beam width).
+NUM_CANDIDATES = 8
+
 
 @dataclass
 class Candidates:
@@ -40,8 +45,6 @@ class Candidates:
         return [texts[i] for texts, i in zip(self.texts, best)]
 
 
-#: The speaker weights tried when lam is chosen on pairs: 0, 0.1, ..., 1.
-LAMS = tuple(i / 10 for i in range(11))
 
 
 def check_lam(lam: float) -> None:
@@ -102,7 +105,7 @@ def score_candidates(
     speaker: Any,
     follower: Any,
     dataset: Any,
-    num_candidates: int = 8,
+    num_candidates: int = NUM_CANDIDATES,
     batch_size: int = 64,
     do_sample: bool = False,
     seed: int = 0,
