@@ -415,12 +415,17 @@ BOSSLOCAL_LABELLERS = {
     "msvae_front_paired": Labeller("msvae_front_paired/best_speaker", "speaker_follower"),
 }
 #: A second round of the front-cell route at M = 1,000 and 10,000: the front-cell speaker's candidates for all of
-#: D_u rescored by the follower trained on its first labels (``label_unpaired.py --rescore-with``).
+#: D_u rescored by the follower trained on its first labels (``label_unpaired.py --rescore-with``); at M = 1,000 a
+#: third, rescored by the second round's student.
 _RESCORED_LABELLERS = {
     f"speaker_cells_film2_{tag}_rescored": Labeller(f"speaker_cells_film2_{tag}/best", "pairs_curve",
                                                     demos="demos_curve",
                                                     rescorer=f"speaker_follower_cells_film2_{tag}/best")
     for tag in ("m1k", "m10k")
+} | {
+    # A third round at M = 1,000: the same candidates rescored by the second round's student (seed 0).
+    "speaker_cells_film2_m1k_rescored2": Labeller("speaker_cells_film2_m1k/best", "pairs_curve", demos="demos_curve",
+                                                  rescorer="speaker_follower_cells_rescored_film2_m1k/best"),
 }
 GOTOSEQLOCAL_LABELLERS = {**_FRONT_LABELLERS, **_RESCORED_LABELLERS}
 
@@ -505,8 +510,9 @@ def _pairs_curve_rows() -> dict[str, Row]:
     10,000 continued to 10,000 updates; and the routes to a reading MS-VAE (:data:`CURVE_ROUTES`) at M = 1,000 and
     10,000, beside MS-VAE on the pairs alone, which tells what of a route's reading comes from the unpaired
     trajectories; and the front-cell route at M = 1,000 and 10,000: the speaker reading the front cells, the
-    speaker-follower on its labels and on those labels rescored by that speaker-follower, and MS-VAE (gamma = 1)
-    from that speaker, whose q(z|a,o) then reads the cells."""
+    speaker-follower on its labels and on those labels rescored by that speaker-follower (at M = 1,000 also on
+    them rescored by the student of that second round), and MS-VAE (gamma = 1) from that speaker, whose q(z|a,o)
+    then reads the cells."""
     rows: dict[str, Row] = {}
 
     def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES,
@@ -536,6 +542,11 @@ def _pairs_curve_rows() -> dict[str, Row]:
             f"rescored by the follower of its first labels, M = {m:,} pairs", m, (0, 1, 2) if m == 1000 else (0,),
             extra=_labels(f"speaker_cells_film2_{tag}_rescored"), needs=(f"labels/speaker_cells_film2_{tag}_rescored",),
             config="speaker_follower")
+        if m == 1000:
+            row(f"speaker_follower_cells_rescored2_film2_{tag}", "speaker-follower on the front-cell speaker's labels "
+                f"rescored by the second round's student, M = {m:,} pairs", m, (0, 1, 2),
+                extra=_labels(f"speaker_cells_film2_{tag}_rescored2"),
+                needs=(f"labels/speaker_cells_film2_{tag}_rescored2",), config="speaker_follower")
         row(f"msvae_cells_film2_{tag}", f"MS-VAE full, gamma = 1, from the speaker reading the front cells, M = {m:,} "
             "pairs + 100,000 unpaired", m, (0,), extra=("--model.gamma", "1"), config="msvae", own_baselines=True,
             baselines=(f"follower_film2_{tag}", f"speaker_cells_film2_{tag}"))
