@@ -10,6 +10,7 @@ import label_accuracy
 import pytest
 from conftest import tree_digest
 from result_tables.pairs_curve import (
+    p_episodes,
     table_label_accuracy,
     table_pairs_curve,
     table_pairs_verdict,
@@ -222,3 +223,10 @@ def test_compare_refuses_labellings_of_different_trajectories(labels, tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(SystemExit, match="is a file"):  # an --out that cannot be written: before any replay
         label_accuracy.main(["--compare", str(labels), str(labels), "--out", str(tmp_path / "file" / "x.json")])
+
+
+def test_the_episodes_p_keeps_its_far_tail():
+    # 20 points apart with a standard error of 1 point: z = 20, whose tail 1 - Phi(z) rounds to 0 as a difference
+    p = p_episodes([(30.0, 1.0)], [(10.0, 0.0)])
+    assert p == pytest.approx(0.5 * math.erfc(20 / math.sqrt(2)), rel=1e-9)
+    assert 0 < p < 1e-80
