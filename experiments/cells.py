@@ -8,8 +8,9 @@ pre-training's row is its output folder's name),
 folders follow one convention: ``runs/<level>/<row>`` for seed 0 and ``runs/<level>/<row>_seed<k>`` for seed
 k. Every MS-VAE seed starts from the seed-0 baselines (App. D initialises MS-VAE from trained baselines) and
 every speaker-follower seed reads the seed-0 teacher's labels, so their seeds differ in data order and noise
-only, except in :data:`INDEPENDENT_ROWS`, whose seed k starts from the seed-k baselines or reads the seed-k
-teacher's labels.
+only, except in :data:`INDEPENDENT_ROWS` and the pairs curve's rows with a ``teacher``, whose seed k starts from
+the seed-k baselines or reads the seed-k teacher's labels (a row whose seed 0 is another row's, ``Row.seed0``, runs
+only its other seeds).
 
 Both levels hold the rows of Tables 2 and 3 (:data:`TABLE_ROWS`) and the follower rows at twice the budget
 (:data:`BUDGET_ROWS`); BossLocal also holds the rest of its study
@@ -82,6 +83,11 @@ class Row:
     row's ``pseudo_labels`` names the seed-0 teacher's labels for every seed"""
     one_teacher: bool = False
     """with ``teacher``: every seed reads the seed-0 teacher's labels (the seeds vary data order and noise only)"""
+    rescorer: str | None = None
+    """with ``teacher``: the row whose seed-k follower rescores the seed-k teacher's candidates, the seed reading
+    ``labels/<teacher>[_seed<k>]_rescored`` (``label_unpaired.py --rescore-with``)"""
+    seed0: str | None = None
+    """the row whose seed-0 run is this row's seed 0 (the same training, not run again): this row runs the others"""
     demos: str = "demos"
     """the demonstrations cell the row reads (its flags name the folder where it is not the config's)"""
 
@@ -533,7 +539,8 @@ def _pairs_curve_rows() -> dict[str, Row]:
             "pairs", m, (0,), teacher=f"speaker_film2_{tag}", config="speaker_follower")
     for m in (1000, 10_000):
         tag = curve_tag(m)
-        row(f"speaker_cells_film2_{tag}", f"supervised speaker reading the front cells, M = {m:,} pairs", m, (0,),
+        row(f"speaker_cells_film2_{tag}", f"supervised speaker reading the front cells, M = {m:,} pairs", m,
+            (0, 1, 2) if m == 1000 else (0,),
             extra=("--model.trajectory_front_cells", "true"), config="speaker")
         row(f"speaker_follower_cells_film2_{tag}", f"speaker-follower on the labels of the speaker reading the front "
             f"cells, M = {m:,} pairs", m, (0, 1, 2) if m == 1000 else (0,), teacher=f"speaker_cells_film2_{tag}",
@@ -542,7 +549,15 @@ def _pairs_curve_rows() -> dict[str, Row]:
             f"rescored by the follower of its first labels, M = {m:,} pairs", m, (0, 1, 2) if m == 1000 else (0,),
             extra=_labels(f"speaker_cells_film2_{tag}_rescored"), needs=(f"labels/speaker_cells_film2_{tag}_rescored",),
             config="speaker_follower")
-        if m == 1000:
+        if m == 1000:  # both rounds again with each seed on its own teacher (seed 0's is the rows' above)
+            row(f"speaker_follower_cells_own_film2_{tag}", "speaker-follower on the labels of the speaker reading the "
+                f"front cells, each seed its own teacher's, M = {m:,} pairs", m, (1, 2),
+                teacher=f"speaker_cells_film2_{tag}", seed0=f"speaker_follower_cells_film2_{tag}",
+                config="speaker_follower")
+            row(f"speaker_follower_cells_rescored_own_film2_{tag}", "speaker-follower on the front-cell speaker's "
+                f"labels rescored by the follower of its first labels, each seed its own teacher's, M = {m:,} pairs",
+                m, (1, 2), teacher=f"speaker_cells_film2_{tag}", rescorer=f"speaker_follower_cells_own_film2_{tag}",
+                seed0=f"speaker_follower_cells_rescored_film2_{tag}", config="speaker_follower")
             row(f"speaker_follower_cells_rescored2_film2_{tag}", "speaker-follower on the front-cell speaker's labels "
                 f"rescored by the second round's student, M = {m:,} pairs", m, (0, 1, 2),
                 extra=_labels(f"speaker_cells_film2_{tag}_rescored2"),
@@ -587,6 +602,13 @@ def level_rows(level: str) -> dict[str, Row]:
 def run_dir(level: str, row: str, seed: int) -> Path:
     """``runs/<level>/<row>`` for seed 0, ``runs/<level>/<row>_seed<k>`` otherwise."""
     return Path("runs", level, row if seed == 0 else f"{row}_seed{seed}")
+
+
+def seed_run(level: str, row: str, seed: int) -> Path:
+    """The run folder of ``row``'s seed ``seed``: :func:`run_dir`, or for seed 0 of a row that shares it
+    (``Row.seed0``) the other row's."""
+    shared = level_rows(level)[row].seed0
+    return run_dir(level, shared if seed == 0 and shared else row, seed)
 
 
 def run_row(run: str) -> tuple[str, int]:
@@ -673,6 +695,7 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
         ))
     row_seeds = {row: (spec.seeds if seeds is None or not spec.seeds else tuple(sorted({0, *seeds})))
                  for row, spec in rows.items()}
+    row_seeds = {row: tuple(k for k in run if not (k == 0 and rows[row].seed0)) for row, run in row_seeds.items()}
     pretrainings = {}
     teachers: dict[str, Labeller] = {}  # the rows' seed-k teachers (Row.teacher), labelled where they are read
     for seed in sorted({s for run in row_seeds.values() for s in run}):  # seed-major: seed 0 of every row first
@@ -688,8 +711,13 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                 command += ["--init-follower", str(run_dir(level, follower, seed) / "best"),
                             "--init-speaker", str(run_dir(level, speaker, seed) / "best")]
             if spec.teacher is not None:
-                taught = run_dir(level, spec.teacher, 0 if spec.one_teacher else seed).name
-                teachers[taught] = Labeller(f"{taught}/best", spec.question, demos=spec.demos)
+                k = 0 if spec.one_teacher else seed
+                taught = seed_run(level, spec.teacher, k).name
+                rescorer = None if spec.rescorer is None else seed_run(level, spec.rescorer, k).name
+                if rescorer is not None:
+                    taught, rescorer = f"{taught}_rescored", f"{rescorer}/best"
+                teachers[taught] = Labeller(f"{seed_run(level, spec.teacher, k).name}/best", spec.question,
+                                            demos=spec.demos, rescorer=rescorer)
                 needs.append(f"labels/{taught}")
                 command += ["--pseudo-labels", str(labels_dir(level, taught))]
             if spec.init is not None:

@@ -8,7 +8,7 @@ import math
 import statistics
 from pathlib import Path
 
-from cells import CURVE_PAIRS, CURVE_ROUTES, curve_tag
+from cells import CURVE_PAIRS, CURVE_ROUTES, PAIRS_CURVE_ROWS, curve_tag
 
 from .records import RESULTS, load_records, mean_sd, p_greater, p_text, records_by_row
 
@@ -25,7 +25,11 @@ CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS
                  ("speaker_follower_cells_rescored_film2", "speaker-follower on the front-cell speaker's labels "
                   "rescored by the follower of its first labels"),
                  ("speaker_follower_cells_rescored2_film2", "speaker-follower on the front-cell speaker's labels "
-                  "rescored by the second round's student"))
+                  "rescored by the second round's student"),
+                 ("speaker_follower_cells_own_film2", "speaker-follower on the labels of the speaker reading the front "
+                  "cells, each seed its own teacher's"),
+                 ("speaker_follower_cells_rescored_own_film2", "speaker-follower on the front-cell speaker's labels "
+                  "rescored by the follower of its first labels, each seed its own teacher's"))
 #: The budget confound: the supervised follower continued to 10,000 updates, (row suffix, label).
 BUDGET_SUFFIX = ("_u10k", "supervised follower, 10,000 updates")
 
@@ -60,7 +64,11 @@ def supervised_row(m: int) -> str:
 
 def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, list[dict]]]:
     """(method label, M, row, records by seed) of every curve row with a record, in the table's order."""
-    rows = records_by_row(load_records(level, root))
+    records = load_records(level, root)
+    rows = records_by_row(records)
+    for row, spec in PAIRS_CURVE_ROWS.items():  # a row that shares its seed 0 with another row (Row.seed0)
+        if spec.seed0 and rows.get(row) and spec.seed0 in records:
+            rows[row] = [records[spec.seed0], *rows[row]]
     found = []
     for prefix, label in CURVE_METHODS:
         for m in CURVE_PAIRS:

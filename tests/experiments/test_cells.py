@@ -190,6 +190,33 @@ def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> No
         assert labels.name in cells[f"{row}/seed0"].needs
 
 
+@pytest.mark.parametrize("seeds", SEED_CHOICES)
+def test_both_rounds_on_each_seeds_own_teacher_share_seed_0_and_rescore_with_seed_ks_follower(seeds) -> None:
+    """The front-cell route's rows with each seed on its own teacher: seed k's speaker labels D_u, seed k's
+    first-round follower rescores that speaker's candidates, and seed k's student reads them; seed 0 is the
+    one-teacher rows' seed 0 (the same commands), never trained again."""
+    cells = {c.name: c for c in level_cells("gotoseqlocal", seeds)}
+    first, second = "speaker_follower_cells_own_film2_m1k", "speaker_follower_cells_rescored_own_film2_m1k"
+    assert f"{first}/seed0" not in cells and f"{second}/seed0" not in cells
+    for seed in (1, 2) if seeds is None else [k for k in seeds if k]:
+        speaker = f"speaker_cells_film2_m1k_seed{seed}"
+        assert train_config(cells[f"{first}/seed{seed}"]).pseudo_labels == f"data/pseudo_labels/gotoseqlocal/{speaker}"
+        labels = cells[f"labels/{speaker}_rescored"]
+        command = " ".join(labels.command)
+        assert f"--speaker runs/gotoseqlocal/{speaker}/best" in command
+        assert f"--rescore-with runs/gotoseqlocal/{first}_seed{seed}/best" in command
+        assert set(labels.needs) == {f"speaker_cells_film2_m1k/seed{seed}", f"{first}/seed{seed}", "demos_curve"}
+        student = cells[f"{second}/seed{seed}"]
+        assert train_config(student).pseudo_labels == f"data/pseudo_labels/gotoseqlocal/{speaker}_rescored"
+        assert labels.name in student.needs
+    # seed 0's commands are those of the one-teacher rows, whose records the tables take as these rows' seed 0
+    rows = level_rows("gotoseqlocal")
+    assert rows[first].seed0 == "speaker_follower_cells_film2_m1k"
+    assert rows[second].seed0 == "speaker_follower_cells_rescored_film2_m1k"
+    assert train_config(cells["speaker_follower_cells_rescored_film2_m1k/seed0"]).pseudo_labels == \
+        "data/pseudo_labels/gotoseqlocal/speaker_cells_film2_m1k_rescored"
+
+
 def test_msvae_from_the_front_cell_speaker_starts_from_it_and_the_supervised_follower() -> None:
     cells = {c.name: c for c in level_cells("gotoseqlocal")}
     for tag, m in (("m1k", 1000), ("m10k", 10_000)):

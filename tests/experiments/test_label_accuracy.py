@@ -230,3 +230,20 @@ def test_the_episodes_p_keeps_its_far_tail():
     p = p_episodes([(30.0, 1.0)], [(10.0, 0.0)])
     assert p == pytest.approx(0.5 * math.erfc(20 / math.sqrt(2)), rel=1e-9)
     assert 0 < p < 1e-80
+
+
+def test_a_row_that_shares_its_seed_0_shows_it_beside_its_own_seeds(tmp_path):
+    runs = tmp_path / "gotoseqlocal" / "runs"
+    runs.mkdir(parents=True)
+    for name, own in (("speaker_follower_cells_rescored_film2_m1k", 0.7),
+                      ("speaker_follower_cells_rescored_own_film2_m1k_seed1", 0.8)):
+        test = {"success_rate": own, "success_rate_other_mission": 0.5, "episodes": 1000, "mean_steps": 50.0,
+                "bot_mean_steps": 9.0}
+        (runs / f"{name}.json").write_text(json.dumps({"test": test}))
+    lines = table_pairs_curve("gotoseqlocal", tmp_path)
+    shared = [line for line in lines if "each seed its own teacher's" in line]
+    assert len(shared) == 1  # SR 70 and 80: seed 0 of the one-teacher row and this row's seed 1
+    assert "| 1,000 | 75.0 +- 7.1 (n = 2) | 50.0 +- 0.0 (n = 2) | 25.0 +- 7.1 (n = 2) |" in shared[0]
+    one = [line for line in lines if line.startswith("| speaker-follower on the front-cell speaker's labels rescored "
+                                                     "by the follower of its first labels | ")]
+    assert "| 70.0 (n = 1) |" in one[0]  # the one-teacher row keeps its own seeds only
