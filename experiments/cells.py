@@ -6,11 +6,11 @@ its method's config file, ``configs/<method>.yaml``, for the level, with the row
 pre-training's row is its output folder's name),
 ``demos`` and ``labels/<labeller>`` for data, and ``<script>/<output>`` for comparisons and tables. Run
 folders follow one convention: ``runs/<level>/<row>`` for seed 0 and ``runs/<level>/<row>_seed<k>`` for seed
-k. Every MS-VAE seed starts from the seed-0 baselines (App. D initialises MS-VAE from trained baselines) and
-every speaker-follower seed reads the seed-0 teacher's labels, so their seeds differ in data order and noise
-only, except in :data:`INDEPENDENT_ROWS` and the pairs curve's rows with a ``teacher``, whose seed k starts from
-the seed-k baselines or reads the seed-k teacher's labels (a row whose seed 0 is another row's, ``Row.seed0``, runs
-only its other seeds).
+k. Every MS-VAE seed starts from the seed-0 baselines (App. D initialises MS-VAE from trained baselines) and every
+speaker-follower seed reads the seed-0 teacher's labels, so their seeds differ in data order and noise only, except
+in :data:`INDEPENDENT_ROWS` and the pairs curve's rows with a ``teacher`` (and not ``one_teacher``), whose seed k
+starts from the seed-k baselines or reads the seed-k teacher's labels (a row whose seed 0 is another row's,
+``Row.seed0``, runs only its other seeds).
 
 Both levels hold the rows of Tables 2 and 3 (:data:`TABLE_ROWS`) and the follower rows at twice the budget
 (:data:`BUDGET_ROWS`); BossLocal also holds the rest of its study
@@ -604,6 +604,15 @@ def run_dir(level: str, row: str, seed: int) -> Path:
     return Path("runs", level, row if seed == 0 else f"{row}_seed{seed}")
 
 
+def same_labels(name: str, one: Labeller, other: Labeller) -> Labeller:
+    """``one``, where it makes the same labels as ``other`` (the same model, rescorer, pool and number); else a
+    ValueError: two labellers would write ``labels/<name>``."""
+    fields = ("model", "rescorer", "demos", "num_unpaired")
+    if any(getattr(one, f) != getattr(other, f) for f in fields):
+        raise ValueError(f"labels/{name} would be made by two labellers: {one} and {other}")
+    return one
+
+
 def seed_run(level: str, row: str, seed: int) -> Path:
     """The run folder of ``row``'s seed ``seed``: :func:`run_dir`, or for seed 0 of a row that shares it
     (``Row.seed0``) the other row's."""
@@ -716,8 +725,10 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                 rescorer = None if spec.rescorer is None else seed_run(level, spec.rescorer, k).name
                 if rescorer is not None:
                     taught, rescorer = f"{taught}_rescored", f"{rescorer}/best"
-                teachers[taught] = Labeller(f"{seed_run(level, spec.teacher, k).name}/best", spec.question,
-                                            demos=spec.demos, rescorer=rescorer)
+                labeller = Labeller(f"{seed_run(level, spec.teacher, k).name}/best", spec.question,
+                                    demos=spec.demos, rescorer=rescorer)
+                same_labels(taught, teachers.get(taught, labeller), labeller)
+                teachers[taught] = labeller
                 needs.append(f"labels/{taught}")
                 command += ["--pseudo-labels", str(labels_dir(level, taught))]
             if spec.init is not None:
@@ -736,7 +747,8 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                               spec.question, after=after))
     cells += pretrainings.values()
     labellers = {**TABLE_LABELLERS, **(BOSSLOCAL_LABELLERS if level == "bosslocal" else GOTOSEQLOCAL_LABELLERS)}
-    labellers |= {name: labeller for name, labeller in teachers.items() if name not in labellers}
+    for name, labeller in teachers.items():
+        labellers[name] = same_labels(name, labellers.get(name, labeller), labeller)
     for name, labeller in labellers.items():  # needs_first moves each before its first student
         out = labels_dir(level, name)
         command = ["python", "scripts/label_unpaired.py", "--speaker", f"runs/{level}/{labeller.model}",

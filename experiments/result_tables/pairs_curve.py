@@ -8,7 +8,7 @@ import math
 import statistics
 from pathlib import Path
 
-from cells import CURVE_PAIRS, CURVE_ROUTES, PAIRS_CURVE_ROWS, curve_tag
+from cells import CURVE_PAIRS, CURVE_ROUTES, curve_tag, level_rows
 
 from .records import RESULTS, load_records, mean_sd, p_greater, p_text, records_by_row
 
@@ -66,8 +66,8 @@ def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, li
     """(method label, M, row, records by seed) of every curve row with a record, in the table's order."""
     records = load_records(level, root)
     rows = records_by_row(records)
-    for row, spec in PAIRS_CURVE_ROWS.items():  # a row that shares its seed 0 with another row (Row.seed0)
-        if spec.seed0 and rows.get(row) and spec.seed0 in records:
+    for row, spec in level_rows(level).items():  # a row that shares its seed 0 with another row (Row.seed0)
+        if spec.seed0 and rows.get(row) and row not in records and spec.seed0 in records:
             rows[row] = [records[spec.seed0], *rows[row]]
     found = []
     for prefix, label in CURVE_METHODS:

@@ -217,6 +217,36 @@ def test_both_rounds_on_each_seeds_own_teacher_share_seed_0_and_rescore_with_see
         "data/pseudo_labels/gotoseqlocal/speaker_cells_film2_m1k_rescored"
 
 
+def test_the_third_round_rescores_with_the_second_rounds_student() -> None:
+    """The third round at M = 1,000: the same speaker's candidates rescored by the second round's seed-0 student,
+    made after it; the three seeds of its student read them."""
+    cells = {c.name: c for c in level_cells("gotoseqlocal")}
+    labels = cells["labels/speaker_cells_film2_m1k_rescored2"]
+    command = " ".join(labels.command)
+    assert "--speaker runs/gotoseqlocal/speaker_cells_film2_m1k/best" in command
+    assert "--rescore-with runs/gotoseqlocal/speaker_follower_cells_rescored_film2_m1k/best" in command
+    assert set(labels.needs) == {"speaker_cells_film2_m1k/seed0", "speaker_follower_cells_rescored_film2_m1k/seed0",
+                                 "demos_curve"}
+    for seed in (0, 1, 2):
+        student = cells[f"speaker_follower_cells_rescored2_film2_m1k/seed{seed}"]
+        config = train_config(student)
+        assert config.pseudo_labels == "data/pseudo_labels/gotoseqlocal/speaker_cells_film2_m1k_rescored2"
+        assert config.num_paired == 1000 and config.max_updates == 4000 and labels.name in student.needs
+
+
+def test_two_labellers_of_one_labels_folder_are_refused(monkeypatch) -> None:
+    """A row whose teacher's labels another labeller already makes otherwise (another rescorer) is refused, not
+    left to overwrite them."""
+    import cells as cells_module
+
+    rows = dict(level_rows("gotoseqlocal"))
+    rows["clash"] = dataclasses.replace(rows["speaker_follower_cells_rescored_own_film2_m1k"],
+                                        rescorer="speaker_follower_cells_rescored_own_film2_m1k", seeds=(1,))
+    monkeypatch.setattr(cells_module, "level_rows", lambda level: rows)
+    with pytest.raises(ValueError, match="labels/speaker_cells_film2_m1k_seed1_rescored would be made by two"):
+        level_cells("gotoseqlocal")
+
+
 def test_msvae_from_the_front_cell_speaker_starts_from_it_and_the_supervised_follower() -> None:
     cells = {c.name: c for c in level_cells("gotoseqlocal")}
     for tag, m in (("m1k", 1000), ("m10k", 10_000)):

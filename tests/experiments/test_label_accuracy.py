@@ -247,3 +247,9 @@ def test_a_row_that_shares_its_seed_0_shows_it_beside_its_own_seeds(tmp_path):
     one = [line for line in lines if line.startswith("| speaker-follower on the front-cell speaker's labels rescored "
                                                      "by the follower of its first labels | ")]
     assert "| 70.0 (n = 1) |" in one[0]  # the one-teacher row keeps its own seeds only
+    verdict = [line for line in table_pairs_verdict("gotoseqlocal", tmp_path) if "each seed its own" in line]
+    assert verdict == []  # no supervised follower to test against: no row, not a crash
+    (runs / "follower_film2_m1k.json").write_text(json.dumps({"test": {
+        "success_rate": 0.6, "success_rate_other_mission": 0.5, "episodes": 1000}}))
+    verdict = [line for line in table_pairs_verdict("gotoseqlocal", tmp_path) if "each seed its own" in line]
+    assert verdict[0].split(" | ")[2:4] == ["25.0 +- 7.1 (n = 2)", "1,000 pairs"]
