@@ -702,9 +702,9 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
              str(demos_dir(level, "demos_curve"))),
             demos_dir(level, "demos_curve") / "README.md", question="pairs_curve",
         ))
-    row_seeds = {row: (spec.seeds if seeds is None or not spec.seeds else tuple(sorted({0, *seeds})))
+    row_seeds = {row: tuple(k for k in (spec.seeds if seeds is None or not spec.seeds else sorted({0, *seeds}))
+                            if k or not spec.seed0)  # a shared seed 0 (Row.seed0) is the other row's run
                  for row, spec in rows.items()}
-    row_seeds = {row: tuple(k for k in run if not (k == 0 and rows[row].seed0)) for row, run in row_seeds.items()}
     pretrainings = {}
     teachers: dict[str, Labeller] = {}  # the rows' seed-k teachers (Row.teacher), labelled where they are read
     for seed in sorted({s for run in row_seeds.values() for s in run}):  # seed-major: seed 0 of every row first
@@ -721,12 +721,10 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                             "--init-speaker", str(run_dir(level, speaker, seed) / "best")]
             if spec.teacher is not None:
                 k = 0 if spec.one_teacher else seed
-                taught = seed_run(level, spec.teacher, k).name
-                rescorer = None if spec.rescorer is None else seed_run(level, spec.rescorer, k).name
-                if rescorer is not None:
-                    taught, rescorer = f"{taught}_rescored", f"{rescorer}/best"
-                labeller = Labeller(f"{seed_run(level, spec.teacher, k).name}/best", spec.question,
-                                    demos=spec.demos, rescorer=rescorer)
+                teacher = seed_run(level, spec.teacher, k).name
+                rescorer = None if spec.rescorer is None else f"{seed_run(level, spec.rescorer, k).name}/best"
+                taught = teacher if rescorer is None else f"{teacher}_rescored"
+                labeller = Labeller(f"{teacher}/best", spec.question, demos=spec.demos, rescorer=rescorer)
                 same_labels(taught, teachers.get(taught, labeller), labeller)
                 teachers[taught] = labeller
                 needs.append(f"labels/{taught}")

@@ -45,8 +45,6 @@ class Candidates:
         return [texts[i] for texts, i in zip(self.texts, best)]
 
 
-
-
 def check_lam(lam: float) -> None:
     """ValueError unless ``lam`` (the speaker's weight) lies in [0, 1]."""
     if not 0.0 <= lam <= 1.0:
