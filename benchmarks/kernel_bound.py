@@ -1,7 +1,8 @@
 """How close to the GEMM peak an update could come on its own kernels: each product replayed alone.
 
     python benchmarks/kernel_bound.py [--demos DIR] [--batch-size 128] [--steps 10] [--warmup 2]
-                                      [--repeats 5] [--tiny] [--out results/kernel_bound.json]
+                                      [--repeats 5] [--tiny] [--follower head|default]
+                                      [--out results/kernel_bound.json]
 
 For each model (follower, speaker, MS-VAE; App. D sizes unless `--tiny`) on ONE real batch, as
 `benchmarks/train_step.py` loads it: one forward + backward is run under a dispatch mode that keeps a copy of
@@ -32,7 +33,16 @@ from report import write_report
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
-from train_step import add_fractions, gemm_peaks, load_batches, model_batch, peak_summary, three_models, time_updates
+from train_step import (
+    FOLLOWERS,
+    add_fractions,
+    gemm_peaks,
+    load_batches,
+    model_batch,
+    peak_summary,
+    three_models,
+    time_updates,
+)
 
 import msvae_hf  # noqa: F401  (registers the Local levels)
 from msvae_hf.models.tokenization_msvae import MSVAETokenizer
@@ -148,6 +158,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timings of each distinct kernel call (median)")
     parser.add_argument("--gemm-size", type=int, default=2048)
     parser.add_argument("--tiny", action="store_true", help="tiny models (a smoke run), not App. D's")
+    parser.add_argument("--follower", default="head", choices=sorted(FOLLOWERS),
+                        help="head: the follower of the records (with a_{t-1}); default: the package's default "
+                             "(FiLM on both maps, no a_{t-1}), in the follower and in MS-VAE")
     parser.add_argument("--out", default="results/kernel_bound.json")
     args = parser.parse_args()
     if args.repeats < 1 or args.steps < 1:
@@ -159,11 +172,12 @@ def main() -> None:
     tok = MSVAETokenizer.from_grammar()
     (paired, unpaired), = load_batches(args, tok)
     models = {name: (model, model_batch(name, paired, unpaired))
-              for name, model in three_models(tok, args.tiny).items()}
+              for name, model in three_models(tok, args.tiny, FOLLOWERS[args.follower]).items()}
     peaks = [gemm_peaks(args.gemm_size, 10, device)]
     results: dict[str, Any] = {
         "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "torch": torch.__version__, "tiny": args.tiny, "level": args.level, "repeats": args.repeats,
+        "torch": torch.__version__, "tiny": args.tiny, "follower": args.follower, "level": args.level,
+        "repeats": args.repeats,
         "batch_paired": int(paired["actions"].shape[0]), "batch_unpaired": int(unpaired["unpaired_actions"].shape[0]),
         **provenance(device), "models": {},
     }

@@ -233,15 +233,18 @@ def test_kernel_bound_records_each_distinct_product_once_with_its_count(monkeypa
 
 
 @pytest.mark.slow
-def test_kernel_bound_replays_every_product_of_each_update(tmp_path: Path) -> None:
+@pytest.mark.parametrize("follower", ["head", "default"])
+def test_kernel_bound_replays_every_product_of_each_update(tmp_path: Path, follower: str) -> None:
     """benchmarks/kernel_bound.py: per model, the replayed kernels carry exactly the FLOPs the update counts, the
-    ceiling is their FLOPs over their time and the best peak, and the time outside them is the remainder."""
+    ceiling is their FLOPs over their time and the best peak, and the time outside them is the remainder; with
+    either follower."""
     out = tmp_path / "kernel_bound.json"
     subprocess.run(["python", "benchmarks/kernel_bound.py", "--tiny", "--batch-size", "4", "--steps", "1",
-                    "--warmup", "1", "--repeats", "1", "--gemm-size", "256", "--out", str(out)], cwd=ROOT,
+                    "--warmup", "1", "--repeats", "1", "--gemm-size", "256", "--follower", follower,
+                    "--out", str(out)], cwd=ROOT,
                    env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True, capture_output=True, timeout=600)
     data = json.loads(out.read_text())
-    assert set(data["models"]) == {"follower", "speaker", "msvae"}
+    assert set(data["models"]) == {"follower", "speaker", "msvae"} and data["follower"] == follower
     assert len(data["gemm_peak_flops_per_s_samples"]) == 4
     for r in data["models"].values():
         update, kernels = r["update"], r["kernels"]
@@ -255,6 +258,40 @@ def test_kernel_bound_replays_every_product_of_each_update(tmp_path: Path) -> No
         times = [t["seconds"] for t in kernels["top_calls"]]
         assert times == sorted(times, reverse=True)
     assert data["models"]["msvae"]["kernels"]["by_kind"]["convolution"]["flops"] > 0
+
+
+def test_film_norm_closed_form_equals_the_plain_film_in_value_and_gradient(tmp_path: Path) -> None:
+    """benchmarks/film_norm.py's trial, one autograd function with a closed-form backward, computes the encoder's
+    FiLM (``_modulate``) and its gradients to every input (float64, numerical gradients too); the script times both
+    and reports their largest relative difference in float32."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from film_norm import ClosedFormFiLMNorm
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from msvae_hf.models.modules import _modulate
+
+    torch.manual_seed(0)
+    norm = torch.nn.GroupNorm(1, 6).double()
+    with torch.no_grad():
+        norm.weight.normal_(), norm.bias.normal_()
+    maps = (torch.randn(5, 6, 3, 3, dtype=torch.float64) * 2 + 1).requires_grad_()
+    film = torch.randn(5, 12, dtype=torch.float64, requires_grad=True)
+    leaves = (maps, film, norm.weight, norm.bias)
+    closed = ClosedFormFiLMNorm.apply(maps, film, norm.weight, norm.bias, norm.eps)
+    plain = _modulate(maps, film, norm)
+    torch.testing.assert_close(closed, plain)
+    grad = torch.randn_like(plain)
+    for a, b in zip(torch.autograd.grad(closed, leaves, grad), torch.autograd.grad(plain, leaves, grad)):
+        torch.testing.assert_close(a, b)
+    assert torch.autograd.gradcheck(lambda *x: ClosedFormFiLMNorm.apply(*x, norm.eps), leaves)
+    out = tmp_path / "film_norm.json"
+    subprocess.run(["python", "benchmarks/film_norm.py", "--frames", "16", "--repeats", "1", "--out", str(out)],
+                   cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True, capture_output=True, timeout=300)
+    data = json.loads(out.read_text())
+    assert data["map"] == [16, 64, 7, 7] and data["max_relative_difference"] < 1e-4
+    ms = data["film_norm_ms"]
+    assert data["closed_form_speedup"] == pytest.approx(ms["plain"] / ms["closed_form"])
 
 
 @pytest.mark.slow
