@@ -85,7 +85,9 @@ class Row:
     """with ``teacher``: every seed reads the seed-0 teacher's labels (the seeds vary data order and noise only)"""
     rescorer: str | None = None
     """with ``teacher``: the row whose seed-k follower rescores the seed-k teacher's candidates, the seed reading
-    ``labels/<teacher>[_seed<k>]_rescored`` (``label_unpaired.py --rescore-with``)"""
+    ``labels/<teacher>[_seed<k>]_<rescored>`` (``label_unpaired.py --rescore-with``)"""
+    rescored: str = "rescored"
+    """with ``rescorer``: the rescored labels' suffix, which tells a later round's labels from an earlier's"""
     seed0: str | None = None
     """the row whose seed-0 run is this row's seed 0 (the same training, not run again): this row runs the others"""
     demos: str = "demos"
@@ -517,8 +519,8 @@ def _pairs_curve_rows() -> dict[str, Row]:
     10,000, beside MS-VAE on the pairs alone, which tells what of a route's reading comes from the unpaired
     trajectories; and the front-cell route at M = 1,000 and 10,000: the speaker reading the front cells, the
     speaker-follower on its labels and on those labels rescored by that speaker-follower (at M = 1,000 also on
-    them rescored by the student of that second round), and MS-VAE (gamma = 1) from that speaker, whose q(z|a,o)
-    then reads the cells."""
+    them rescored by the student of that second round, and the three rounds again with each seed on its own
+    teacher's chain), and MS-VAE (gamma = 1) from that speaker, whose q(z|a,o) then reads the cells."""
     rows: dict[str, Row] = {}
 
     def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES,
@@ -562,6 +564,11 @@ def _pairs_curve_rows() -> dict[str, Row]:
                 f"rescored by the second round's student, M = {m:,} pairs", m, (0, 1, 2),
                 extra=_labels(f"speaker_cells_film2_{tag}_rescored2"),
                 needs=(f"labels/speaker_cells_film2_{tag}_rescored2",), config="speaker_follower")
+            row(f"speaker_follower_cells_rescored2_own_film2_{tag}", "speaker-follower on the front-cell speaker's "
+                f"labels rescored by the second round's student, each seed its own teacher's chain, M = {m:,} pairs",
+                m, (1, 2), teacher=f"speaker_cells_film2_{tag}",
+                rescorer=f"speaker_follower_cells_rescored_own_film2_{tag}", rescored="rescored2",
+                seed0=f"speaker_follower_cells_rescored2_film2_{tag}", config="speaker_follower")
         row(f"msvae_cells_film2_{tag}", f"MS-VAE full, gamma = 1, from the speaker reading the front cells, M = {m:,} "
             "pairs + 100,000 unpaired", m, (0,), extra=("--model.gamma", "1"), config="msvae", own_baselines=True,
             baselines=(f"follower_film2_{tag}", f"speaker_cells_film2_{tag}"))
@@ -723,7 +730,7 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                 k = 0 if spec.one_teacher else seed
                 teacher = seed_run(level, spec.teacher, k).name
                 rescorer = None if spec.rescorer is None else f"{seed_run(level, spec.rescorer, k).name}/best"
-                taught = teacher if rescorer is None else f"{teacher}_rescored"
+                taught = teacher if rescorer is None else f"{teacher}_{spec.rescored}"
                 labeller = Labeller(f"{teacher}/best", spec.question, demos=spec.demos, rescorer=rescorer)
                 same_labels(taught, teachers.get(taught, labeller), labeller)
                 teachers[taught] = labeller

@@ -234,6 +234,29 @@ def test_the_third_round_rescores_with_the_second_rounds_student() -> None:
         assert config.num_paired == 1000 and config.max_updates == 4000 and labels.name in student.needs
 
 
+@pytest.mark.parametrize("seeds", SEED_CHOICES)
+def test_the_third_round_on_each_seeds_own_chain_rescores_with_seed_ks_second_round_student(seeds) -> None:
+    """The third round with each seed on its own teacher's chain: seed k's speaker's candidates rescored by seed k's
+    second-round student (own teacher) into labels beside the second round's, not over them; seed 0 is the
+    one-teacher third round's."""
+    cells = {c.name: c for c in level_cells("gotoseqlocal", seeds)}
+    second, third = "speaker_follower_cells_rescored_own_film2_m1k", "speaker_follower_cells_rescored2_own_film2_m1k"
+    assert f"{third}/seed0" not in cells
+    for seed in (1, 2) if seeds is None else [k for k in seeds if k]:
+        speaker = f"speaker_cells_film2_m1k_seed{seed}"
+        labels = cells[f"labels/{speaker}_rescored2"]
+        command = " ".join(labels.command)
+        assert f"--speaker runs/gotoseqlocal/{speaker}/best" in command
+        assert f"--rescore-with runs/gotoseqlocal/{second}_seed{seed}/best" in command
+        assert set(labels.needs) == {f"speaker_cells_film2_m1k/seed{seed}", f"{second}/seed{seed}", "demos_curve"}
+        assert f"--rescore-with runs/gotoseqlocal/speaker_follower_cells_own_film2_m1k_seed{seed}/best" in \
+            " ".join(cells[f"labels/{speaker}_rescored"].command)  # the second round's labels, kept apart
+        student = cells[f"{third}/seed{seed}"]
+        assert train_config(student).pseudo_labels == f"data/pseudo_labels/gotoseqlocal/{speaker}_rescored2"
+        assert labels.name in student.needs
+    assert level_rows("gotoseqlocal")[third].seed0 == "speaker_follower_cells_rescored2_film2_m1k"
+
+
 def test_two_labellers_of_one_labels_folder_are_refused(monkeypatch) -> None:
     """A row whose teacher's labels another labeller already makes otherwise (another rescorer) is refused, not
     left to overwrite them."""
