@@ -93,6 +93,12 @@ class Row:
     demos: str = "demos"
     """the demonstrations cell the row reads (its flags name the folder where it is not the config's)"""
 
+    def __post_init__(self) -> None:
+        if self.rescorer is not None and self.teacher is None:
+            raise ValueError(f"row {self.label!r}: a rescorer rescores a teacher's candidates; name the teacher")
+        if self.rescored != "rescored" and self.rescorer is None:
+            raise ValueError(f"row {self.label!r}: rescored={self.rescored!r} names rescored labels; name the rescorer")
+
 
 BASELINES = ("follower/seed0", "speaker/seed0")
 

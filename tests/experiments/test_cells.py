@@ -257,6 +257,16 @@ def test_the_third_round_on_each_seeds_own_chain_rescores_with_seed_ks_second_ro
     assert level_rows("gotoseqlocal")[third].seed0 == "speaker_follower_cells_rescored2_film2_m1k"
 
 
+def test_a_rescored_suffix_or_a_rescorer_without_what_it_needs_is_refused() -> None:
+    """``Row.rescored`` names rescored labels and ``Row.rescorer`` rescores a teacher: either alone is an error."""
+    from cells import Row
+
+    with pytest.raises(ValueError, match="rescored='rescored2' names rescored labels; name the rescorer"):
+        Row("r", "pairs_curve", teacher="t", rescored="rescored2")
+    with pytest.raises(ValueError, match="a rescorer rescores a teacher's candidates; name the teacher"):
+        Row("r", "pairs_curve", rescorer="f")
+
+
 def test_two_labellers_of_one_labels_folder_are_refused(monkeypatch) -> None:
     """A row whose teacher's labels another labeller already makes otherwise (another rescorer) is refused, not
     left to overwrite them."""
