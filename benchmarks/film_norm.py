@@ -48,9 +48,9 @@ class ClosedFormFiLMNorm(torch.autograd.Function):
         m = s * mean_c + beta
         mu = m.mean(1, keepdim=True)
         rstd = torch.rsqrt((s * s * var_c).mean(1, keepdim=True) + (m - mu).square().mean(1, keepdim=True) + eps)
-        a = weight * s * rstd
-        ctx.save_for_backward(x, s, beta - mu, rstd, a, weight, mean_c, var_c)
-        return torch.addcmul((weight * (beta - mu) * rstd + bias)[..., None, None], x, a[..., None, None])
+        a, shift = weight * s * rstd, beta - mu
+        ctx.save_for_backward(x, s, shift, rstd, a, weight, mean_c, var_c)
+        return torch.addcmul((weight * shift * rstd + bias)[..., None, None], x, a[..., None, None])
 
     @staticmethod
     @once_differentiable

@@ -260,15 +260,13 @@ def test_kernel_bound_replays_every_product_of_each_update(tmp_path: Path, follo
     assert data["models"]["msvae"]["kernels"]["by_kind"]["convolution"]["flops"] > 0
 
 
-def test_film_norm_closed_form_equals_the_plain_film_in_value_and_gradient(tmp_path: Path) -> None:
+def test_film_norm_closed_form_equals_the_plain_film_in_value_and_gradient(tmp_path: Path, monkeypatch) -> None:
     """benchmarks/film_norm.py's trial, one autograd function with a closed-form backward, computes the encoder's
     FiLM (``_modulate``) and its gradients to every input (float64, numerical gradients too); the script times both
     and reports their largest relative difference in float32."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from film_norm import ClosedFormFiLMNorm
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from film_norm import ClosedFormFiLMNorm
+
     from msvae_hf.models.modules import _modulate
 
     torch.manual_seed(0)
