@@ -11,6 +11,7 @@ import pytest
 from cells import (
     BOSSLOCAL_CURVE_ROWS,
     BOSSLOCAL_ROWS,
+    BOSSLOCAL_THREE_SEEDS,
     LEVELS,
     QUESTIONS,
     level_cells,
@@ -155,12 +156,14 @@ def test_bosslocal_rows_keep_their_seeds_and_budgets() -> None:
 
 
 def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstrations() -> None:
-    """BossLocal's curve rows are GoToSeqLocal's, one seed each, on data/bosslocal_curve (made there as the
-    demos_curve cell), the front-cell route's students reading BossLocal's own speaker's labels."""
+    """BossLocal's curve rows are GoToSeqLocal's, one seed each (three for the 1,000-pair follower and front-cell
+    student), on data/bosslocal_curve (made there as the demos_curve cell), the front-cell route's students reading
+    BossLocal's own seed-0 speaker's labels."""
     cells = {c.name: c for c in level_cells("bosslocal")}
     assert cells["demos_curve"].command[cells["demos_curve"].command.index("--level") + 1] == "BossLocal"
     for row in BOSSLOCAL_CURVE_ROWS:
-        assert {n for n in cells if n.startswith(f"{row}/seed")} == {f"{row}/seed0"}
+        seeds = (0, 1, 2) if row in BOSSLOCAL_THREE_SEEDS else (0,)
+        assert {n for n in cells if n.startswith(f"{row}/seed")} == {f"{row}/seed{k}" for k in seeds}
         config = train_config(cells[f"{row}/seed0"])
         assert config.demos == "data/bosslocal_curve" and config.max_updates == 4000
         assert "demos_curve" in cells[f"{row}/seed0"].needs
