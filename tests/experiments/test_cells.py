@@ -161,12 +161,17 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
     BossLocal's own seed-0 speaker's labels."""
     cells = {c.name: c for c in level_cells("bosslocal")}
     assert cells["demos_curve"].command[cells["demos_curve"].command.index("--level") + 1] == "BossLocal"
+    assert set(BOSSLOCAL_THREE_SEEDS) == {"follower_film2_m1k", "speaker_follower_cells_film2_m1k"}
     for row in BOSSLOCAL_CURVE_ROWS:
         seeds = (0, 1, 2) if row in BOSSLOCAL_THREE_SEEDS else (0,)
         assert {n for n in cells if n.startswith(f"{row}/seed")} == {f"{row}/seed{k}" for k in seeds}
         config = train_config(cells[f"{row}/seed0"])
         assert config.demos == "data/bosslocal_curve" and config.max_updates == 4000
         assert "demos_curve" in cells[f"{row}/seed0"].needs
+    for seed in (1, 2):
+        assert "labels/speaker_cells_film2_m1k" in cells[f"speaker_follower_cells_film2_m1k/seed{seed}"].needs
+        assert train_config(cells[f"speaker_follower_cells_film2_m1k/seed{seed}"]).pseudo_labels == (
+            "data/pseudo_labels/bosslocal/speaker_cells_film2_m1k")
     student = train_config(cells["speaker_follower_cells_film2_m10k/seed0"])
     assert student.pseudo_labels == "data/pseudo_labels/bosslocal/speaker_cells_film2_m10k"
     assert student.num_paired == 10_000
