@@ -84,7 +84,12 @@ def test_hub_id_attaches_tokenizer_through_hub_arguments(model_cache: Path, monk
     v1 = AutoModel.from_pretrained(REPO_ID, cache_dir=model_cache, local_files_only=True, revision="v1",
                                    token="hf_fake")
     assert isinstance(v1.tokenizer, MSVAETokenizer) and v1.tokenizer.allow_unknown is True
-    assert seen[-1] == {"cache_dir": model_cache, "local_files_only": True, "revision": "v1", "token": "hf_fake"}
+    asked = {"cache_dir": model_cache, "local_files_only": True, "revision": "v1", "token": "hf_fake"}
+    assert {name: seen[-1].get(name) for name in asked} == asked
+    # Whatever else transformers' AutoModel hands on (newer releases pass its defaults along) stays at the default.
+    defaults = {"force_download": False, "proxies": None, "subfolder": ""}
+    extra = {name: value for name, value in seen[-1].items() if name not in asked}
+    assert extra == {name: defaults.get(name, "<not a Hub default>") for name in extra}
     assert seen[-1]["revision"].resolved == SHA["v1"]  # the commit the weights came from (transformers resolves it)
 
 
