@@ -557,6 +557,13 @@ def _pairs_curve_rows() -> dict[str, Row]:
             f"rescored by the follower of its first labels, M = {m:,} pairs", m, (0, 1, 2) if m == 1000 else (0,),
             extra=_labels(f"speaker_cells_film2_{tag}_rescored"), needs=(f"labels/speaker_cells_film2_{tag}_rescored",),
             config="speaker_follower")
+        if m == 1000:  # the front-cell speaker also taught which steps complete a goal, and its students
+            row(f"speaker_goals_film2_{tag}", "supervised speaker reading the front cells, taught the steps that "
+                f"complete a goal, M = {m:,} pairs", m, (0, 1, 2),
+                extra=("--model.trajectory_front_cells", "true", "--model.goal_steps_weight", "1"), config="speaker")
+            row(f"speaker_follower_goals_film2_{tag}", "speaker-follower on the labels of the front-cell speaker "
+                f"taught the goal steps, each seed its own teacher's, M = {m:,} pairs", m, (0, 1, 2),
+                teacher=f"speaker_goals_film2_{tag}", config="speaker_follower")
         if m == 1000:  # both rounds again with each seed on its own teacher (seed 0's is the rows' above)
             row(f"speaker_follower_cells_own_film2_{tag}", "speaker-follower on the labels of the speaker reading the "
                 f"front cells, each seed its own teacher's, M = {m:,} pairs", m, (1, 2),

@@ -218,3 +218,13 @@ def test_training_never_regenerates_a_demonstrations_mission(pseudo, tiny_demos,
                           eval_every=2, checkpoint_every=2)
     msvae = train_tiny("msvae", tmp_path / "msvae", tiny_demos, max_updates=2, eval_every=2, checkpoint_every=2)
     assert follower["test"]["episodes"] > 0 and msvae["test"]["episodes"] > 0
+
+
+def test_a_speaker_on_goal_steps_refuses_pseudo_labels_before_anything_is_written(pseudo, tiny_demos, tmp_path):
+    """Goal steps are read where each pair's own mission is done: pseudo-labelled rows would hand their true
+    missions' steps to training, so such a run is refused, one line, nothing written."""
+    before = tree_digest(tmp_path)
+    with pytest.raises(ValueError, match="pseudo-labelled rows have no mission to read it from"):
+        train_tiny("speaker", tmp_path / "run", tiny_demos, model={"goal_steps_weight": 1.0},
+                   pseudo_labels=str(pseudo))
+    assert tree_digest(tmp_path) == before and not (tmp_path / "run").exists()

@@ -6,6 +6,8 @@
     trajectory_mask bool  [B, T_max]
     input_ids       long  [B, L_max]           <bos> words <eos> <pad>..., only when rows carry "instruction"
     attention_mask  long  [B, L_max]
+    goal_steps      bool  [B, T_max]           the steps that complete a goal, only when rows carry "goal_steps"
+                                               (step indices, ``data.demos.with_goal_steps``)
 
 Rows come from a `datasets.Dataset` in "numpy" or "python" format (or plain dicts). Paired rows carry the
 bot's "instruction"; pseudo-labelled rows carry a speaker's (see `with_pseudo_labels`); unpaired rows carry
@@ -35,6 +37,8 @@ import numpy as np
 import torch
 
 TRAJECTORY_COLUMNS = ("observations", "directions", "actions")
+#: Columns a row may carry beside its trajectory, each read into the batch where every row has it.
+OPTIONAL_COLUMNS = ("instruction", "goal_steps")
 
 
 # ------------------------------------------------------------------------------------ stored frames
@@ -135,6 +139,15 @@ class DemoCollator:
             "actions": torch.from_numpy(actions),
             "trajectory_mask": torch.from_numpy(mask),
         }
+        if all("goal_steps" in row for row in rows):
+            goal_steps = np.zeros((batch, t_max), dtype=bool)
+            for i, (row, t) in enumerate(zip(rows, lengths, strict=True)):
+                steps = np.asarray(row["goal_steps"], dtype=np.int64)
+                outside = steps[(steps < 0) | (steps >= t)]
+                if outside.size:
+                    raise ValueError(f"row {i}: goal step {int(outside[0])} is outside its {t} steps")
+                goal_steps[i, steps] = True
+            out["goal_steps"] = torch.from_numpy(goal_steps)
         instructions = [row.get("instruction") for row in rows]
         labelled = sum(text is not None for text in instructions)
         if labelled == batch:
@@ -152,7 +165,7 @@ class DemoCollator:
 
 def for_loader(dataset: Any, format_type: str = "numpy") -> Any:
     """`dataset` with only the columns the collator reads, in "numpy" (fast) or "python" format."""
-    columns = [c for c in (*TRAJECTORY_COLUMNS, "instruction") if c in dataset.column_names]
+    columns = [c for c in (*TRAJECTORY_COLUMNS, *OPTIONAL_COLUMNS) if c in dataset.column_names]
     return dataset.with_format(format_type, columns=columns)
 
 

@@ -858,6 +858,32 @@ def replay_episode(level: str, seed: int, actions: list[int]) -> Replay:
     )
 
 
+def with_goal_steps(dataset: Dataset, level: str | None = None) -> Dataset:
+    """``dataset`` with a "goal_steps" column: for each row, the steps whose action completes a goal of its episode's
+    own mission (:func:`msvae_hf.envs.missions.goal_steps`, each episode replayed from its seed on ``level``, or
+    on the rows' own "level"). What a speaker trained with ``goal_steps_weight`` reads beside the pairs."""
+    from ..envs.missions import goal_steps
+
+    if len(dataset) == 0:
+        raise ValueError("with_goal_steps got an empty dataset")
+    missing = {"seed", "actions"} - set(dataset.column_names)
+    if missing:
+        raise ValueError(f"with_goal_steps needs each row's seed and actions; the dataset lacks {sorted(missing)}")
+    levels = {level} if level is not None else set(dataset.unique("level"))
+    if len(levels) != 1:
+        raise ValueError(f"with_goal_steps replays one level at a time; the rows hold {sorted(levels)}")
+    env = gym.make(resolve_level(levels.pop()))
+    try:
+        columns = dataset.select_columns(["seed", "actions"])
+        steps = [goal_steps(env, seed, actions) for seed, actions in zip(columns["seed"], columns["actions"],
+                                                                         strict=True)]
+    finally:
+        env.close()
+    if "goal_steps" in dataset.column_names:
+        dataset = dataset.remove_columns("goal_steps")
+    return dataset.add_column("goal_steps", steps)
+
+
 def push_demos_to_hub(path: str | Path, repo_id: str, api: HfApi | None = None, private: bool = False) -> Any:
     """Upload a `make_demos` folder (arrow files, checksums, stats and card) to a Hub dataset repo with
     `upload_folder`: `load_demos` reads it back by its id, `datasets.load_dataset` by the card's ``configs:``. A card

@@ -27,6 +27,8 @@ import torch
 from .sampler import StepSampler
 
 TRAJECTORY_KEYS = ("observations", "directions", "actions", "trajectory_mask")
+#: Keys with a time axis that padding extends: the trajectories' and the paired rows' goal steps (if asked for).
+TIME_KEYS = (*TRAJECTORY_KEYS, "goal_steps")
 TOKEN_KEYS = ("input_ids", "attention_mask")
 
 Batch = dict[str, torch.Tensor]
@@ -58,7 +60,7 @@ def pad_batch(batch: Batch, time_multiple: int = 1, length_multiple: int = 1, pa
     _positive("length_multiple", length_multiple)
     out = dict(batch)
     if time_multiple > 1:
-        names = [n for n in batch if n.removeprefix("unpaired_") in TRAJECTORY_KEYS]
+        names = [n for n in batch if n.removeprefix("unpaired_") in TIME_KEYS]
         t_max = max(batch[n].shape[1] for n in names)
         length = -(-t_max // time_multiple) * time_multiple
         out.update({n: _pad(batch[n], length, False if batch[n].dtype == torch.bool else 0) for n in names})

@@ -294,16 +294,33 @@ class SpeakerConfig(ModulesConfig):
     """Baseline speaker (Sec. 2.3; App. D): trajectory -> instruction with a 2-layer transformer decoder."""
 
     model_type = "msvae_speaker"
+    # Not in the paper. > 0: beside -log p(y | a, o) the speaker minimises this weight times the binary
+    # cross-entropy of a linear read-out of each frame's state h_tau[t] against whether step t's action completes
+    # a goal of the pair's mission (the verifier's judgement, replayed from the episode's seed:
+    # data.demos.with_goal_steps), summed (or averaged: loss_reduction) over the trajectory's steps. The
+    # trajectory encoder is taught on the pairs where the goals are reached, which the instruction's object and
+    # colour words name; labelling reads the trajectory alone.
+    goal_steps_weight: float = 0.0
+
+    def check_values(self) -> None:
+        """Reject bad values and combinations, naming the field."""
+        super().check_values()
+        value = self.goal_steps_weight
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise self._fail("goal_steps_weight", "a finite number >= 0")
 
 
 #: MS-VAE's own fields (prior, objective): a baseline's config drops them where a saved one holds them.
 MSVAE_ONLY_FIELDS = frozenset(f.name for f in dataclasses.fields(MSVAEConfig)) - frozenset(
     f.name for f in dataclasses.fields(ModulesConfig))
 FollowerConfig.ignored_keys = SpeakerConfig.ignored_keys = MSVAE_ONLY_FIELDS
+#: The speaker's own training fields: MS-VAE built from a speaker (``MSVAEModel.from_baselines``) drops them.
+SPEAKER_ONLY_FIELDS = frozenset(f.name for f in dataclasses.fields(SpeakerConfig)) - frozenset(
+    f.name for f in dataclasses.fields(ModulesConfig))
 
 #: The config class of each ``TrainConfig.model_type``.
 MODEL_TYPE_CONFIGS = {"follower": FollowerConfig, "speaker": SpeakerConfig, "msvae": MSVAEConfig}
 
 __all__ = ["ModulesConfig", "MSVAEConfig", "FollowerConfig", "SpeakerConfig", "ATTENTION_KINDS", "PRIOR_KINDS",
            "CONDITIONING_KINDS", "CONDITIONINGS", "Conditioning", "FOLLOWER_FIELDS", "FOLLOWER_VARIANTS",
-           "HEAD_FOLLOWER", "LOSS_REDUCTIONS", "MODEL_TYPE_CONFIGS"]
+           "HEAD_FOLLOWER", "LOSS_REDUCTIONS", "MODEL_TYPE_CONFIGS", "SPEAKER_ONLY_FIELDS"]

@@ -40,6 +40,16 @@ def sequence_log_likelihood(logits: torch.Tensor, targets: torch.Tensor, positio
     return reduce_sequence(positions.sum_rows(logp), positions.lengths(), reduction)
 
 
+def goal_step_loss(logits: torch.Tensor, goal_steps: torch.Tensor, mask: torch.Tensor, reduction: str = "sum"
+                   ) -> torch.Tensor:
+    """Binary cross-entropy of per-step logits [B, T] against whether each step completes a goal (``goal_steps``
+    [B, T], bool), over the real steps of ``mask`` [B, T] -> [B] (summed, or averaged: ``reduction``). Not in the
+    paper: ``SpeakerConfig.goal_steps_weight``."""
+    bce = F.binary_cross_entropy_with_logits(logits.float(), goal_steps.float(), reduction="none")
+    real = mask.bool()
+    return reduce_sequence(bce.masked_fill(~real, 0.0).sum(-1), real.sum(-1), reduction)
+
+
 def reparameterize(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     """z = mu + sigma * eps, eps ~ N(0, I) (the reparameterisation trick)."""
     return mean + torch.randn_like(mean) * torch.exp(0.5 * logvar)

@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 from transformers import GenerationMixin
 from transformers.utils import ModelOutput
 
 from .configuration_msvae import FollowerConfig, SpeakerConfig
+from .losses import goal_step_loss
 from .mixins import FollowerMixin, SpeakerMixin
 from .modeling_utils import MSVAEPreTrainedModel
 from .modules import (
@@ -64,12 +66,16 @@ class SpeakerOutput(ModelOutput):
     cache (`transformers.Cache`):
         The instruction decoder's self-attention keys and values of the tokens decoded so far, updated in place.
         Returned only by a decoding step (no `attention_mask`), as the `cache` that was passed in.
+    goal_step_loss (`torch.FloatTensor` of shape `()`, or `(batch_size,)` with `reduction="none"`):
+        With `config.goal_steps_weight > 0` and `goal_steps` given: the binary cross-entropy of the goal-step
+        read-out (losses.goal_step_loss), which `loss` holds times the weight. Not in the paper.
     """
 
     loss: torch.Tensor | None = None
     log_likelihood: torch.Tensor | None = None
     logits: torch.Tensor | None = None
     cache: object | None = None
+    goal_step_loss: torch.Tensor | None = None
 
 
 class FollowerModel(FollowerMixin, MSVAEPreTrainedModel):
@@ -137,6 +143,8 @@ class SpeakerModel(SpeakerMixin, MSVAEPreTrainedModel, GenerationMixin):
         self.obs_encoder = ObservationEncoder(config)
         self.trajectory_encoder = TrajectoryEncoder(config)
         self.instruction_decoder = InstructionDecoder(config, config.hidden_size)
+        # which steps complete a goal, read from h_tau[t] (goal_steps_weight; not in the paper)
+        self.goal_step_head = nn.Linear(config.hidden_size, 1) if config.goal_steps_weight else None
         self.post_init()
 
     def trajectory_memory(self, observations, directions, actions, trajectory_mask):
@@ -156,14 +164,28 @@ class SpeakerModel(SpeakerMixin, MSVAEPreTrainedModel, GenerationMixin):
         memory=None,
         memory_mask=None,
         cache=None,
+        goal_steps=None,
         reduction: str = "mean",
         **kwargs,
     ) -> SpeakerOutput:
-        """With trajectories: teacher-forced loss -log p(y | a, o). With ``memory``: one decoding step."""
+        """With trajectories: teacher-forced loss -log p(y | a, o), plus ``goal_steps_weight`` times the goal-step
+        loss where ``goal_steps`` [B, T] (bool) is given. With ``memory``: one decoding step."""
         if memory is None:
             memory, memory_mask = self.trajectory_memory(observations, directions, actions, trajectory_mask)
+        elif goal_steps is not None:
+            raise ValueError("goal_steps are read from the trajectory's states: pass the trajectory, not memory")
         if attention_mask is None:  # decoding: logits for the new tokens only
             return SpeakerOutput(logits=self.decode_instruction(input_ids, memory, memory_mask, cache=cache),
                                  cache=cache)
         ll, logits = self.instruction_log_likelihood(input_ids, attention_mask, memory, memory_mask)
-        return SpeakerOutput(loss=-ll if reduction == "none" else -ll.mean(), log_likelihood=ll, logits=logits)
+        loss, steps = -ll, None
+        if self.goal_step_head is not None and goal_steps is not None:
+            steps = goal_step_loss(self.goal_step_head(memory).squeeze(-1), goal_steps, memory_mask,
+                                   self.config.loss_reduction)
+            loss = loss + self.config.goal_steps_weight * steps
+        elif self.goal_step_head is not None and self.training:
+            raise ValueError("this speaker trains with goal_steps_weight > 0: its batches need goal_steps "
+                             "(data.demos.with_goal_steps adds them to a demo split)")
+        if reduction != "none":
+            loss, steps = loss.mean(), None if steps is None else steps.mean()
+        return SpeakerOutput(loss=loss, log_likelihood=ll, logits=logits, goal_step_loss=steps)

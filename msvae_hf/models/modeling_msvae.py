@@ -23,7 +23,7 @@ import torch
 from transformers import GenerationMixin
 from transformers.utils import ModelOutput
 
-from .configuration_msvae import FOLLOWER_FIELDS, MSVAEConfig
+from .configuration_msvae import FOLLOWER_FIELDS, SPEAKER_ONLY_FIELDS, MSVAEConfig
 from .losses import (
     domain_distance,
     kl_to_prior,
@@ -309,7 +309,7 @@ class MSVAEModel(FollowerMixin, SpeakerMixin, MSVAEPreTrainedModel, GenerationMi
             raise ValueError("from_baselines needs a trained follower, a speaker, or both")
         # a speaker's config names no follower of its own (its follower fields are whatever its config held): MS-VAE
         # from a speaker alone takes the default follower, or the one config_overrides names
-        dropped = ("model_type", "architectures", *(FOLLOWER_FIELDS if follower is None else ()))
+        dropped = ("model_type", "architectures", *SPEAKER_ONLY_FIELDS, *(FOLLOWER_FIELDS if follower is None else ()))
         config_dict = {k: v for k, v in source.config.to_dict().items() if k not in dropped}
         if speaker is not None:  # the trajectory encoder's inputs are the speaker's
             config_dict["trajectory_front_cells"] = speaker.config.trajectory_front_cells

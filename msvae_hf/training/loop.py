@@ -31,7 +31,7 @@ from datasets import concatenate_datasets
 from tqdm.auto import tqdm
 
 from ..data.collator import DemoCollator
-from ..data.demos import load_demos
+from ..data.demos import load_demos, with_goal_steps
 from ..data.prefetch import UpdateBatches, prefetched
 from ..data.pseudo_labels import load_pseudo_labels, pseudo_labels_record
 from ..data.sampler import StepSampler
@@ -362,6 +362,11 @@ def prepare_run(cfg: TrainConfig) -> Run:
     resolve_level(level)
     tokenizer = MSVAETokenizer.from_grammar()
     model = build_model(cfg, tokenizer)
+    if getattr(model.config, "goal_steps_weight", 0):
+        if cfg.pseudo_labels:
+            raise ValueError("goal_steps_weight reads where each pair's own mission is done; pseudo-labelled rows "
+                             "have no mission to read it from: train this speaker on the pairs alone")
+        paired = with_goal_steps(paired, level)
     if cfg.cuda_graphs and (accelerator.device.type != "cuda" or accelerator.num_processes > 1):
         raise ValueError(f"cuda_graphs needs one process on a CUDA device, got {accelerator.num_processes} on "
                          f"{accelerator.device.type}")
