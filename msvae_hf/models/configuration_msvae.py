@@ -163,6 +163,16 @@ class ModulesConfig(PreTrainedConfig):
     def _fail(self, name: str, requirement: str) -> ValueError:
         return ValueError(f"{type(self).__name__}.{name} must be {requirement}, got {getattr(self, name)!r}")
 
+    def _check_weight(self, name: str, optional: bool = False) -> None:
+        """Reject a weight that is not a finite number >= 0 (or, ``optional``, None), naming the field."""
+        value = getattr(self, name)
+        if value is None and optional:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self._fail(name, "a finite number" + (" or None" if optional else ""))
+        if value < 0:
+            raise self._fail(name, ">= 0")
+
     @property
     def conditioning(self) -> Conditioning:
         """What ``follower_conditioning`` names (:data:`CONDITIONINGS`)."""
@@ -262,14 +272,7 @@ class MSVAEConfig(ModulesConfig):
         """Reject bad values and combinations, naming the field."""
         super().check_values()
         for name in ("beta", "gamma", "alpha", "trajectory_beta", "instruction_beta", "posterior_alignment"):
-            value = getattr(self, name)
-            optional = name in ("trajectory_beta", "instruction_beta")
-            if value is None and optional:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise self._fail(name, "a finite number" + (" or None" if optional else ""))
-            if value < 0:
-                raise self._fail(name, ">= 0")
+            self._check_weight(name, optional=name in ("trajectory_beta", "instruction_beta"))
         for name in ("share_observation_encoder", "posterior_reads_actions", "unpaired_trains_action_decoder"):
             if not isinstance(getattr(self, name), bool):
                 raise self._fail(name, "true or false")
@@ -305,9 +308,7 @@ class SpeakerConfig(ModulesConfig):
     def check_values(self) -> None:
         """Reject bad values and combinations, naming the field."""
         super().check_values()
-        value = self.goal_steps_weight
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise self._fail("goal_steps_weight", "a finite number >= 0")
+        self._check_weight("goal_steps_weight")
 
 
 #: MS-VAE's own fields (prior, objective): a baseline's config drops them where a saved one holds them.
