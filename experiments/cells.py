@@ -526,7 +526,8 @@ def _pairs_curve_rows() -> dict[str, Row]:
     trajectories; and the front-cell route at M = 1,000 and 10,000: the speaker reading the front cells, the
     speaker-follower on its labels and on those labels rescored by that speaker-follower (at M = 1,000 also on
     them rescored by the student of that second round, and the three rounds again with each seed on its own
-    teacher's chain), and MS-VAE (gamma = 1) from that speaker, whose q(z|a,o) then reads the cells."""
+    teacher's chain), and MS-VAE (gamma = 1) from that speaker, whose q(z|a,o) then reads the cells; at M = 1,000
+    the front-cell speaker also taught the steps that complete a goal, and two rounds of its students."""
     rows: dict[str, Row] = {}
 
     def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES,
@@ -564,6 +565,10 @@ def _pairs_curve_rows() -> dict[str, Row]:
             row(f"speaker_follower_goals_film2_{tag}", "speaker-follower on the labels of the front-cell speaker "
                 f"taught the goal steps, each seed its own teacher's, M = {m:,} pairs", m, (0, 1, 2),
                 teacher=f"speaker_goals_film2_{tag}", config="speaker_follower")
+            row(f"speaker_follower_goals_rescored_film2_{tag}", "speaker-follower on the labels of the front-cell "
+                "speaker taught the goal steps, rescored by the follower of its first labels, each seed its own "
+                f"teacher's chain, M = {m:,} pairs", m, (0, 1, 2), teacher=f"speaker_goals_film2_{tag}",
+                rescorer=f"speaker_follower_goals_film2_{tag}", config="speaker_follower")
         if m == 1000:  # both rounds again with each seed on its own teacher (seed 0's is the rows' above)
             row(f"speaker_follower_cells_own_film2_{tag}", "speaker-follower on the labels of the speaker reading the "
                 f"front cells, each seed its own teacher's, M = {m:,} pairs", m, (1, 2),
