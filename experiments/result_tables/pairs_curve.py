@@ -31,7 +31,11 @@ CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS
                  ("speaker_follower_cells_rescored_own_film2", "speaker-follower on the front-cell speaker's labels "
                   "rescored by the follower of its first labels, each seed its own teacher's"),
                  ("speaker_follower_cells_rescored2_own_film2", "speaker-follower on the front-cell speaker's labels "
-                  "rescored by the second round's student, each seed its own teacher's chain"))
+                  "rescored by the second round's student, each seed its own teacher's chain"),
+                 ("speaker_follower_goals_film2", "speaker-follower on the labels of the front-cell speaker taught the "
+                  "goal steps, each seed its own teacher's"),
+                 ("speaker_follower_goals_rescored_film2", "speaker-follower on the goal-steps speaker's labels "
+                  "rescored by the follower of its first labels, each seed its own teacher's chain"))
 #: The budget confound: the supervised follower continued to 10,000 updates, (row suffix, label).
 BUDGET_SUFFIX = ("_u10k", "supervised follower, 10,000 updates")
 
