@@ -28,11 +28,13 @@ def plot(level: str, out: Path, root: Path = RESULTS) -> None:
     rows = curve_rows(level, root)
     if not rows:
         raise SystemExit(f"no run of the pairs curve's rows in {root / level / 'runs'}")
-    fig = plt.figure(figsize=(10, 5.5))
-    grid = fig.add_gridspec(2, 2, height_ratios=(4, 1))
+    methods = list(dict.fromkeys(method for method, *_ in rows))
+    colours = plt.get_cmap("tab20").colors  # one colour a method (matplotlib's default cycle repeats after 10)
+    fig = plt.figure(figsize=(12, 5 + 0.22 * len(methods)))
+    grid = fig.add_gridspec(2, 2, height_ratios=(5, 0.22 * len(methods)))
     axes = [fig.add_subplot(grid[0, column]) for column in range(2)]
     for ax, (key, label) in zip(axes, PANELS, strict=True):
-        for method in dict.fromkeys(method for method, *_ in rows):
+        for index, method in enumerate(methods):
             points = [(m, [100 * v for r in records if (v := test_value(r, key)) is not None])
                       for name, m, _, records in rows if name == method]
             points = [(m, xs) for m, xs in points if xs]
@@ -41,7 +43,8 @@ def plot(level: str, out: Path, root: Path = RESULTS) -> None:
             ms = [m for m, _ in points]
             means = [statistics.fmean(xs) for _, xs in points]
             sds = [statistics.stdev(xs) if len(xs) > 1 else 0.0 for _, xs in points]
-            ax.errorbar(ms, means, yerr=sds, marker="o", capsize=3, label=method)
+            ax.errorbar(ms, means, yerr=sds, marker="os^Dv"[index % 5], capsize=3, label=method,
+                        color=colours[index % len(colours)])
             for m, mean, (_, xs) in zip(ms, means, points, strict=True):
                 ax.annotate(f"n={len(xs)}", (m, mean), textcoords="offset points", xytext=(4, 4), fontsize=8)
         ax.set_xscale("log")
@@ -53,7 +56,7 @@ def plot(level: str, out: Path, root: Path = RESULTS) -> None:
             handles.setdefault(method, handle)
     key = fig.add_subplot(grid[1, :])
     key.axis("off")
-    key.legend(list(handles.values()), list(handles), loc="center", ncol=2, fontsize=8)
+    key.legend(list(handles.values()), list(handles), loc="center", ncol=1, fontsize=8)
     save_figure(fig, f"{LEVELS[level]}: where reading begins", out)
 
 
