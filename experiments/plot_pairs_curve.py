@@ -30,8 +30,9 @@ def plot(level: str, out: Path, root: Path = RESULTS) -> None:
         raise SystemExit(f"no run of the pairs curve's rows in {root / level / 'runs'}")
     methods = list(dict.fromkeys(method for method, *_ in rows))
     colours = plt.get_cmap("tab20").colors  # one colour a method (matplotlib's default cycle repeats after 10)
-    fig = plt.figure(figsize=(12, 5 + 0.22 * len(methods)))
-    grid = fig.add_gridspec(2, 2, height_ratios=(5, 0.22 * len(methods)))
+    key_height = 0.22 * len(methods)  # inches of the key below the panels: a line a method
+    fig = plt.figure(figsize=(12, 5 + key_height))
+    grid = fig.add_gridspec(2, 2, height_ratios=(5, key_height))
     axes = [fig.add_subplot(grid[0, column]) for column in range(2)]
     for ax, (key, label) in zip(axes, PANELS, strict=True):
         for index, method in enumerate(methods):
