@@ -5,7 +5,8 @@ of the same room against M, the pairs (log scale), one line a method, from the r
     python experiments/plot_pairs_curve.py gotoseqlocal --out results/gotoseqlocal/pairs_curve.png
 
 Each point is a curve row (experiments/cells.py ``PAIRS_CURVE_ROWS``): the mean over its seeds, the sd as a bar,
-n beside it. The same numbers as ``python experiments/collect_results.py LEVEL --table pairs_curve``.
+its n in the key. Methods at the same M stand side by side (a small shift along the log axis) so that no bar hides
+another. The same numbers as ``python experiments/collect_results.py LEVEL --table pairs_curve``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,23 @@ from result_tables.records import RESULTS
 
 #: The panels: (test value, axis label).
 PANELS = (("reading", "SR by reading (points)"), ("success_rate_same_room", "SR on another mission of the room (%)"))
+#: How far apart methods stand at the same M, in decades of the log axis (each method a step, centred on M).
+DODGE = 0.006
+
+
+def method_points(rows: list, method: str, key: str) -> list[tuple[int, list[float]]]:
+    """(M, the seeds' values in %) of ``method``'s rows that have ``key`` in their test."""
+    points = [(m, [100 * v for r in records if (v := test_value(r, key)) is not None])
+              for name, m, _, records in rows if name == method]
+    return [(m, xs) for m, xs in points if xs]
+
+
+def key_label(method: str, points: list[tuple[int, list[float]]]) -> str:
+    """``method`` with its seeds: one n where every point has the same, else n at each M."""
+    counts = {len(xs) for _, xs in points}
+    if len(counts) == 1:
+        return f"{method} (n = {counts.pop()})"
+    return f"{method} (n = " + ", ".join(f"{len(xs)} at {m:,}" for m, xs in points) + ")"
 
 
 def plot(level: str, out: Path, root: Path = RESULTS) -> None:
@@ -29,25 +47,25 @@ def plot(level: str, out: Path, root: Path = RESULTS) -> None:
     if not rows:
         raise SystemExit(f"no run of the pairs curve's rows in {root / level / 'runs'}")
     methods = list(dict.fromkeys(method for method, *_ in rows))
-    colours = plt.get_cmap("tab20").colors  # one colour a method (matplotlib's default cycle repeats after 10)
+    tab20 = plt.get_cmap("tab20").colors  # one colour a method (matplotlib's default cycle repeats after 10):
+    colours = tab20[0::2] + tab20[1::2]  # its ten strong hues first, their light pairs after
+    shifts = {method: 10 ** (DODGE * (index - (len(methods) - 1) / 2)) for index, method in enumerate(methods)}
     key_height = 0.22 * len(methods)  # inches of the key below the panels: a line a method
     fig = plt.figure(figsize=(12, 5 + key_height))
     grid = fig.add_gridspec(2, 2, height_ratios=(5, key_height))
     axes = [fig.add_subplot(grid[0, column]) for column in range(2)]
+    labels = {}
     for ax, (key, label) in zip(axes, PANELS, strict=True):
         for index, method in enumerate(methods):
-            points = [(m, [100 * v for r in records if (v := test_value(r, key)) is not None])
-                      for name, m, _, records in rows if name == method]
-            points = [(m, xs) for m, xs in points if xs]
+            points = method_points(rows, method, key)
             if not points:
                 continue
-            ms = [m for m, _ in points]
+            labels.setdefault(method, key_label(method, points))
+            ms = [m * shifts[method] for m, _ in points]
             means = [statistics.fmean(xs) for _, xs in points]
             sds = [statistics.stdev(xs) if len(xs) > 1 else 0.0 for _, xs in points]
             ax.errorbar(ms, means, yerr=sds, marker="os^Dv"[index % 5], capsize=3, label=method,
                         color=colours[index % len(colours)])
-            for m, mean, (_, xs) in zip(ms, means, points, strict=True):
-                ax.annotate(f"n={len(xs)}", (m, mean), textcoords="offset points", xytext=(4, 4), fontsize=8)
         ax.set_xscale("log")
         ax.set_xlabel("M, pairs")
         ax.set_ylabel(label)
@@ -57,7 +75,7 @@ def plot(level: str, out: Path, root: Path = RESULTS) -> None:
             handles.setdefault(method, handle)
     key = fig.add_subplot(grid[1, :])
     key.axis("off")
-    key.legend(list(handles.values()), list(handles), loc="center", ncol=1, fontsize=8)
+    key.legend(list(handles.values()), [labels[method] for method in handles], loc="center", ncol=1, fontsize=8)
     save_figure(fig, f"{LEVELS[level]}: where reading begins", out)
 
 

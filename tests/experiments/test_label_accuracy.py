@@ -160,6 +160,15 @@ def test_the_plot_has_a_point_a_row_and_refuses_no_runs(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_plot_key_gives_each_method_its_seeds():
+    import plot_pairs_curve
+
+    assert plot_pairs_curve.key_label("MS-VAE full", [(1000, [1.0, 2.0]), (10_000, [3.0, 4.0])]) == (
+        "MS-VAE full (n = 2)")
+    assert plot_pairs_curve.key_label("supervised follower", [(1000, [1.0, 2.0, 3.0]), (100_000, [4.0])]) == (
+        "supervised follower (n = 3 at 1,000, 1 at 100,000)")
+
+
 def test_chance_labels_each_trajectory_with_the_next_ones_mission(tiny_demos, tmp_path):
     from msvae_hf.data.demos import load_demos
     from msvae_hf.envs.missions import regenerate_missions, replay_labels, score_labels
