@@ -5,8 +5,8 @@ of the same room against M, the pairs (log scale), one line a method, from the r
     python experiments/plot_pairs_curve.py gotoseqlocal --out results/gotoseqlocal/pairs_curve.png
 
 Each point is a curve row (experiments/cells.py ``PAIRS_CURVE_ROWS``): the mean over its seeds, the sd as a bar,
-its n in the key. Methods at the same M stand side by side (a small shift along the log axis) so that no bar hides
-another. The same numbers as ``python experiments/collect_results.py LEVEL --table pairs_curve``.
+its n in the key. Methods at the same M stand side by side (a small shift along the log axis), so that their bars
+overlap less. The same numbers as ``python experiments/collect_results.py LEVEL --table pairs_curve``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,11 @@ from result_tables.records import RESULTS
 
 #: The panels: (test value, axis label).
 PANELS = (("reading", "SR by reading (points)"), ("success_rate_same_room", "SR on another mission of the room (%)"))
-#: How far apart methods stand at the same M, in decades of the log axis (each method a step, centred on M).
-DODGE = 0.006
+#: How far apart methods stand at the same M, in decades of the log axis (the methods with a row at that M, a step
+#: each, centred on M).
+DODGE = 0.02
+#: Markers, a cycle of 7: beside the colours' 20 no two methods of the same hue share one.
+MARKERS = "os^Dv<>"
 
 
 def method_points(rows: list, method: str, key: str) -> list[tuple[int, list[float]]]:
@@ -34,11 +37,21 @@ def method_points(rows: list, method: str, key: str) -> list[tuple[int, list[flo
 
 
 def key_label(method: str, points: list[tuple[int, list[float]]]) -> str:
-    """``method`` with its seeds: one n where every point has the same, else n at each M."""
-    counts = {len(xs) for _, xs in points}
-    if len(counts) == 1:
-        return f"{method} (n = {counts.pop()})"
-    return f"{method} (n = " + ", ".join(f"{len(xs)} at {m:,}" for m, xs in points) + ")"
+    """``method`` with its seeds: the commonest n (the first of equals), then each M that has another."""
+    counts = [len(xs) for _, xs in points]
+    common = max(counts, key=counts.count)
+    others = "".join(f", {len(xs)} at {m:,}" for m, xs in points if len(xs) != common)
+    return f"{method} (n = {common}{others})"
+
+
+def shifts(rows: list) -> dict[tuple[str, int], float]:
+    """The factor on M of each (method, M): the methods with a row at M side by side, ``DODGE`` decades apart."""
+    at: dict[int, list[str]] = {}
+    for method, m, *_ in rows:
+        if method not in at.setdefault(m, []):
+            at[m].append(method)
+    return {(method, m): 10 ** (DODGE * (rank - (len(methods) - 1) / 2))
+            for m, methods in at.items() for rank, method in enumerate(methods)}
 
 
 def plot(level: str, out: Path, root: Path = RESULTS) -> None:
@@ -49,7 +62,7 @@ def plot(level: str, out: Path, root: Path = RESULTS) -> None:
     methods = list(dict.fromkeys(method for method, *_ in rows))
     tab20 = plt.get_cmap("tab20").colors  # one colour a method (matplotlib's default cycle repeats after 10):
     colours = tab20[0::2] + tab20[1::2]  # its ten strong hues first, their light pairs after
-    shifts = {method: 10 ** (DODGE * (index - (len(methods) - 1) / 2)) for index, method in enumerate(methods)}
+    shift = shifts(rows)
     key_height = 0.22 * len(methods)  # inches of the key below the panels: a line a method
     fig = plt.figure(figsize=(12, 5 + key_height))
     grid = fig.add_gridspec(2, 2, height_ratios=(5, key_height))
@@ -60,11 +73,11 @@ def plot(level: str, out: Path, root: Path = RESULTS) -> None:
             points = method_points(rows, method, key)
             if not points:
                 continue
-            labels.setdefault(method, key_label(method, points))
-            ms = [m * shifts[method] for m, _ in points]
+            labels.setdefault(method, key_label(method, points))  # the first panel's n, SR by reading's
+            ms = [m * shift[method, m] for m, _ in points]
             means = [statistics.fmean(xs) for _, xs in points]
             sds = [statistics.stdev(xs) if len(xs) > 1 else 0.0 for _, xs in points]
-            ax.errorbar(ms, means, yerr=sds, marker="os^Dv"[index % 5], capsize=3, label=method,
+            ax.errorbar(ms, means, yerr=sds, marker=MARKERS[index % len(MARKERS)], capsize=3, label=method,
                         color=colours[index % len(colours)])
         ax.set_xscale("log")
         ax.set_xlabel("M, pairs")

@@ -166,7 +166,20 @@ def test_the_plot_key_gives_each_method_its_seeds():
     assert plot_pairs_curve.key_label("MS-VAE full", [(1000, [1.0, 2.0]), (10_000, [3.0, 4.0])]) == (
         "MS-VAE full (n = 2)")
     assert plot_pairs_curve.key_label("supervised follower", [(1000, [1.0, 2.0, 3.0]), (100_000, [4.0])]) == (
-        "supervised follower (n = 3 at 1,000, 1 at 100,000)")
+        "supervised follower (n = 3, 1 at 100,000)")
+    assert plot_pairs_curve.key_label("x", [(1000, [1.0]), (3000, [1.0, 2.0]), (10_000, [1.0, 2.0])]) == (
+        "x (n = 2, 1 at 1,000)")
+
+
+def test_the_plot_sets_side_by_side_only_the_methods_at_the_same_m():
+    import plot_pairs_curve
+
+    rows = [("a", 1000, "a1", []), ("a", 100_000, "a100", []), ("b", 1000, "b1", []), ("c", 1000, "c1", [])]
+    shift = plot_pairs_curve.shifts(rows)
+    step = 10 ** plot_pairs_curve.DODGE
+    assert shift["a", 100_000] == 1.0  # alone at its M
+    assert shift["b", 1000] == 1.0  # the middle of three
+    assert shift["a", 1000] == pytest.approx(1 / step) and shift["c", 1000] == pytest.approx(step)
 
 
 def test_chance_labels_each_trajectory_with_the_next_ones_mission(tiny_demos, tmp_path):
