@@ -169,6 +169,7 @@ def test_the_plot_key_gives_each_method_its_seeds():
         "supervised follower (n = 3, 1 at 100,000)")
     assert plot_pairs_curve.key_label("x", [(1000, [1.0]), (3000, [1.0, 2.0]), (10_000, [1.0, 2.0])]) == (
         "x (n = 2, 1 at 1,000)")
+    assert plot_pairs_curve.key_label("x", [(1000, [1.0]), (3000, [1.0, 2.0])]) == "x (n = 1, 2 at 3,000)"  # a tie
 
 
 def test_the_plot_sets_side_by_side_only_the_methods_at_the_same_m():
