@@ -67,28 +67,25 @@ def plot(level: str, out: Path, root: Path = RESULTS) -> None:
     fig = plt.figure(figsize=(12, 5 + key_height))
     grid = fig.add_gridspec(2, 2, height_ratios=(5, key_height))
     axes = [fig.add_subplot(grid[0, column]) for column in range(2)]
-    labels = {}
+    entries: dict[str, tuple[object, str]] = {}  # method -> (legend handle, key label), from its first panel
     for ax, (key, label) in zip(axes, PANELS, strict=True):
         for index, method in enumerate(methods):
             points = method_points(rows, method, key)
             if not points:
                 continue
-            labels.setdefault(method, key_label(method, points))  # the first panel's n, SR by reading's
             ms = [m * shift[method, m] for m, _ in points]
             means = [statistics.fmean(xs) for _, xs in points]
             sds = [statistics.stdev(xs) if len(xs) > 1 else 0.0 for _, xs in points]
-            ax.errorbar(ms, means, yerr=sds, marker=MARKERS[index % len(MARKERS)], capsize=3, label=method,
-                        color=colours[index % len(colours)])
+            handle = ax.errorbar(ms, means, yerr=sds, marker=MARKERS[index % len(MARKERS)], capsize=3,
+                                 color=colours[index % len(colours)])
+            entries.setdefault(method, (handle, key_label(method, points)))  # the first panel's n, SR by reading's
         ax.set_xscale("log")
         ax.set_xlabel("M, pairs")
         ax.set_ylabel(label)
-    handles: dict[str, object] = {}
-    for ax in axes:  # one legend for both panels, below them, where it hides no point
-        for handle, method in zip(*ax.get_legend_handles_labels(), strict=True):
-            handles.setdefault(method, handle)
-    key = fig.add_subplot(grid[1, :])
+    key = fig.add_subplot(grid[1, :])  # one legend for both panels, below them, where it hides no point
     key.axis("off")
-    key.legend(list(handles.values()), [labels[method] for method in handles], loc="center", ncol=1, fontsize=8)
+    key.legend([handle for handle, _ in entries.values()], [text for _, text in entries.values()], loc="center",
+               ncol=1, fontsize=8)
     save_figure(fig, f"{LEVELS[level]}: where reading begins", out)
 
 
