@@ -18,9 +18,11 @@ from .records import (
     load_reruns,
     mean_sd,
     p_greater,
+    p_greater_paired,
     p_text,
     records_by_row,
     values,
+    values_by_seed,
 )
 
 #: The paper's Table 2 (SR %, BLEU) and Table 3 (SR %, BabyAI-BossLocal only), by our row names.
@@ -153,13 +155,23 @@ def table_headline(level: str, root: Path = RESULTS, rows: dict[str, list[dict]]
     return lines
 
 
-def claim_cells(rows: dict[str, list[dict]], metric: str, row: str, other: str) -> tuple[str, str]:
-    """(ours: the two rows' means and n, p: one-sided [two-sided]) of the claim "row > other" on ``metric``."""
+def claim_cells(rows: dict[str, list[dict]], metric: str, row: str, other: str,
+                paired: bool = False) -> tuple[str, ...]:
+    """(ours: the two rows' means and n, p: one-sided [two-sided]) of the claim "row > other" on ``metric``;
+    with ``paired``, a third cell: the same test on the seed-by-seed differences (seed k of one row against seed k
+    of the other), for the designs that pair them."""
+
+    def p_cell(one: float | None, two: float | None) -> str:
+        return "-" if one is None else f"{p_text(one)} [{p_text(two)}]"
+
     xs, ys = values(rows.get(row, []), metric), values(rows.get(other, []), metric)
     ours = "-" if not xs or not ys else (f"{statistics.fmean(xs):.2f} vs {statistics.fmean(ys):.2f} "
                                          f"(n = {len(xs)}, {len(ys)})")
-    one, two = p_greater(xs, ys)
-    return ours, "-" if one is None else f"{p_text(one)} [{p_text(two)}]"
+    cells = (ours, p_cell(*p_greater(xs, ys)))
+    if paired:
+        cells += (p_cell(*p_greater_paired(values_by_seed(rows.get(row, []), metric),
+                                           values_by_seed(rows.get(other, []), metric))),)
+    return cells
 
 
 def tested_claims(claims: tuple[tuple[str, str, str, str], ...] = CLAIMS) -> Iterator[tuple[str, str, str, str]]:
@@ -197,10 +209,11 @@ def table_tests_own(level: str, root: Path = RESULTS) -> list[str]:
     which comparisons and p-values move when the seeds vary the baselines and teachers too."""
     shared, own = shared_start_rows(level, root), independent_rows(level, root)
     lines = ["| claim | metric | shared start: ours (mean, n) | p, one-sided [two-sided] | "
-             "independent seeds: ours (mean, n) | p, one-sided [two-sided] | paper |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "independent seeds: ours (mean, n) | p, one-sided [two-sided] | paired by seed | paper |",
+             "|" + " --- |" * 8]
     for claim, metric, row, other in tested_claims():
-        cells = " | ".join((*claim_cells(shared, metric, row, other), *claim_cells(own, metric, row, other)))
+        cells = " | ".join((*claim_cells(shared, metric, row, other),
+                            *claim_cells(own, metric, row, other, paired=True)))
         lines.append(f"| {claim} | {METRICS[metric][0]} | {cells} | {paper_claim(level, claim, metric, row, other)} |")
     return lines
 
@@ -283,13 +296,13 @@ def table_claims_film2(level: str, root: Path = RESULTS, names: Mapping[str, str
     claim, two-sided in brackets), n per side, beside the paper's two numbers (by its protocol; none for SR told
     another mission or SPL, which it does not report)."""
     rows = film2_rows(level, root, names)
-    lines = ["| claim | metric | ours (mean, n) | p, one-sided [two-sided] | paper |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = ["| claim | metric | ours (mean, n) | p, one-sided [two-sided] | paired by seed | paper |",
+             "|" + " --- |" * 6]
     claims = tuple(c for c in FILM2_CLAIMS if c[2] in rows and c[3] in rows)
     for claim, metric, row, other in tested_claims(claims):
-        ours, p = claim_cells(rows, metric, row, other)
+        cells = " | ".join(claim_cells(rows, metric, row, other, paired=True))
         theirs = paper_claim(level, claim, metric, row, other) if metric in ("sr", "app_d_sr", "bleu") else "-"
-        lines.append(f"| {claim} | {METRICS[metric][0]} | {ours} | {p} | {theirs} |")
+        lines.append(f"| {claim} | {METRICS[metric][0]} | {cells} | {theirs} |")
     return lines
 
 

@@ -118,6 +118,26 @@ def p_greater(xs: list[float], ys: list[float], allow_single: bool = False) -> t
     return float(student.sf(t, df)), float(2 * student.sf(abs(t), df))
 
 
+def values_by_seed(runs: list[dict], metric: str) -> dict[int, float]:
+    """seed -> the metric's value, for the runs that have one (the seed read from the run's name)."""
+    get = METRICS[metric][1]
+    return {run_row(r["run"])[1]: v for r in runs if (v := get(r)) is not None}
+
+
+def p_greater_paired(xs: dict[int, float], ys: dict[int, float]) -> tuple[float | None, float | None]:
+    """Student's t-test of the seed-by-seed differences ``xs[k] - ys[k]`` (the seeds both hold) having a mean
+    above 0: one-sided and two-sided p, n - 1 degrees of freedom. None with fewer than two seeds in common, or
+    differences that do not spread."""
+    differences = [xs[k] - ys[k] for k in sorted(xs.keys() & ys.keys())]
+    if len(differences) < 2 or (sd := statistics.stdev(differences)) == 0:
+        return None, None
+    from scipy.stats import t as student
+
+    df = len(differences) - 1
+    t = statistics.fmean(differences) / (sd / math.sqrt(len(differences)))
+    return float(student.sf(t, df)), float(2 * student.sf(abs(t), df))
+
+
 def mean_sd(xs: list[float], digits: int = 1) -> str:
     """``mean +- sd (n = k)``, ``-`` for no values."""
     if not xs:

@@ -35,7 +35,13 @@ from result_tables.paper import (
     table_tests_own,
 )
 from result_tables.readings import table_readings
-from result_tables.records import load_records, p_greater, records_trained_again, records_with_curves
+from result_tables.records import (
+    load_records,
+    p_greater,
+    p_greater_paired,
+    records_trained_again,
+    records_with_curves,
+)
 from result_tables.runs import (
     quarter_means,
     table_budget,
@@ -62,6 +68,16 @@ def student_p_greater(a: list[float], b: list[float]) -> float:
     # Student t with 4 degrees of freedom: CDF(t) = 1/2 + 3/8 u (1 - u^2 / 12), u = t / sqrt(1 + t^2 / 4)
     u = t / math.sqrt(1 + t * t / 4)
     return 0.5 - 3 / 8 * u * (1 - u * u / 12)
+
+
+def student_p_paired(differences: list[float]) -> float:
+    """One-sided p of a mean difference above 0 over three seeds, by the t distribution's closed form for df = 2:
+    CDF(t) = 1/2 + t / (2 sqrt(2 + t^2))."""
+    assert len(differences) == 3
+    mean = sum(differences) / 3
+    sd = math.sqrt(sum((d - mean) ** 2 for d in differences) / 2)
+    t = mean / (sd / math.sqrt(3))
+    return 0.5 - t / (2 * math.sqrt(2 + t * t))
 
 
 def record(run: str, model_type: str, sr: float | None = None, bleu: float | None = None,
@@ -107,6 +123,17 @@ def test_p_greater_matches_the_closed_form():
     assert one == pytest.approx(student_p_greater(a, b), rel=1e-9) and two == pytest.approx(2 * one, rel=1e-9)
     assert p_greater([1.0], b) == (None, None)  # one seed: no test
     assert p_greater([1.0, 1.0], [1.0, 1.0]) == (None, None)  # no spread: no p
+
+
+def test_p_greater_paired_matches_the_closed_form():
+    """Seed by seed: the one-sample t-test of the differences; seeds only one side holds are left out."""
+    xs, ys = {0: 66.0, 1: 63.0, 2: 65.0, 3: 90.0}, {0: 50.0, 1: 52.0, 2: 53.0, 5: 10.0}
+    one, two = p_greater_paired(xs, ys)
+    assert one == pytest.approx(student_p_paired([16.0, 11.0, 12.0]), rel=1e-9)
+    assert two == pytest.approx(2 * one, rel=1e-9)
+    assert p_greater_paired(ys, xs)[0] == pytest.approx(1 - one, rel=1e-9)  # the other direction
+    assert p_greater_paired({0: 1.0, 1: 2.0}, {0: 0.0, 2: 1.0}) == (None, None)  # one seed in common: no test
+    assert p_greater_paired({0: 3.0, 1: 4.0}, {0: 1.0, 1: 2.0}) == (None, None)  # equal differences: no p
 
 
 def test_seed_table(root):
@@ -163,7 +190,9 @@ def test_film2_tables_give_what_reading_adds_and_test_the_claims_on_it(tmp_path)
     claims = {tuple(line.split(" | ")[:2]): line for line in table_claims_film2("gotoseqlocal", root=tmp_path)[2:]}
     reading = claims[("| V raises SR by reading (+ V > paired only)", "test SR minus SR told another mission (points)")]
     p = student_p_greater([30.0, 32.0, 36.0], [10.0, 7.0, 8.0])
-    assert reading.endswith(f"| 32.67 vs 8.33 (n = 3, 3) | {p:.2g} [{2 * p:.2g}] | - |")
+    paired = student_p_paired([20.0, 25.0, 28.0])  # seed k of + V against seed k of paired only
+    assert reading.endswith(f"| 32.67 vs 8.33 (n = 3, 3) | {p:.2g} [{2 * p:.2g}] | {paired:.2g} [{2 * paired:.2g}] "
+                            "| - |")
     assert claims[("| V raises SR (+ V > paired only)", "test SR (%)")].endswith("| 68.3 vs 51 |")
 
 
@@ -240,6 +269,7 @@ def test_independent_rows_read_the_baselines_each_seed_started_from(root):
     assert full_vs_supervised[2] == "64.67 vs 52.00 (n = 3, 3)"  # the shared-start rows, beside
     one, two = p_greater([80.0, 82.0], [40.0, 42.0])
     assert full_vs_supervised[4:6] == ["81.00 vs 41.00 (n = 2, 2)", f"{one:.2g} [{two:.2g}]"]
+    assert full_vs_supervised[6] == "-"  # paired by seed: both seeds 40 points apart, no spread, no p
     assert claims["| + V > MS-VAE paired only | test SR (%)"].split(" | ")[4:6] == ["-", "-"]  # no runs: no claim
 
 
