@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cells import CURVE_PAIRS, CURVE_ROUTES, curve_tag, level_rows
 
-from .records import RESULTS, load_records, mean_sd, p_greater, p_text, records_by_row
+from .records import RESULTS, load_records, mean_sd, p_cell, p_greater, p_text, records_by_row
 
 #: The supervised follower's row prefix: the yardstick of every other row's reading on the curve.
 SUPERVISED = "follower_film2"
@@ -176,10 +176,9 @@ def table_pairs_verdict(level: str, root: Path = RESULTS) -> list[str]:
             if not theirs:
                 continue
             xs, ys = [r for r, _ in ours], [r for r, _ in theirs]
-            one, two = p_greater(xs, ys, allow_single=True)
-            p_seeds = "-" if one is None else f"{p_text(one)} [{p_text(two)}]"
             lines.append(f"| {label} | {m:,} | {mean_sd(xs)} | {against:,} pairs | {mean_sd(ys)} | "
-                         f"{statistics.fmean(xs) - statistics.fmean(ys):+.1f} | {p_seeds} | "
+                         f"{statistics.fmean(xs) - statistics.fmean(ys):+.1f} | "
+                         f"{p_cell(*p_greater(xs, ys, allow_single=True))} | "
                          f"{p_text(p_episodes(ours, theirs))} |")
     return lines
 

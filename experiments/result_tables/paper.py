@@ -17,9 +17,9 @@ from .records import (
     load_records,
     load_reruns,
     mean_sd,
+    p_cell,
     p_greater,
     p_greater_paired,
-    p_text,
     records_by_row,
     values,
     values_by_seed,
@@ -155,23 +155,31 @@ def table_headline(level: str, root: Path = RESULTS, rows: dict[str, list[dict]]
     return lines
 
 
-def claim_cells(rows: dict[str, list[dict]], metric: str, row: str, other: str,
-                paired: bool = False) -> tuple[str, ...]:
-    """(ours: the two rows' means and n, p: one-sided [two-sided]) of the claim "row > other" on ``metric``;
-    with ``paired``, a third cell: the same test on the seed-by-seed differences (seed k of one row against seed k
-    of the other), for the designs that pair them."""
+#: Claims whose rows' seeds k are independent draws, not a pair: the speaker-follower trains from scratch on the
+#: seed-k speaker's labels and shares with the seed-k follower only the seed. In every other claim of the
+#: independent-seed tables, seed k of both rows descends from the seed-k baselines (MS-VAE starts from them; the
+#: MS-VAE-speaker-follower and the speaker-follower read teachers that start from, or are, the seed-k speaker).
+UNPAIRED_CLAIMS = frozenset({("speaker_follower", "follower")})
 
-    def p_cell(one: float | None, two: float | None) -> str:
-        return "-" if one is None else f"{p_text(one)} [{p_text(two)}]"
 
+def claim_cells(rows: dict[str, list[dict]], metric: str, row: str, other: str) -> tuple[str, str]:
+    """(ours: the two rows' means and n, p: one-sided [two-sided]) of the claim "row > other" on ``metric``."""
     xs, ys = values(rows.get(row, []), metric), values(rows.get(other, []), metric)
     ours = "-" if not xs or not ys else (f"{statistics.fmean(xs):.2f} vs {statistics.fmean(ys):.2f} "
                                          f"(n = {len(xs)}, {len(ys)})")
-    cells = (ours, p_cell(*p_greater(xs, ys)))
-    if paired:
-        cells += (p_cell(*p_greater_paired(values_by_seed(rows.get(row, []), metric),
-                                           values_by_seed(rows.get(other, []), metric))),)
-    return cells
+    return ours, p_cell(*p_greater(xs, ys))
+
+
+def paired_cell(rows: dict[str, list[dict]], metric: str, row: str, other: str) -> str:
+    """The claim "row > other" tested on the seed-by-seed differences (seed k of one row against seed k of the
+    other), with the number of seeds both hold where a row has another; ``-`` for the claims of
+    :data:`UNPAIRED_CLAIMS`."""
+    if (row, other) in UNPAIRED_CLAIMS:
+        return "-"
+    xs, ys = values_by_seed(rows.get(row, []), metric), values_by_seed(rows.get(other, []), metric)
+    cell = p_cell(*p_greater_paired(xs, ys))
+    common = len(xs.keys() & ys.keys())
+    return cell if cell == "-" or common == len(xs) == len(ys) else f"{cell} (n = {common})"
 
 
 def tested_claims(claims: tuple[tuple[str, str, str, str], ...] = CLAIMS) -> Iterator[tuple[str, str, str, str]]:
@@ -212,8 +220,8 @@ def table_tests_own(level: str, root: Path = RESULTS) -> list[str]:
              "independent seeds: ours (mean, n) | p, one-sided [two-sided] | paired by seed | paper |",
              "|" + " --- |" * 8]
     for claim, metric, row, other in tested_claims():
-        cells = " | ".join((*claim_cells(shared, metric, row, other),
-                            *claim_cells(own, metric, row, other, paired=True)))
+        cells = " | ".join((*claim_cells(shared, metric, row, other), *claim_cells(own, metric, row, other),
+                            paired_cell(own, metric, row, other)))
         lines.append(f"| {claim} | {METRICS[metric][0]} | {cells} | {paper_claim(level, claim, metric, row, other)} |")
     return lines
 
@@ -290,17 +298,21 @@ def table_headline_film2(level: str, root: Path = RESULTS, names: Mapping[str, s
     return lines
 
 
-def table_claims_film2(level: str, root: Path = RESULTS, names: Mapping[str, str] = FILM2) -> list[str]:
+def table_claims_film2(level: str, root: Path = RESULTS, names: Mapping[str, str] = FILM2,
+                       paired: bool = True) -> list[str]:
     """:data:`FILM2_CLAIMS` on the FiLM rows (those between rows ``names`` has), each SR claim also by the paper's
     protocol (App. D): Student's t-test over seeds (pooled variance; one-sided in the direction of the paper's
-    claim, two-sided in brackets), n per side, beside the paper's two numbers (by its protocol; none for SR told
-    another mission or SPL, which it does not report)."""
+    claim, two-sided in brackets), n per side, with ``paired`` the same test paired by seed (:func:`paired_cell`),
+    beside the paper's two numbers (by its protocol; none for SR told another mission or SPL, which it does not
+    report)."""
     rows = film2_rows(level, root, names)
-    lines = ["| claim | metric | ours (mean, n) | p, one-sided [two-sided] | paired by seed | paper |",
-             "|" + " --- |" * 6]
+    header = ["claim", "metric", "ours (mean, n)", "p, one-sided [two-sided]", *(["paired by seed"] if paired else []),
+              "paper"]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     claims = tuple(c for c in FILM2_CLAIMS if c[2] in rows and c[3] in rows)
     for claim, metric, row, other in tested_claims(claims):
-        cells = " | ".join(claim_cells(rows, metric, row, other, paired=True))
+        cells = " | ".join((*claim_cells(rows, metric, row, other),
+                            *([paired_cell(rows, metric, row, other)] if paired else [])))
         theirs = paper_claim(level, claim, metric, row, other) if metric in ("sr", "app_d_sr", "bleu") else "-"
         lines.append(f"| {claim} | {METRICS[metric][0]} | {cells} | {theirs} |")
     return lines
@@ -312,5 +324,6 @@ def table_headline_film2_b256(level: str, root: Path = RESULTS) -> list[str]:
 
 
 def table_claims_film2_b256(level: str, root: Path = RESULTS) -> list[str]:
-    """:func:`table_claims_film2` between the rows at the paper's batch of pairs (:data:`FILM2_PAPER_BATCH`)."""
-    return table_claims_film2(level, root, FILM2_PAPER_BATCH)
+    """:func:`table_claims_film2` between the rows at the paper's batch of pairs (:data:`FILM2_PAPER_BATCH`), not
+    paired by seed: MS-VAE's seed k there starts from the seed-k follower at 128 a batch, not from this table's."""
+    return table_claims_film2(level, root, FILM2_PAPER_BATCH, paired=False)

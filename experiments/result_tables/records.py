@@ -157,6 +157,11 @@ def p_text(p: float | None) -> str:
     return "-" if p is None else "> 0.99" if p >= 0.995 else f"{p:.2g}"
 
 
+def p_cell(one: float | None, two: float | None) -> str:
+    """``one-sided [two-sided]`` p, ``-`` for no test."""
+    return "-" if one is None else f"{p_text(one)} [{p_text(two)}]"
+
+
 def read_json(level: str, name: str, root: Path = RESULTS) -> dict:
     path = root / level / f"{name}.json"
     if not path.exists():
