@@ -157,8 +157,8 @@ def test_bosslocal_rows_keep_their_seeds_and_budgets() -> None:
 
 def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstrations() -> None:
     """BossLocal's curve rows are GoToSeqLocal's, one seed each (three for the supervised follower and the
-    front-cell student on 1,000 and 10,000 pairs), on data/bosslocal_curve (made there as the demos_curve cell), the front-cell route's students reading
-    BossLocal's own seed-0 speaker's labels."""
+    front-cell student on 1,000 and 10,000 pairs), on data/bosslocal_curve (made there as the demos_curve cell), the
+    front-cell route's students reading BossLocal's own seed-0 speaker's labels."""
     cells = {c.name: c for c in level_cells("bosslocal")}
     assert cells["demos_curve"].command[cells["demos_curve"].command.index("--level") + 1] == "BossLocal"
     assert set(BOSSLOCAL_THREE_SEEDS) == {f"{row}_{m}" for row in ("follower_film2", "speaker_follower_cells_film2")
@@ -172,8 +172,8 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
     for seed in (1, 2):
         for m in ("m1k", "m10k"):
             assert f"labels/speaker_cells_film2_{m}" in cells[f"speaker_follower_cells_film2_{m}/seed{seed}"].needs
-        assert train_config(cells[f"speaker_follower_cells_film2_m1k/seed{seed}"]).pseudo_labels == (
-            "data/pseudo_labels/bosslocal/speaker_cells_film2_m1k")
+            assert train_config(cells[f"speaker_follower_cells_film2_{m}/seed{seed}"]).pseudo_labels == (
+                f"data/pseudo_labels/bosslocal/speaker_cells_film2_{m}")
     student = train_config(cells["speaker_follower_cells_film2_m10k/seed0"])
     assert student.pseudo_labels == "data/pseudo_labels/bosslocal/speaker_cells_film2_m10k"
     assert student.num_paired == 10_000
