@@ -604,11 +604,10 @@ def _pairs_curve_rows() -> dict[str, Row]:
 #: The pairs curve on GoToSeqLocal (:func:`_pairs_curve_rows`).
 PAIRS_CURVE_ROWS = _pairs_curve_rows()
 #: BossLocal's pairs curve, where GoToSeqLocal's shape says to look: the supervised follower at M = 1,000, 10,000
-#: and 100,000, and the front-cell speaker's route (its speaker and speaker-follower) at 1,000 and 10,000, one seed
-#: a row, three for the rows the level's claims on 1,000 and 10,000 pairs rest on (the students of each M read seed
-#: 0's labels).
-BOSSLOCAL_THREE_SEEDS = tuple(f"{row}_{curve_tag(m)}" for row in ("follower_film2", "speaker_follower_cells_film2")
-                              for m in (1000, 10_000))
+#: and 100,000, and the front-cell speaker's route (its speaker and speaker-follower) at 1,000 and 10,000, three seeds
+#: of each follower (the students of each M read seed 0's labels), one of each speaker.
+BOSSLOCAL_THREE_SEEDS = tuple(f"follower_film2_{curve_tag(m)}" for m in (1000, 10_000, 100_000)) + tuple(
+    f"speaker_follower_cells_film2_{curve_tag(m)}" for m in (1000, 10_000))
 BOSSLOCAL_CURVE_ROWS = {
     name: replace(PAIRS_CURVE_ROWS[name], seeds=(0, 1, 2) if name in BOSSLOCAL_THREE_SEEDS else (0,))
     for name in (*(f"follower_film2_{curve_tag(m)}" for m in (1000, 10_000, 100_000)),

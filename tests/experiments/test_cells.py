@@ -156,13 +156,13 @@ def test_bosslocal_rows_keep_their_seeds_and_budgets() -> None:
 
 
 def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstrations() -> None:
-    """BossLocal's curve rows are GoToSeqLocal's, one seed each (three for the supervised follower and the
-    front-cell student on 1,000 and 10,000 pairs), on data/bosslocal_curve (made there as the demos_curve cell), the
-    front-cell route's students reading BossLocal's own seed-0 speaker's labels."""
+    """BossLocal's curve rows are GoToSeqLocal's, one seed each (three for the supervised follower at each M and
+    the front-cell student on 1,000 and 10,000 pairs), on data/bosslocal_curve (made there as the demos_curve cell),
+    the front-cell route's students reading BossLocal's own seed-0 speaker's labels."""
     cells = {c.name: c for c in level_cells("bosslocal")}
     assert cells["demos_curve"].command[cells["demos_curve"].command.index("--level") + 1] == "BossLocal"
-    assert set(BOSSLOCAL_THREE_SEEDS) == {f"{row}_{m}" for row in ("follower_film2", "speaker_follower_cells_film2")
-                                          for m in ("m1k", "m10k")}
+    assert set(BOSSLOCAL_THREE_SEEDS) == {"follower_film2_m1k", "follower_film2_m10k", "follower_film2_m100k",
+                                          "speaker_follower_cells_film2_m1k", "speaker_follower_cells_film2_m10k"}
     for row in BOSSLOCAL_CURVE_ROWS:
         seeds = (0, 1, 2) if row in BOSSLOCAL_THREE_SEEDS else (0,)
         assert {n for n in cells if n.startswith(f"{row}/seed")} == {f"{row}/seed{k}" for k in seeds}
