@@ -606,14 +606,14 @@ PAIRS_CURVE_ROWS = _pairs_curve_rows()
 #: BossLocal's pairs curve, where GoToSeqLocal's shape says to look: the supervised follower at M = 1,000, 10,000
 #: and 100,000, and the front-cell speaker's route (its speaker and speaker-follower) at 1,000 and 10,000, three seeds
 #: of each follower (the students of each M read seed 0's labels), one of each speaker.
-BOSSLOCAL_THREE_SEEDS = tuple(f"follower_film2_{curve_tag(m)}" for m in (1000, 10_000, 100_000)) + tuple(
-    f"speaker_follower_cells_film2_{curve_tag(m)}" for m in (1000, 10_000))
 BOSSLOCAL_CURVE_ROWS = {
-    name: replace(PAIRS_CURVE_ROWS[name], seeds=(0, 1, 2) if name in BOSSLOCAL_THREE_SEEDS else (0,))
+    name: replace(PAIRS_CURVE_ROWS[name], seeds=(0,) if name.startswith("speaker_cells") else (0, 1, 2))
     for name in (*(f"follower_film2_{curve_tag(m)}" for m in (1000, 10_000, 100_000)),
                  *(f"{kind}_film2_{curve_tag(m)}" for kind in ("speaker_cells", "speaker_follower_cells")
                    for m in (1000, 10_000)))
 }
+#: The rows of BossLocal's curve with three seeds: its followers'.
+BOSSLOCAL_THREE_SEEDS = tuple(name for name, row in BOSSLOCAL_CURVE_ROWS.items() if row.seeds == (0, 1, 2))
 
 
 def level_rows(level: str) -> dict[str, Row]:

@@ -100,6 +100,13 @@ def values(runs: list[dict], metric: str) -> list[float]:
     return [v for r in runs if (v := get(r)) is not None]
 
 
+def t_tails(t: float, df: int) -> tuple[float, float]:
+    """One-sided p of Student's t above ``t`` and the two-sided p of ``|t|``, ``df`` degrees of freedom."""
+    from scipy.stats import t as student
+
+    return float(student.sf(t, df)), float(2 * student.sf(abs(t), df))
+
+
 def p_greater(xs: list[float], ys: list[float], allow_single: bool = False) -> tuple[float | None, float | None]:
     """Student's t-test (pooled variance) of mean(xs) > mean(ys): one-sided and two-sided p. None with fewer than
     two values on a side, or no spread at all; with ``allow_single`` a side may hold one value, tested against the other
@@ -111,11 +118,8 @@ def p_greater(xs: list[float], ys: list[float], allow_single: bool = False) -> t
     squares = sum((x - mx) ** 2 for x in xs) + sum((y - my) ** 2 for y in ys)
     if squares == 0:
         return None, None
-    from scipy.stats import t as student
-
     df = nx + ny - 2
-    t = (mx - my) / math.sqrt(squares / df * (1 / nx + 1 / ny))
-    return float(student.sf(t, df)), float(2 * student.sf(abs(t), df))
+    return t_tails((mx - my) / math.sqrt(squares / df * (1 / nx + 1 / ny)), df)
 
 
 def values_by_seed(runs: list[dict], metric: str) -> dict[int, float]:
@@ -131,11 +135,7 @@ def p_greater_paired(xs: dict[int, float], ys: dict[int, float]) -> tuple[float 
     differences = [xs[k] - ys[k] for k in sorted(xs.keys() & ys.keys())]
     if len(differences) < 2 or (sd := statistics.stdev(differences)) == 0:
         return None, None
-    from scipy.stats import t as student
-
-    df = len(differences) - 1
-    t = statistics.fmean(differences) / (sd / math.sqrt(len(differences)))
-    return float(student.sf(t, df)), float(2 * student.sf(abs(t), df))
+    return t_tails(statistics.fmean(differences) / (sd / math.sqrt(len(differences))), len(differences) - 1)
 
 
 def mean_sd(xs: list[float], digits: int = 1) -> str:
