@@ -603,16 +603,19 @@ def _pairs_curve_rows() -> dict[str, Row]:
 
 #: The pairs curve on GoToSeqLocal (:func:`_pairs_curve_rows`).
 PAIRS_CURVE_ROWS = _pairs_curve_rows()
-#: BossLocal's pairs curve, where GoToSeqLocal's shape says to look: the supervised follower at M = 1,000, 10,000
-#: and 100,000, and the front-cell speaker's route (its speaker and speaker-follower) at 1,000 and 10,000, three seeds
-#: of each follower (the students of each M read seed 0's labels), one of each speaker.
-BOSSLOCAL_CURVE_ROWS = {
-    name: replace(PAIRS_CURVE_ROWS[name], seeds=(0,) if name.startswith("speaker_cells") else (0, 1, 2))
-    for name in (*(f"follower_film2_{curve_tag(m)}" for m in (1000, 10_000, 100_000)),
-                 *(f"{kind}_film2_{curve_tag(m)}" for kind in ("speaker_cells", "speaker_follower_cells")
-                   for m in (1000, 10_000)))
+#: BossLocal's pairs curve, where GoToSeqLocal's shape says to look: the supervised follower at M = 1,000, 3,000,
+#: 10,000 and 100,000, and the front-cell speaker's route (its speaker and speaker-follower) at 1,000 and 10,000, three
+#: seeds of each follower (the students of each M read seed 0's labels), one of each speaker; at M = 1,000 also the
+#: students with each seed on its own speaker's labels (seeds 1 and 2 of the speaker; seed 0's is the shared row's).
+_BOSSLOCAL_CURVE_SEEDS = {
+    **{f"follower_film2_{curve_tag(m)}": (0, 1, 2) for m in (1000, 3000, 10_000, 100_000)},
+    "speaker_cells_film2_m1k": (0, 1, 2), "speaker_cells_film2_m10k": (0,),
+    "speaker_follower_cells_film2_m1k": (0, 1, 2), "speaker_follower_cells_film2_m10k": (0, 1, 2),
+    "speaker_follower_cells_own_film2_m1k": (1, 2),
 }
-#: The rows of BossLocal's curve with three seeds: its followers'.
+BOSSLOCAL_CURVE_ROWS = {name: replace(PAIRS_CURVE_ROWS[name], seeds=seeds)
+                        for name, seeds in _BOSSLOCAL_CURVE_SEEDS.items()}
+#: The rows of BossLocal's curve with three seeds: its followers' and the front-cell speaker's on 1,000 pairs.
 BOSSLOCAL_THREE_SEEDS = tuple(name for name, row in BOSSLOCAL_CURVE_ROWS.items() if row.seeds == (0, 1, 2))
 
 

@@ -156,19 +156,22 @@ def test_bosslocal_rows_keep_their_seeds_and_budgets() -> None:
 
 
 def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstrations() -> None:
-    """BossLocal's curve rows are GoToSeqLocal's, one seed each (three for the supervised follower at each M and
-    the front-cell student on 1,000 and 10,000 pairs), on data/bosslocal_curve (made there as the demos_curve cell),
-    the front-cell route's students reading BossLocal's own seed-0 speaker's labels."""
+    """BossLocal's curve rows are GoToSeqLocal's, one seed each (three for the supervised follower at each M, the
+    front-cell speaker on 1,000 pairs and its student on 1,000 and 10,000 pairs), on data/bosslocal_curve (made there
+    as the demos_curve cell), the front-cell route's students reading BossLocal's own seed-0 speaker's labels, and at
+    M = 1,000 also, as seeds 1 and 2 of the own-teacher row, each its own seed's speaker's labels."""
     cells = {c.name: c for c in level_cells("bosslocal")}
     assert cells["demos_curve"].command[cells["demos_curve"].command.index("--level") + 1] == "BossLocal"
-    assert set(BOSSLOCAL_THREE_SEEDS) == {"follower_film2_m1k", "follower_film2_m10k", "follower_film2_m100k",
+    assert set(BOSSLOCAL_THREE_SEEDS) == {"follower_film2_m1k", "follower_film2_m3k", "follower_film2_m10k",
+                                          "follower_film2_m100k", "speaker_cells_film2_m1k",
                                           "speaker_follower_cells_film2_m1k", "speaker_follower_cells_film2_m10k"}
+    own = "speaker_follower_cells_own_film2_m1k"
     for row in BOSSLOCAL_CURVE_ROWS:
-        seeds = (0, 1, 2) if row in BOSSLOCAL_THREE_SEEDS else (0,)
+        seeds = (0, 1, 2) if row in BOSSLOCAL_THREE_SEEDS else (1, 2) if row == own else (0,)
         assert {n for n in cells if n.startswith(f"{row}/seed")} == {f"{row}/seed{k}" for k in seeds}
-        config = train_config(cells[f"{row}/seed0"])
+        config = train_config(cells[f"{row}/seed{seeds[0]}"])
         assert config.demos == "data/bosslocal_curve" and config.max_updates == 4000
-        assert "demos_curve" in cells[f"{row}/seed0"].needs
+        assert "demos_curve" in cells[f"{row}/seed{seeds[0]}"].needs
     for seed in (1, 2):
         for m in ("m1k", "m10k"):
             assert f"labels/speaker_cells_film2_{m}" in cells[f"speaker_follower_cells_film2_{m}/seed{seed}"].needs
@@ -178,6 +181,11 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
     assert student.pseudo_labels == "data/pseudo_labels/bosslocal/speaker_cells_film2_m10k"
     assert student.num_paired == 10_000
     assert set(cells["labels/speaker_cells_film2_m10k"].needs) == {"speaker_cells_film2_m10k/seed0", "demos_curve"}
+    for seed in (1, 2):
+        student = train_config(cells[f"{own}/seed{seed}"])
+        assert student.seed == seed and student.num_paired == 1000
+        assert student.pseudo_labels == f"data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_seed{seed}"
+        assert f"labels/speaker_cells_film2_m1k_seed{seed}" in cells[f"{own}/seed{seed}"].needs
 
 
 def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> None:
