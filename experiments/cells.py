@@ -604,9 +604,10 @@ def _pairs_curve_rows() -> dict[str, Row]:
 #: The pairs curve on GoToSeqLocal (:func:`_pairs_curve_rows`).
 PAIRS_CURVE_ROWS = _pairs_curve_rows()
 #: BossLocal's pairs curve, where GoToSeqLocal's shape says to look: the supervised follower at M = 1,000, 3,000,
-#: 10,000 and 100,000, and the front-cell speaker's route (its speaker and speaker-follower) at 1,000 and 10,000, three
-#: seeds of each follower (the students of each M read seed 0's labels), one of each speaker; at M = 1,000 also the
-#: students with each seed on its own speaker's labels (seeds 1 and 2 of the speaker; seed 0's is the shared row's).
+#: 10,000 and 100,000, and the front-cell speaker's route (its speaker and speaker-follower) at 1,000 and 10,000: three
+#: seeds of each follower and of the speaker on 1,000 pairs, one of the speaker on 10,000; the
+#: ``speaker_follower_cells_film2_*`` students read seed 0's labels, and ``speaker_follower_cells_own_film2_m1k``
+#: (seeds 1 and 2; its seed 0 is ``speaker_follower_cells_film2_m1k``'s run) each its own seed's speaker's.
 _BOSSLOCAL_CURVE_SEEDS = {
     **{f"follower_film2_{curve_tag(m)}": (0, 1, 2) for m in (1000, 3000, 10_000, 100_000)},
     "speaker_cells_film2_m1k": (0, 1, 2), "speaker_cells_film2_m10k": (0,),

@@ -186,6 +186,8 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
         assert student.seed == seed and student.num_paired == 1000
         assert student.pseudo_labels == f"data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_seed{seed}"
         assert f"labels/speaker_cells_film2_m1k_seed{seed}" in cells[f"{own}/seed{seed}"].needs
+        assert set(cells[f"labels/speaker_cells_film2_m1k_seed{seed}"].needs) == {f"speaker_cells_film2_m1k/seed{seed}",
+                                                                                 "demos_curve"}
 
 
 def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> None:
