@@ -596,8 +596,17 @@ def _pairs_curve_rows() -> dict[str, Row]:
         for route, (what, flags) in CURVE_ROUTES.items():
             row(f"msvae_film2_{tag}_{route}", f"MS-VAE full, {what}, M = {m:,} pairs + 100,000 unpaired", m, (0,),
                 extra=flags, config="msvae", **start)
-        row(f"follower_film2_{curve_tag(m)}_u10k", f"supervised follower, M = {m:,} pairs, 10,000 updates", m,
-            (0, 1, 2), 10_000, continues=f"follower_film2_{curve_tag(m)}", config="follower")
+    for m in (1000, 3000, 10_000):  # the budget confound: each run continued to 10,000 updates
+        tag = curve_tag(m)
+        row(f"follower_film2_{tag}_u10k", f"supervised follower, M = {m:,} pairs, 10,000 updates", m,
+            rows[f"follower_film2_{tag}"].seeds, 10_000, continues=f"follower_film2_{tag}", config="follower")
+    row("speaker_follower_cells_film2_m1k_u10k", "speaker-follower on the labels of the speaker reading the front "
+        "cells, M = 1,000 pairs, 10,000 updates", 1000, (0,), 10_000, teacher="speaker_cells_film2_m1k",
+        one_teacher=True, continues="speaker_follower_cells_film2_m1k", config="speaker_follower")
+    row("speaker_follower_cells_own_film2_m1k_u10k", "speaker-follower on the labels of the speaker reading the "
+        "front cells, each seed its own teacher's, M = 1,000 pairs, 10,000 updates", 1000, (1, 2), 10_000,
+        teacher="speaker_cells_film2_m1k", continues="speaker_follower_cells_own_film2_m1k",
+        seed0="speaker_follower_cells_film2_m1k_u10k", config="speaker_follower")
     return rows
 
 
@@ -613,6 +622,9 @@ _BOSSLOCAL_CURVE_SEEDS = {
     "speaker_cells_film2_m1k": (0, 1, 2), "speaker_cells_film2_m10k": (0,),
     "speaker_follower_cells_film2_m1k": (0, 1, 2), "speaker_follower_cells_film2_m10k": (0, 1, 2),
     "speaker_follower_cells_own_film2_m1k": (1, 2),
+    # the budget confound at the target's two points: each seed continued to 10,000 updates
+    "follower_film2_m3k_u10k": (0, 1, 2), "speaker_follower_cells_film2_m1k_u10k": (0,),
+    "speaker_follower_cells_own_film2_m1k_u10k": (1, 2),
 }
 BOSSLOCAL_CURVE_ROWS = {name: replace(PAIRS_CURVE_ROWS[name], seeds=seeds)
                         for name, seeds in _BOSSLOCAL_CURVE_SEEDS.items()}

@@ -164,14 +164,25 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
     assert cells["demos_curve"].command[cells["demos_curve"].command.index("--level") + 1] == "BossLocal"
     assert set(BOSSLOCAL_THREE_SEEDS) == {"follower_film2_m1k", "follower_film2_m3k", "follower_film2_m10k",
                                           "follower_film2_m100k", "speaker_cells_film2_m1k",
-                                          "speaker_follower_cells_film2_m1k", "speaker_follower_cells_film2_m10k"}
+                                          "speaker_follower_cells_film2_m1k", "speaker_follower_cells_film2_m10k",
+                                          "follower_film2_m3k_u10k"}
     own = "speaker_follower_cells_own_film2_m1k"
     for row in BOSSLOCAL_CURVE_ROWS:
-        seeds = (0, 1, 2) if row in BOSSLOCAL_THREE_SEEDS else (1, 2) if row == own else (0,)
+        seeds = (0, 1, 2) if row in BOSSLOCAL_THREE_SEEDS else (1, 2) if row.startswith(own) else (0,)
         assert {n for n in cells if n.startswith(f"{row}/seed")} == {f"{row}/seed{k}" for k in seeds}
         config = train_config(cells[f"{row}/seed{seeds[0]}"])
-        assert config.demos == "data/bosslocal_curve" and config.max_updates == 4000
+        assert config.demos == "data/bosslocal_curve"
+        assert config.max_updates == (10_000 if row.endswith("_u10k") else 4000)
         assert "demos_curve" in cells[f"{row}/seed{seeds[0]}"].needs
+    # the budget rows continue each seed's 4000-update run, on the same pairs and labels, to 10,000 updates
+    for row, seed in (("follower_film2_m3k", 0), ("follower_film2_m3k", 2), (own, 1), (own, 2),
+                      ("speaker_follower_cells_film2_m1k", 0)):
+        budget, base = cells[f"{row}_u10k/seed{seed}"], cells[f"{row}/seed{seed}"]
+        config, before = train_config(budget), train_config(base)
+        assert config.continue_from == str(base.run_dir) and budget.after == (base.name,)
+        assert (config.seed, config.num_paired, config.pseudo_labels) == (
+            before.seed, before.num_paired, before.pseudo_labels)
+    assert "speaker_follower_cells_own_film2_m1k_u10k/seed0" not in cells  # its seed 0 is the one-teacher row's
     for seed in (1, 2):
         for m in ("m1k", "m10k"):
             assert f"labels/speaker_cells_film2_{m}" in cells[f"speaker_follower_cells_film2_{m}/seed{seed}"].needs
