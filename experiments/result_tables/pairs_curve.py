@@ -36,8 +36,8 @@ CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS
                   "goal steps, each seed its own teacher's"),
                  ("speaker_follower_goals_rescored_film2", "speaker-follower on the goal-steps speaker's labels "
                   "rescored by the follower of its first labels, each seed its own teacher's chain"))
-#: The budget confound: the supervised follower continued to 10,000 updates, (row suffix, label).
-BUDGET_SUFFIX = ("_u10k", "supervised follower, 10,000 updates")
+#: The budget confound: a curve row's runs continued to 10,000 updates, (row suffix, what the method's label gains).
+BUDGET_SUFFIX = ("_u10k", ", 10,000 updates")
 
 #: (test key or a function of the test, header, scale, digits)
 COLUMNS = (
@@ -63,9 +63,9 @@ def test_value(record: dict, key: str) -> float | None:
     return test.get(key)
 
 
-def supervised_row(m: int) -> str:
-    """The supervised follower's row on ``m`` pairs."""
-    return f"{SUPERVISED}_{curve_tag(m)}"
+def supervised_row(m: int, suffix: str = "") -> str:
+    """The supervised follower's row on ``m`` pairs (``suffix``: :data:`BUDGET_SUFFIX`'s for its budget row)."""
+    return f"{SUPERVISED}_{curve_tag(m)}{suffix}"
 
 
 def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, list[dict]]]:
@@ -86,10 +86,11 @@ def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, li
             row = f"msvae_film2_{curve_tag(m)}_{route}"
             if rows.get(row):
                 found.append((f"MS-VAE full, {what}", m, row, rows[row]))
-    for m in CURVE_PAIRS:
-        row = f"follower_film2_{curve_tag(m)}{BUDGET_SUFFIX[0]}"
-        if rows.get(row):
-            found.append((BUDGET_SUFFIX[1], m, row, rows[row]))
+    for prefix, label in CURVE_METHODS:  # the budget rows last, in the methods' order
+        for m in CURVE_PAIRS:
+            row = f"{prefix}_{curve_tag(m)}{BUDGET_SUFFIX[0]}"
+            if rows.get(row):
+                found.append((label + BUDGET_SUFFIX[1], m, row, rows[row]))
     return found
 
 
@@ -161,22 +162,26 @@ def table_pairs_verdict(level: str, root: Path = RESULTS) -> list[str]:
     """Each curve row beside the supervised follower on the same M pairs and on 3M (where the curve has it): SR by
     reading (mean over seeds, n), the difference, and the p that the row reads more, over seeds (Student's t, pooled
     variance, one-sided [two-sided]; a row of one seed tested against the other's spread) and over the test
-    episodes (one-sided, :func:`p_episodes`). The budget rows (the supervised follower at more updates) are tested
-    alike: against their own M, that says what the updates add."""
+    episodes (one-sided, :func:`p_episodes`). The budget rows (runs continued to more updates) are tested alike:
+    against the supervised follower of the curve's budget, which says what the updates add, and against the
+    supervised follower at the same budget (its own budget row), where the curve has it."""
     rows = curve_rows(level, root)
-    supervised = {m: readings(records) for _, m, row, records in rows if row == supervised_row(m)}
+    budget = BUDGET_SUFFIX[0]
+    supervised = {(m, suffix): readings(records) for _, m, row, records in rows for suffix in ("", budget)
+                  if row == supervised_row(m, suffix)}
     lines = ["| method | M pairs | SR by reading (points) | against the supervised follower on | its reading | "
              "difference | p, seeds | p, test episodes |", "| --- " * 8 + "|"]
     for label, m, row, records in rows:
         ours = [] if row == supervised_row(m) else readings(records)  # the supervised rows are the yardstick
         if not ours:
             continue
-        for against in (m, 3 * m):
-            theirs = supervised.get(against)
-            if not theirs:
+        for against, suffix in ((m, ""), (3 * m, ""), (m, budget), (3 * m, budget)):
+            theirs = supervised.get((against, suffix))
+            if not theirs or (suffix and not row.endswith(suffix)) or row == supervised_row(against, suffix):
                 continue
             xs, ys = [r for r, _ in ours], [r for r, _ in theirs]
-            lines.append(f"| {label} | {m:,} | {mean_sd(xs)} | {against:,} pairs | {mean_sd(ys)} | "
+            yardstick = f"{against:,} pairs" + (BUDGET_SUFFIX[1] if suffix else "")
+            lines.append(f"| {label} | {m:,} | {mean_sd(xs)} | {yardstick} | {mean_sd(ys)} | "
                          f"{statistics.fmean(xs) - statistics.fmean(ys):+.1f} | "
                          f"{p_cell(*p_greater(xs, ys, allow_single=True))} | "
                          f"{p_text(p_episodes(ours, theirs))} |")

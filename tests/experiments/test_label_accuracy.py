@@ -276,3 +276,22 @@ def test_a_row_that_shares_its_seed_0_shows_it_beside_its_own_seeds(tmp_path):
         "success_rate": 0.6, "success_rate_other_mission": 0.5, "episodes": 1000}}))
     verdict = [line for line in table_pairs_verdict("gotoseqlocal", tmp_path) if "each seed its own" in line]
     assert verdict[0].split(" | ")[2:4] == ["25.0 +- 7.1 (n = 2)", "1,000 pairs"]
+
+
+def test_a_budget_row_is_tested_against_the_supervised_follower_at_the_curves_budget_and_at_its_own(tmp_path):
+    runs = tmp_path / "bosslocal" / "runs"
+    runs.mkdir(parents=True)
+    for name, own in (("follower_film2_m1k", 0.5), ("follower_film2_m3k", 0.6), ("follower_film2_m3k_u10k", 0.65),
+                      ("speaker_follower_cells_film2_m1k_u10k", 0.8),  # the own-teacher budget row's seed 0
+                      ("speaker_follower_cells_own_film2_m1k_u10k_seed1", 0.9)):
+        test = {"success_rate": own, "success_rate_other_mission": 0.4, "episodes": 1000}
+        (runs / f"{name}.json").write_text(json.dumps({"test": test}))
+    own = "speaker-follower on the labels of the speaker reading the front cells, each seed its own teacher's"
+    budget = [line.split(" | ")[:5] for line in table_pairs_verdict("bosslocal", tmp_path)
+              if line.startswith(f"| {own}, 10,000 updates | ")]
+    assert [cells[2:5] for cells in budget] == [  # seeds 0 and 1 read 40 and 50 points
+        ["45.0 +- 7.1 (n = 2)", "1,000 pairs", "10.0 (n = 1)"], ["45.0 +- 7.1 (n = 2)", "3,000 pairs", "20.0 (n = 1)"],
+        ["45.0 +- 7.1 (n = 2)", "3,000 pairs, 10,000 updates", "25.0 (n = 1)"]]
+    supervised = [line.split(" | ")[3] for line in table_pairs_verdict("bosslocal", tmp_path)
+                  if line.startswith("| supervised follower, 10,000 updates | 3,000 |")]
+    assert supervised == ["3,000 pairs"]  # against the curve's budget only: never against itself
