@@ -520,14 +520,15 @@ def _pairs_curve_rows() -> dict[str, Row]:
     """The pairs curve, for each M of :data:`CURVE_PAIRS`: the supervised follower and speaker on the M pairs,
     MS-VAE full from them on the M pairs and all 100,000 unpaired trajectories, and the speaker-follower on that
     MS-VAE's labels, and on the supervised speaker's (one seed, to start), each :data:`CURVE_UPDATES` updates with
-    the default (FiLM on both maps) follower; and the budget confound: the supervised follower at M = 1,000 and
-    10,000 continued to 10,000 updates; and the routes to a reading MS-VAE (:data:`CURVE_ROUTES`) at M = 1,000 and
-    10,000, beside MS-VAE on the pairs alone, which tells what of a route's reading comes from the unpaired
-    trajectories; and the front-cell route at M = 1,000 and 10,000: the speaker reading the front cells, the
-    speaker-follower on its labels and on those labels rescored by that speaker-follower (at M = 1,000 also on
-    them rescored by the student of that second round, and the three rounds again with each seed on its own
-    teacher's chain), and MS-VAE (gamma = 1) from that speaker, whose q(z|a,o) then reads the cells; at M = 1,000
-    the front-cell speaker also taught the steps that complete a goal, and two rounds of its students."""
+    the default (FiLM on both maps) follower; and the budget confound: the supervised follower at M = 1,000, 3,000
+    and 10,000 and the front-cell students on 1,000 pairs continued to 10,000 updates; and the routes to a reading
+    MS-VAE (:data:`CURVE_ROUTES`) at M = 1,000 and 10,000, beside MS-VAE on the pairs alone, which tells what of a
+    route's reading comes from the unpaired trajectories; and the front-cell route at M = 1,000 and 10,000: the
+    speaker reading the front cells, the speaker-follower on its labels and on those labels rescored by that
+    speaker-follower (at M = 1,000 also on them rescored by the student of that second round, and the three rounds
+    again with each seed on its own teacher's chain), and MS-VAE (gamma = 1) from that speaker, whose q(z|a,o) then
+    reads the cells; at M = 1,000 the front-cell speaker also taught the steps that complete a goal, and two rounds
+    of its students."""
     rows: dict[str, Row] = {}
 
     def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES,
@@ -596,17 +597,22 @@ def _pairs_curve_rows() -> dict[str, Row]:
         for route, (what, flags) in CURVE_ROUTES.items():
             row(f"msvae_film2_{tag}_{route}", f"MS-VAE full, {what}, M = {m:,} pairs + 100,000 unpaired", m, (0,),
                 extra=flags, config="msvae", **start)
+
+    def continued(base: str, seeds: tuple[int, ...] | None = None) -> None:
+        """``<base>_u10k``: each of ``seeds`` (default: the base row's) of ``base`` continued to 10,000 updates, a
+        shared seed 0 (``Row.seed0``) the sharing row's continued too."""
+        spec = rows[base]
+        flags = spec.overrides
+        at = flags.index("--max-updates") + 1
+        rows[f"{base}_u10k"] = replace(
+            spec, label=f"{spec.label}, 10,000 updates", seeds=spec.seeds if seeds is None else seeds,
+            overrides=(*flags[:at], "10000", *flags[at + 1:]), continues=base,
+            seed0=None if spec.seed0 is None else f"{spec.seed0}_u10k")
+
     for m in (1000, 3000, 10_000):  # the budget confound: each run continued to 10,000 updates
-        tag = curve_tag(m)
-        row(f"follower_film2_{tag}_u10k", f"supervised follower, M = {m:,} pairs, 10,000 updates", m,
-            rows[f"follower_film2_{tag}"].seeds, 10_000, continues=f"follower_film2_{tag}", config="follower")
-    row("speaker_follower_cells_film2_m1k_u10k", "speaker-follower on the labels of the speaker reading the front "
-        "cells, M = 1,000 pairs, 10,000 updates", 1000, (0,), 10_000, teacher="speaker_cells_film2_m1k",
-        one_teacher=True, continues="speaker_follower_cells_film2_m1k", config="speaker_follower")
-    row("speaker_follower_cells_own_film2_m1k_u10k", "speaker-follower on the labels of the speaker reading the "
-        "front cells, each seed its own teacher's, M = 1,000 pairs, 10,000 updates", 1000, (1, 2), 10_000,
-        teacher="speaker_cells_film2_m1k", continues="speaker_follower_cells_own_film2_m1k",
-        seed0="speaker_follower_cells_film2_m1k_u10k", config="speaker_follower")
+        continued(f"follower_film2_{curve_tag(m)}")
+    continued("speaker_follower_cells_film2_m1k", (0,))
+    continued("speaker_follower_cells_own_film2_m1k")
     return rows
 
 
