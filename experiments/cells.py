@@ -628,6 +628,8 @@ _BOSSLOCAL_CURVE_SEEDS = {
     "speaker_cells_film2_m1k": (0, 1, 2), "speaker_cells_film2_m10k": (0,),
     "speaker_follower_cells_film2_m1k": (0, 1, 2), "speaker_follower_cells_film2_m10k": (0, 1, 2),
     "speaker_follower_cells_own_film2_m1k": (1, 2),
+    # the second round on each seed's own chain: its teacher's candidates rescored by its own student
+    "speaker_follower_cells_rescored_own_film2_m1k": (1, 2),
     # the budget confound at the target's two points: each seed continued to 10,000 updates
     "follower_film2_m3k_u10k": (0, 1, 2), "speaker_follower_cells_film2_m1k_u10k": (0,),
     "speaker_follower_cells_own_film2_m1k_u10k": (1, 2),

@@ -166,9 +166,9 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
                                           "follower_film2_m100k", "speaker_cells_film2_m1k",
                                           "speaker_follower_cells_film2_m1k", "speaker_follower_cells_film2_m10k",
                                           "follower_film2_m3k_u10k"}
-    own = "speaker_follower_cells_own_film2_m1k"
+    own, rescored = "speaker_follower_cells_own_film2_m1k", "speaker_follower_cells_rescored_own_film2_m1k"
     for row in BOSSLOCAL_CURVE_ROWS:
-        seeds = (0, 1, 2) if row in BOSSLOCAL_THREE_SEEDS else (1, 2) if row.startswith(own) else (0,)
+        seeds = (0, 1, 2) if row in BOSSLOCAL_THREE_SEEDS else (1, 2) if row.startswith((own, rescored)) else (0,)
         assert {n for n in cells if n.startswith(f"{row}/seed")} == {f"{row}/seed{k}" for k in seeds}
         config = train_config(cells[f"{row}/seed{seeds[0]}"])
         assert config.demos == "data/bosslocal_curve"
@@ -199,6 +199,12 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
         assert f"labels/speaker_cells_film2_m1k_seed{seed}" in cells[f"{own}/seed{seed}"].needs
         assert set(cells[f"labels/speaker_cells_film2_m1k_seed{seed}"].needs) == {f"speaker_cells_film2_m1k/seed{seed}",
                                                                                  "demos_curve"}
+        labels = cells[f"labels/speaker_cells_film2_m1k_seed{seed}_rescored"]
+        assert labels.command[labels.command.index("--rescore-with") + 1] == f"runs/bosslocal/{own}_seed{seed}/best"
+        assert set(labels.needs) == {f"speaker_cells_film2_m1k/seed{seed}", f"{own}/seed{seed}", "demos_curve"}
+        second = train_config(cells[f"{rescored}/seed{seed}"])
+        assert (second.seed, second.num_paired, second.max_updates) == (seed, 1000, 4000)
+        assert second.pseudo_labels == f"data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_seed{seed}_rescored"
 
 
 def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> None:
