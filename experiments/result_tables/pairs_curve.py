@@ -71,10 +71,13 @@ def supervised_row(m: int, suffix: str = "") -> str:
 def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, list[dict]]]:
     """(method label, M, row, records by seed) of every curve row with a record, in the table's order."""
     records = load_records(level, root)
-    rows = records_by_row(records)
-    for row, spec in level_rows(level).items():  # a row that shares its seed 0 with another row (Row.seed0)
+    rows, specs = records_by_row(records), level_rows(level)
+    for row, spec in specs.items():  # a row that shares its seed 0 with another row (Row.seed0)
         if spec.seed0 and rows.get(row) and row not in records and spec.seed0 in records:
             rows[row] = [records[spec.seed0], *rows[row]]
+    for row, spec in specs.items():  # a row defined for seed 0 alone, another row's seed 0, is shown in that row
+        if spec.seed0 and rows.get(row) and specs[spec.seed0].seeds == (0,):
+            rows.pop(spec.seed0, None)
     found = []
     for prefix, label in CURVE_METHODS:
         for m in CURVE_PAIRS:
