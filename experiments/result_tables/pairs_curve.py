@@ -75,9 +75,8 @@ def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, li
     for row, spec in specs.items():  # a row that shares its seed 0 with another row (Row.seed0)
         if spec.seed0 and rows.get(row) and row not in records and spec.seed0 in records:
             rows[row] = [records[spec.seed0], *rows[row]]
-    for row, spec in specs.items():  # a row defined for seed 0 alone, another row's seed 0, is shown in that row
-        if spec.seed0 and rows.get(row) and specs[spec.seed0].seeds == (0,):
-            rows.pop(spec.seed0, None)
+            if (shared := specs.get(spec.seed0)) is not None and shared.seeds == (0,):
+                rows.pop(spec.seed0, None)  # defined for seed 0 alone, it is shown in this row only
     found = []
     for prefix, label in CURVE_METHODS:
         for m in CURVE_PAIRS:

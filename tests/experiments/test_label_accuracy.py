@@ -299,3 +299,7 @@ def test_a_budget_row_is_tested_against_the_supervised_follower_at_the_curves_bu
     # that row only (at 4000 updates, with seeds of its own, it is a row: the test above)
     one = "| speaker-follower on the labels of the speaker reading the front cells, 10,000 updates | "
     assert not [line for line in table_pairs_verdict("bosslocal", tmp_path) if line.startswith(one)]
+    # a row whose seed 0 row is not defined on the level keeps its own seeds, not a crash
+    (runs / "speaker_follower_cells_rescored_own_film2_m1k_seed1.json").write_text(json.dumps({"test": test}))
+    rescored = [line for line in table_pairs_verdict("bosslocal", tmp_path) if "rescored" in line]
+    assert {line.split(" | ")[2] for line in rescored} == {"50.0 (n = 1)"}
