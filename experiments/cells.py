@@ -420,14 +420,6 @@ _FRONT_LABELLERS = {
     "speaker_front": Labeller("speaker_front_unpaired/best", "pretraining", 40_000),
     "speaker_front_selftrain": Labeller("speaker_front_selftrain/best", "speaker_follower"),
 }
-BOSSLOCAL_LABELLERS = {
-    **_FRONT_LABELLERS,
-    "msvae_paired": Labeller("msvae_paired/best", "speaker_follower"),
-    "msvae_gamma1_alpha10": Labeller("msvae_gamma1_alpha10/best_speaker", "pretraining"),
-    "speaker_paired": Labeller("speaker_paired/best", "pretraining", 40_000),
-    "speaker_front2": Labeller("speaker_front_selftrain/best", "pretraining", 40_000),
-    "msvae_front_paired": Labeller("msvae_front_paired/best_speaker", "speaker_follower"),
-}
 #: A second round of the front-cell route at M = 1,000 and 10,000: the front-cell speaker's candidates for all of
 #: D_u rescored by the follower trained on its first labels (``label_unpaired.py --rescore-with``); at M = 1,000 a
 #: third, rescored by the second round's student.
@@ -440,6 +432,16 @@ _RESCORED_LABELLERS = {
     # A third round at M = 1,000: the same candidates rescored by the second round's student (seed 0).
     "speaker_cells_film2_m1k_rescored2": Labeller("speaker_cells_film2_m1k/best", "pairs_curve", demos="demos_curve",
                                                   rescorer="speaker_follower_cells_rescored_film2_m1k/best"),
+}
+BOSSLOCAL_LABELLERS = {
+    **_FRONT_LABELLERS,
+    "msvae_paired": Labeller("msvae_paired/best", "speaker_follower"),
+    "msvae_gamma1_alpha10": Labeller("msvae_gamma1_alpha10/best_speaker", "pretraining"),
+    "speaker_paired": Labeller("speaker_paired/best", "pretraining", 40_000),
+    "speaker_front2": Labeller("speaker_front_selftrain/best", "pretraining", 40_000),
+    "msvae_front_paired": Labeller("msvae_front_paired/best_speaker", "speaker_follower"),
+    # the route's second round on seed 0's chain, whose first student is the one-teacher row's
+    "speaker_cells_film2_m1k_rescored": _RESCORED_LABELLERS["speaker_cells_film2_m1k_rescored"],
 }
 GOTOSEQLOCAL_LABELLERS = {**_FRONT_LABELLERS, **_RESCORED_LABELLERS}
 
@@ -630,6 +632,8 @@ _BOSSLOCAL_CURVE_SEEDS = {
     "speaker_follower_cells_own_film2_m1k": (1, 2),
     # the second round on each seed's own chain: its teacher's candidates rescored by its own student
     "speaker_follower_cells_rescored_own_film2_m1k": (1, 2),
+    # its seed 0: the one-teacher row's student rescores seed 0's speaker's candidates
+    "speaker_follower_cells_rescored_film2_m1k": (0,),
     # the budget confound at the target's two points: each seed continued to 10,000 updates
     "follower_film2_m3k_u10k": (0, 1, 2), "speaker_follower_cells_film2_m1k_u10k": (0,),
     "speaker_follower_cells_own_film2_m1k_u10k": (1, 2),

@@ -159,7 +159,8 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
     """BossLocal's curve rows are GoToSeqLocal's, one seed each (three for the supervised follower at each M, the
     front-cell speaker on 1,000 pairs and its student on 1,000 and 10,000 pairs), on data/bosslocal_curve (made there
     as the demos_curve cell), the front-cell route's students reading BossLocal's own seed-0 speaker's labels, and at
-    M = 1,000 also, as seeds 1 and 2 of the own-teacher row, each its own seed's speaker's labels."""
+    M = 1,000 also, as seeds 1 and 2 of the own-teacher row, each its own seed's speaker's labels; the second round
+    rescores each seed's speaker's candidates with that seed's first student (seed 0's the one-teacher row's)."""
     cells = {c.name: c for c in level_cells("bosslocal")}
     assert cells["demos_curve"].command[cells["demos_curve"].command.index("--level") + 1] == "BossLocal"
     assert set(BOSSLOCAL_THREE_SEEDS) == {"follower_film2_m1k", "follower_film2_m3k", "follower_film2_m10k",
@@ -205,6 +206,17 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
         second = train_config(cells[f"{rescored}/seed{seed}"])
         assert (second.seed, second.num_paired, second.max_updates) == (seed, 1000, 4000)
         assert second.pseudo_labels == f"data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_seed{seed}_rescored"
+    # the second round's seed 0: seed 0's speaker's candidates rescored by the one-teacher row's seed-0 student
+    assert level_rows("bosslocal")[rescored].seed0 == "speaker_follower_cells_rescored_film2_m1k"
+    labels = cells["labels/speaker_cells_film2_m1k_rescored"]
+    assert labels.command[labels.command.index("--speaker") + 1] == "runs/bosslocal/speaker_cells_film2_m1k/best"
+    assert labels.command[labels.command.index("--rescore-with") + 1] == \
+        "runs/bosslocal/speaker_follower_cells_film2_m1k/best"
+    assert set(labels.needs) == {"speaker_cells_film2_m1k/seed0", "speaker_follower_cells_film2_m1k/seed0",
+                                 "demos_curve"}
+    second = train_config(cells["speaker_follower_cells_rescored_film2_m1k/seed0"])
+    assert (second.seed, second.num_paired, second.max_updates) == (0, 1000, 4000)
+    assert second.pseudo_labels == "data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_rescored"
 
 
 def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> None:
