@@ -299,7 +299,13 @@ def test_a_budget_row_is_tested_against_the_supervised_follower_at_the_curves_bu
     # that row only (at 4000 updates, with seeds of its own, it is a row: the test above)
     one = "| speaker-follower on the labels of the speaker reading the front cells, 10,000 updates | "
     assert not [line for line in table_pairs_verdict("bosslocal", tmp_path) if line.startswith(one)]
-    # a row whose seed 0 row is not defined on the level keeps its own seeds, not a crash
+    # the second round's seed-0 row, defined on BossLocal for seed 0 alone: without its record the own-chain row keeps
+    # its own seeds; with it, that row holds it as seed 0 and no row of its own shows it
     (runs / "speaker_follower_cells_rescored_own_film2_m1k_seed1.json").write_text(json.dumps({"test": test}))
     rescored = [line for line in table_pairs_verdict("bosslocal", tmp_path) if "rescored" in line]
     assert {line.split(" | ")[2] for line in rescored} == {"50.0 (n = 1)"}
+    test = {"success_rate": 0.7, "success_rate_other_mission": 0.4, "episodes": 1000}
+    (runs / "speaker_follower_cells_rescored_film2_m1k.json").write_text(json.dumps({"test": test}))
+    rescored = [line for line in table_pairs_verdict("bosslocal", tmp_path) if "rescored" in line]
+    assert rescored and all("each seed its own teacher's | " in line for line in rescored)
+    assert {line.split(" | ")[2] for line in rescored} == {"40.0 +- 14.1 (n = 2)"}
