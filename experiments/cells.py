@@ -634,6 +634,8 @@ _BOSSLOCAL_CURVE_SEEDS = {
     "speaker_follower_cells_rescored_own_film2_m1k": (1, 2),
     # its seed 0: the one-teacher row's student rescores seed 0's speaker's candidates
     "speaker_follower_cells_rescored_film2_m1k": (0,),
+    # the third round on seeds 1 and 2's own chains: the candidates rescored by the second round's student
+    "speaker_follower_cells_rescored2_own_film2_m1k": (1, 2),
     # the budget confound at the target's two points: each seed continued to 10,000 updates
     "follower_film2_m3k_u10k": (0, 1, 2), "speaker_follower_cells_film2_m1k_u10k": (0,),
     "speaker_follower_cells_own_film2_m1k_u10k": (1, 2),
