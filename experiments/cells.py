@@ -442,6 +442,8 @@ BOSSLOCAL_LABELLERS = {
     "msvae_front_paired": Labeller("msvae_front_paired/best_speaker", "speaker_follower"),
     # the route's second round on seed 0's chain, whose first student is the one-teacher row's
     "speaker_cells_film2_m1k_rescored": _RESCORED_LABELLERS["speaker_cells_film2_m1k_rescored"],
+    # its third round: the same candidates rescored by the second round's seed-0 student
+    "speaker_cells_film2_m1k_rescored2": _RESCORED_LABELLERS["speaker_cells_film2_m1k_rescored2"],
 }
 GOTOSEQLOCAL_LABELLERS = {**_FRONT_LABELLERS, **_RESCORED_LABELLERS}
 
@@ -634,8 +636,10 @@ _BOSSLOCAL_CURVE_SEEDS = {
     "speaker_follower_cells_rescored_own_film2_m1k": (1, 2),
     # its seed 0: the one-teacher row's student rescores seed 0's speaker's candidates
     "speaker_follower_cells_rescored_film2_m1k": (0,),
-    # the third round on seeds 1 and 2's own chains: the candidates rescored by the second round's student
+    # the third round on each seed's own chain: the candidates rescored by the second round's student
     "speaker_follower_cells_rescored2_own_film2_m1k": (1, 2),
+    # its seed 0: the second round's seed-0 student rescores seed 0's speaker's candidates
+    "speaker_follower_cells_rescored2_film2_m1k": (0,),
     # the budget confound at the target's two points: each seed continued to 10,000 updates
     "follower_film2_m3k_u10k": (0, 1, 2), "speaker_follower_cells_film2_m1k_u10k": (0,),
     "speaker_follower_cells_own_film2_m1k_u10k": (1, 2),

@@ -160,7 +160,8 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
     front-cell speaker on 1,000 pairs and its student on 1,000 and 10,000 pairs), on data/bosslocal_curve (made there
     as the demos_curve cell), the front-cell route's students reading BossLocal's own seed-0 speaker's labels, and at
     M = 1,000 also, as seeds 1 and 2 of the own-teacher row, each its own seed's speaker's labels; the second round
-    rescores each seed's speaker's candidates with that seed's first student (seed 0's the one-teacher row's)."""
+    rescores each seed's speaker's candidates with that seed's first student (seed 0's the one-teacher row's), the
+    third with its second round's."""
     cells = {c.name: c for c in level_cells("bosslocal")}
     assert cells["demos_curve"].command[cells["demos_curve"].command.index("--level") + 1] == "BossLocal"
     assert set(BOSSLOCAL_THREE_SEEDS) == {"follower_film2_m1k", "follower_film2_m3k", "follower_film2_m10k",
@@ -168,8 +169,10 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
                                           "speaker_follower_cells_film2_m1k", "speaker_follower_cells_film2_m10k",
                                           "follower_film2_m3k_u10k"}
     own, rescored = "speaker_follower_cells_own_film2_m1k", "speaker_follower_cells_rescored_own_film2_m1k"
+    third = "speaker_follower_cells_rescored2_own_film2_m1k"
     for row in BOSSLOCAL_CURVE_ROWS:
-        seeds = (0, 1, 2) if row in BOSSLOCAL_THREE_SEEDS else (1, 2) if row.startswith((own, rescored)) else (0,)
+        seeds = ((0, 1, 2) if row in BOSSLOCAL_THREE_SEEDS else (1, 2) if row.startswith((own, rescored, third))
+                 else (0,))
         assert {n for n in cells if n.startswith(f"{row}/seed")} == {f"{row}/seed{k}" for k in seeds}
         config = train_config(cells[f"{row}/seed{seeds[0]}"])
         assert config.demos == "data/bosslocal_curve"
@@ -206,6 +209,14 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
         second = train_config(cells[f"{rescored}/seed{seed}"])
         assert (second.seed, second.num_paired, second.max_updates) == (seed, 1000, 4000)
         assert second.pseudo_labels == f"data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_seed{seed}_rescored"
+        labels = cells[f"labels/speaker_cells_film2_m1k_seed{seed}_rescored2"]  # the third round: the second's student
+        assert labels.command[labels.command.index("--speaker") + 1] == \
+            f"runs/bosslocal/speaker_cells_film2_m1k_seed{seed}/best"
+        assert labels.command[labels.command.index("--rescore-with") + 1] == \
+            f"runs/bosslocal/{rescored}_seed{seed}/best"
+        student = train_config(cells[f"{third}/seed{seed}"])
+        assert (student.seed, student.num_paired, student.max_updates) == (seed, 1000, 4000)
+        assert student.pseudo_labels == f"data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_seed{seed}_rescored2"
     # the second round's seed 0: seed 0's speaker's candidates rescored by the one-teacher row's seed-0 student
     assert level_rows("bosslocal")[rescored].seed0 == "speaker_follower_cells_rescored_film2_m1k"
     labels = cells["labels/speaker_cells_film2_m1k_rescored"]
@@ -217,6 +228,15 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
     second = train_config(cells["speaker_follower_cells_rescored_film2_m1k/seed0"])
     assert (second.seed, second.num_paired, second.max_updates) == (0, 1000, 4000)
     assert second.pseudo_labels == "data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_rescored"
+    # the third round's seed 0: the same candidates rescored by the second round's seed-0 student
+    assert level_rows("bosslocal")[third].seed0 == "speaker_follower_cells_rescored2_film2_m1k"
+    labels = cells["labels/speaker_cells_film2_m1k_rescored2"]
+    assert labels.command[labels.command.index("--speaker") + 1] == "runs/bosslocal/speaker_cells_film2_m1k/best"
+    assert labels.command[labels.command.index("--rescore-with") + 1] == \
+        "runs/bosslocal/speaker_follower_cells_rescored_film2_m1k/best"
+    student = train_config(cells["speaker_follower_cells_rescored2_film2_m1k/seed0"])
+    assert (student.seed, student.num_paired, student.pseudo_labels) == (
+        0, 1000, "data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_rescored2")
 
 
 def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> None:
