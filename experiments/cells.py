@@ -815,7 +815,9 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
         if labeller.num_unpaired is not None:
             command += ["--num-unpaired", str(labeller.num_unpaired)]
         if labeller.rescorer is not None:
-            command += ["--rescore-with", f"runs/{level}/{labeller.rescorer}"]
+            # the speaker's candidates kept: the next round's labeller, the same speaker's, runs only its follower
+            command += ["--rescore-with", f"runs/{level}/{labeller.rescorer}", "--candidates-cache",
+                        f"data/candidates/{level}"]
         cells.append(Cell(f"labels/{name}", tuple(command), out / "pseudo_labels.json",
                           (*runs_read(level, tuple(command)),
                            *(() if labeller.demos == "demos" else (labeller.demos,))),  # demos: the runs' too

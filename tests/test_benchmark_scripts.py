@@ -396,3 +396,18 @@ def test_cli_parsers_holds_the_package_parser_to_every_promise(tmp_path: Path) -
     for name in ("tyro", "jsonargparse", "draccus"):
         other = result["parsers"][name]
         assert other == {"installed": False} or set(other["cases"]) == set(result["cases"])
+
+
+def test_rescoring_rounds_times_three_labellings_whose_labels_agree(baseline_runs, tiny_demos, tmp_path) -> None:
+    """benchmarks/rescoring_rounds.py: the round that reads kept candidates writes the labels of the one that
+    speaks them, and each round's seconds come with their ratio to the speaking one."""
+    out = tmp_path / "rounds.json"
+    subprocess.run(["python", "benchmarks/rescoring_rounds.py", "--speaker", str(baseline_runs["speaker"] / "best"),
+                    "--rescore-with", str(baseline_runs["follower"] / "best"), "--demos", str(tiny_demos),
+                    "--num-unpaired", "20", "--batch-size", "24", "--lam", "0.3", "--out", str(out)],
+                   cwd=ROOT, check=True, capture_output=True, timeout=600)
+    report = json.loads(out.read_text())
+    assert report["read_labels_equal_spoken"] is True and report["trajectories"] == 20
+    assert set(report["seconds"]) == {"spoken", "spoken_and_kept", "read", "collating"}
+    assert report["ratio_to_spoken"] == pytest.approx(
+        {name: value / report["seconds"]["spoken"] for name, value in report["seconds"].items()})

@@ -12,7 +12,17 @@ from datasets import load_from_disk
 
 from msvae_hf.data.collator import DemoCollator
 from msvae_hf.data.demos import load_demos, write_checksums
-from msvae_hf.extensions.pragmatics import LAMS, Candidates, lam_on_pairs, score_candidates
+from msvae_hf.data.pseudo_labels import candidates_key
+from msvae_hf.extensions.pragmatics import (
+    LAMS,
+    SPOKEN_FILE,
+    Candidates,
+    Spoken,
+    lam_on_pairs,
+    rescore_candidates,
+    score_candidates,
+    speak_candidates,
+)
 from msvae_hf.models.modeling_baselines import FollowerModel, SpeakerModel
 from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
@@ -115,7 +125,7 @@ def test_rescored_labels_are_the_candidates_the_weighted_score_chooses(models, b
     record = json.loads((tmp_path / "given" / "pseudo_labels.json").read_text())
     assert record["decoding"] == "3 beam candidates, chosen at lam 0.3 (1: by the speaker alone)"
     assert record["rescoring"] == {"num_candidates": 3, "lam": 0.3, "lam_chosen_on": "given",
-                                   "rescorer": str(follower_dir)}
+                                   "candidates": "spoken", "rescorer": str(follower_dir)}
 
 
 def test_without_a_lam_the_valid_pairs_choose_it(models, baseline_runs, tiny_demos, tmp_path):
@@ -151,8 +161,107 @@ def test_a_bad_rescorer_or_weight_is_one_line_before_anything_is_written(baselin
         with pytest.raises(SystemExit, match=message) as err:
             label(tiny_demos, speaker, out, *extra)
         assert "\n" not in str(err.value)
-    for extra in (["--lam", "0.5"], ["--num-candidates", "4"]):  # a rescorer's flags without one
+    for extra in (["--lam", "0.5"], ["--num-candidates", "4"], ["--candidates-cache", str(tmp_path)]):
         with pytest.raises(SystemExit):
             label(tiny_demos, speaker, out, *extra)
-        assert "--lam and --num-candidates go with --rescore-with" in capsys.readouterr().err
+        assert "--lam, --num-candidates and --candidates-cache go with --rescore-with" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_saved_candidates_are_the_spoken_ones_exactly(models, valid, tmp_path):
+    """Saved and read back, a speaker's candidates give a follower bit for bit the scores it gives them spoken."""
+    speaker, follower = models
+    spoken = speak_candidates(speaker, valid, num_candidates=3, batch_size=4)
+    assert [ids.shape[0] for ids in spoken.ids] == [3 * min(4, len(valid) - i) for i in range(0, len(valid), 4)]
+    spoken.save(tmp_path / "spoken", note="kept")
+    read = Spoken.load(tmp_path / "spoken")
+    assert read.texts == spoken.texts and read.batch_size == 4 and read.num_candidates == 3
+    assert all(torch.equal(a, b) for a, b in zip(read.ids, spoken.ids, strict=True))
+    assert torch.equal(read.speaker_scores, spoken.speaker_scores)
+    assert json.loads((tmp_path / "spoken" / SPOKEN_FILE).read_text())["note"] == "kept"
+    direct = score_candidates(speaker, follower, valid, num_candidates=3, batch_size=4)
+    again = rescore_candidates(read, follower, valid)
+    assert again.texts == direct.texts
+    assert torch.equal(again.speaker_scores, direct.speaker_scores)
+    assert torch.equal(again.follower_scores, direct.follower_scores)
+    with pytest.raises(ValueError, match=f"{len(valid)} trajectories' candidates for a dataset of 3"):
+        rescore_candidates(read, follower, valid.select(range(3)))
+
+
+def test_the_candidates_key_follows_the_speaker_the_rows_and_the_decoding(models, tiny_demos, tmp_path):
+    speaker, _ = models
+    key = candidates_key(speaker, tiny_demos, "unpaired", 10, 3, 8, False)
+    assert key == candidates_key(speaker, tiny_demos, "unpaired", 10, 3, 8, False)
+    changed = {candidates_key(speaker, tiny_demos, "valid", 10, 3, 8, False),
+               candidates_key(speaker, tiny_demos, "unpaired", 9, 3, 8, False),
+               candidates_key(speaker, tiny_demos, "unpaired", 10, 4, 8, False),
+               candidates_key(speaker, tiny_demos, "unpaired", 10, 3, 7, False),
+               candidates_key(speaker, tiny_demos, "unpaired", 10, 3, 8, True)}
+    other = SpeakerModel(speaker.config)  # the same config, other weights
+    other.load_state_dict(speaker.state_dict())
+    with torch.no_grad():
+        next(other.parameters()).add_(1e-6)
+    changed.add(candidates_key(other, tiny_demos, "unpaired", 10, 3, 8, False))
+    assert key not in changed and len(changed) == 6
+    with pytest.raises(ValueError, match="has no checksums.json, by which kept candidates are matched"):
+        candidates_key(speaker, tmp_path, "unpaired", 10, 3, 8, False)
+
+
+def test_a_second_round_reads_the_kept_candidates_and_labels_as_one_that_speaks(models, baseline_runs, tiny_demos,
+                                                                                tmp_path, monkeypatch):
+    """The first labelling keeps the speaker's candidates (the valid pairs' too, on which lam is chosen); the next,
+    rescored by another follower, reads them (the speaker never decodes) and writes the labels a labelling without
+    the cache writes."""
+    speaker = baseline_runs["speaker"] / "best"
+    other = FollowerModel.from_pretrained(baseline_runs["follower"] / "best")
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    other.save_pretrained(tmp_path / "other")
+    cache, three = tmp_path / "cache", ["--num-candidates", "3"]
+    label(tiny_demos, speaker, tmp_path / "first", "--rescore-with", str(baseline_runs["follower"] / "best"), *three,
+          "--candidates-cache", str(cache))
+    first = json.loads((tmp_path / "first" / "pseudo_labels.json").read_text())["rescoring"]
+    kept = {f.name.split("-")[0]: f for f in cache.iterdir()}
+    assert sorted(kept) == ["unpaired", "valid"]
+    assert first["candidates"] == f"spoken, kept in {kept['unpaired']}"
+    rescore = ["--rescore-with", str(tmp_path / "other"), *three]
+    for name, lam in (("plain", ["--lam", "0.3"]), ("plain_chosen", [])):
+        label(tiny_demos, speaker, tmp_path / name, *rescore, *lam)
+    unpaired = load_demos(tiny_demos)["unpaired"]  # the other follower's choice at lam 0.3, computed here
+    expected = score_candidates(models[0], other, unpaired, 3, batch_size=8).choose(0.3)
+    monkeypatch.setattr(SpeakerModel, "generate", lambda *a, **k: pytest.fail("the speaker decoded again"))
+    for name, lam in (("second", ["--lam", "0.3"]), ("second_chosen", [])):
+        label(tiny_demos, speaker, tmp_path / name, *rescore, *lam, "--candidates-cache", str(cache))
+    with pytest.raises(pytest.fail.Exception, match="decoded again"):  # an empty cache: the speaker must decode
+        label(tiny_demos, speaker, tmp_path / "third", *rescore, "--candidates-cache", str(tmp_path / "empty"))
+    record = {name: json.loads((tmp_path / name / "pseudo_labels.json").read_text())["rescoring"]
+              for name in ("plain", "plain_chosen", "second", "second_chosen")}
+    assert record["second"]["candidates"] == f"read from {kept['unpaired']}" == record["second_chosen"]["candidates"]
+    assert record["plain"]["candidates"] == "spoken"
+    assert record["second_chosen"]["valid_exact_by_lam"] == record["plain_chosen"]["valid_exact_by_lam"]
+    labels = {name: list(load_from_disk(str(tmp_path / name))["instruction"])
+              for name in ("plain", "plain_chosen", "second", "second_chosen")}
+    assert labels["second"] == labels["plain"] and labels["second_chosen"] == labels["plain_chosen"]
+    assert labels["second"] == expected
+
+
+def test_damaged_or_foreign_kept_candidates_are_one_line_before_anything_is_written(baseline_runs, tiny_demos,
+                                                                                  tmp_path):
+    speaker, follower = baseline_runs["speaker"] / "best", baseline_runs["follower"] / "best"
+    cache, out = tmp_path / "cache", tmp_path / "labels"
+    args = ["--rescore-with", str(follower), "--num-candidates", "2", "--lam", "0.5", "--candidates-cache", str(cache)]
+    label(tiny_demos, speaker, tmp_path / "first", *args)
+    (kept,) = cache.iterdir()
+    info = json.loads((kept / SPOKEN_FILE).read_text())
+    (kept / SPOKEN_FILE).write_text(json.dumps({**info, "key": "0" * 64}))
+    with pytest.raises(SystemExit, match="holds candidates of another speaker or other trajectories") as err:
+        label(tiny_demos, speaker, out, *args)
+    assert "\n" not in str(err.value)
+    (kept / SPOKEN_FILE).write_text(json.dumps(info))
+    for arrow in kept.glob("*.arrow"):
+        arrow.write_bytes(arrow.read_bytes()[:100])
+    with pytest.raises(SystemExit, match=r"holds candidates that cannot be read \(.*\): delete it and rerun") as err:
+        label(tiny_demos, speaker, out, *args)
+    assert "\n" not in str(err.value)
     assert not out.exists()

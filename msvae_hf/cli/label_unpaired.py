@@ -5,7 +5,8 @@
 
 With ``--rescore-with FOLLOWER`` the speaker proposes ``--num-candidates`` instructions a trajectory and the
 follower's log p(a | y, o) joins the speaker's in choosing one (a pragmatic speaker; ``--lam`` the speaker's weight,
-chosen on the valid pairs when not given).
+chosen on the valid pairs when not given). ``--candidates-cache DIR`` keeps the speaker's candidates in DIR: the next
+round, the same speaker's candidates rescored by another follower, reads them there and runs only that follower.
 
 Installed by pip as ``msvae-label-unpaired`` (the same flags).
 """
@@ -41,11 +42,15 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"candidates a trajectory, with --rescore-with (default {NUM_CANDIDATES})")
     parser.add_argument("--lam", type=float, default=None,
                         help="the speaker's weight in [0, 1], with --rescore-with (default: chosen on the valid pairs)")
+    parser.add_argument("--candidates-cache", default=None, metavar="DIR",
+                        help="with --rescore-with: keep the speaker's candidates in DIR, and read them there when the "
+                             "same speaker labels the same trajectories again (a later round rescores them alone)")
     parser.add_argument("--overwrite", action="store_true")
     add_threads_flag(parser)
     args = parser.parse_args(argv)
-    if args.rescore_with is None and (args.lam is not None or args.num_candidates is not None):
-        parser.error("--lam and --num-candidates go with --rescore-with FOLLOWER")
+    if args.rescore_with is None and (args.lam is not None or args.num_candidates is not None
+                                      or args.candidates_cache is not None):
+        parser.error("--lam, --num-candidates and --candidates-cache go with --rescore-with FOLLOWER")
     num_candidates = NUM_CANDIDATES if args.num_candidates is None else args.num_candidates
     set_threads(args.threads)
     command = entry_point_command(argv) or shlex.join(
@@ -67,6 +72,7 @@ def main(argv: list[str] | None = None) -> None:
             speaker, args.demos, args.out, batch_size=args.batch_size, do_sample=args.sample,
             num_unpaired=args.num_unpaired, overwrite=args.overwrite, speaker_path=args.speaker, command=command,
             rescorer=rescorer, num_candidates=num_candidates, lam=args.lam, rescorer_path=args.rescore_with,
+            candidates_cache=args.candidates_cache,
         )
     except (OSError, ValueError) as err:  # FileExistsError, FileNotFoundError, a full disk: one line each
         sys.exit(f"error: {err}")

@@ -13,6 +13,8 @@ nothing that trains does.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import time
@@ -23,11 +25,21 @@ from datasets import Dataset, DatasetDict
 
 from ..envs.missions import regenerate_missions, replay_labels, score_labels
 from ..evaluation.evaluate import describe_dataset
-from ..extensions.pragmatics import NUM_CANDIDATES, check_lam, lam_on_pairs, score_candidates
+from ..extensions.pragmatics import (
+    NUM_CANDIDATES,
+    SPOKEN_FILE,
+    Spoken,
+    check_lam,
+    check_same_vocabulary,
+    lam_on_pairs,
+    rescore_candidates,
+    speak_candidates,
+)
 from ..utils.run_folder import read_json, write_json, writing
 from ..utils.runtime import check_output_folder, provenance
 from .collator import with_pseudo_labels
 from .demos import (
+    CHECKSUMS_FILE,
     check_demo_columns,
     load_checked,
     load_demos,
@@ -58,6 +70,7 @@ def label_unpaired(
     num_candidates: int = NUM_CANDIDATES,
     lam: float | None = None,
     rescorer_path: str | None = None,
+    candidates_cache: str | os.PathLike | None = None,
 ) -> Any:
     """Write one speaker instruction per unpaired trajectory (greedy, or sampled with ``do_sample``); ``command``,
     the command line, is recorded so that a damaged set can be written again.
@@ -65,7 +78,10 @@ def label_unpaired(
     With a ``rescorer`` (a follower or MS-VAE) the speaker proposes ``num_candidates`` instructions a trajectory
     (beam search, or samples) and each trajectory gets the one maximising lam * log p_S(y|a,o) + (1 - lam) *
     log p_F(a|y,o) (:mod:`~msvae_hf.extensions.pragmatics`); ``lam`` None chooses it on the ``valid`` pairs, as the
-    lam whose choices are most often the pairs' own instructions. ``batch_size`` counts candidates then."""
+    lam whose choices are most often the pairs' own instructions. ``batch_size`` counts candidates then. With a
+    ``candidates_cache`` folder the speaker's candidates are kept there (:func:`spoken_candidates`): a later
+    labelling of the same trajectories by the same speaker, rescored by another follower (the next round), reads
+    them and runs only the follower."""
     out = Path(out)
     check_num_unpaired(num_unpaired)
     if rescorer is not None:
@@ -84,7 +100,8 @@ def label_unpaired(
         rescoring = None
     else:
         texts, rescoring = rescored_labels(speaker, rescorer, demos, unpaired, num_candidates, lam,
-                                           max(1, batch_size // num_candidates), do_sample, progress)
+                                           max(1, batch_size // num_candidates), do_sample, progress,
+                                           candidates_cache)
         rescoring["rescorer"] = rescorer_path
     labelled = with_pseudo_labels(unpaired, texts)
     scoring = time.perf_counter()
@@ -131,21 +148,84 @@ def check_rescorer(rescorer: Any, num_candidates: int, lam: float | None) -> Non
 
 def rescored_labels(
     speaker: Any, rescorer: Any, demos: str | os.PathLike, unpaired: Any, num_candidates: int, lam: float | None,
-    batch_size: int, do_sample: bool, progress: bool,
+    batch_size: int, do_sample: bool, progress: bool, candidates_cache: str | os.PathLike | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """Each unpaired trajectory's candidate that the speaker and the follower together score best, and the record
-    of the choice: lam, given or chosen on the ``valid`` pairs (with the share of them each lam gets right)."""
+    of the choice: lam, given or chosen on the ``valid`` pairs (with the share of them each lam gets right), and
+    where the speaker's candidates came from (:func:`spoken_candidates`)."""
+    check_same_vocabulary(speaker, rescorer)
     record: dict[str, Any] = {"num_candidates": num_candidates, "lam": lam, "lam_chosen_on": "given"}
+    cached = {"demos": demos, "num_candidates": num_candidates, "batch_size": batch_size, "do_sample": do_sample,
+              "cache": candidates_cache}
     if lam is None:
         valid = load_demos(demos).get("valid")
         if valid is None or len(valid) == 0:
             raise ValueError(f"{demos} has no valid pairs to choose lam on: give lam (--lam)")
-        on_valid = score_candidates(speaker, rescorer, valid, num_candidates, batch_size, do_sample)
-        lam, shares = lam_on_pairs(on_valid, list(valid["instruction"]))
+        spoken, _ = spoken_candidates(speaker, valid, "valid", **cached)
+        lam, shares = lam_on_pairs(rescore_candidates(spoken, rescorer, valid), list(valid["instruction"]))
         record.update(lam=lam, lam_chosen_on=f"valid ({len(valid)} pairs)", valid_exact_by_lam=shares)
-    candidates = score_candidates(speaker, rescorer, unpaired, num_candidates, batch_size, do_sample,
-                                  progress=progress)
-    return candidates.choose(lam), record
+    spoken, record["candidates"] = spoken_candidates(speaker, unpaired, "unpaired", progress=progress, **cached)
+    return rescore_candidates(spoken, rescorer, unpaired, progress=progress).choose(lam), record
+
+
+def spoken_candidates(
+    speaker: Any, rows: Any, split: str, demos: str | os.PathLike, num_candidates: int, batch_size: int,
+    do_sample: bool, cache: str | os.PathLike | None, progress: bool = False,
+) -> tuple[Spoken, str]:
+    """The speaker's candidates for ``rows`` (the first of ``demos``' ``split``) and where they came from. With a
+    ``cache`` folder they are read from its ``<split>-<key>`` folder where a labelling before this one kept them,
+    else spoken and kept there; the key (:func:`candidates_key`) changes with anything that changes them."""
+    def speak() -> Spoken:
+        return speak_candidates(speaker, rows, num_candidates, batch_size, do_sample, progress=progress)
+
+    if cache is None:
+        return speak(), "spoken"
+    key = candidates_key(speaker, demos, split, len(rows), num_candidates, batch_size, do_sample)
+    folder = Path(cache) / f"{split}-{key[:16]}"
+    if folder.is_dir():
+        try:
+            kept = read_json(folder / SPOKEN_FILE).get("key")
+            spoken = Spoken.load(folder)
+        except Exception as err:  # noqa: BLE001  a cut or altered folder: one line, nothing written
+            raise ValueError(f"{folder} holds candidates that cannot be read ({type(err).__name__}: "
+                             f"{' '.join(str(err).split())}): delete it and rerun") from err
+        if kept != key or len(spoken.texts) != len(rows):
+            raise ValueError(f"{folder} holds candidates of another speaker or other trajectories (its key is not "
+                             "this labelling's): delete it and rerun")
+        return spoken, f"read from {folder}"
+    spoken = speak()
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    with writing(tmp, then="no candidates were kept: free space, then rerun"):
+        spoken.save(tmp, key=key, split=split, demos=str(demos), **provenance(speaker.device))
+    os.replace(tmp, folder)
+    return spoken, f"spoken, kept in {folder}"
+
+
+def candidates_key(speaker: Any, demos: str | os.PathLike, split: str, num_rows: int, num_candidates: int,
+                   batch_size: int, do_sample: bool) -> str:
+    """sha256 of what decides a speaker's candidates: its weights, config and generation config; the
+    demonstrations (their checksums), the split and the number of its rows labelled; the decoding and batching;
+    the versions of this package, transformers and torch."""
+    import torch
+    import transformers
+
+    from .. import __version__
+
+    checksums = Path(demos) / CHECKSUMS_FILE
+    if not checksums.is_file():
+        raise ValueError(f"{demos} has no {CHECKSUMS_FILE}, by which kept candidates are matched to their "
+                         "trajectories: label without a candidates cache, or write the demonstrations again")
+    digest = hashlib.sha256()
+    for name, tensor in sorted(speaker.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    described = {"config": speaker.config.to_dict(), "generation": speaker.generation_config.to_dict(),
+                 "demos": checksums.read_text(), "split": split, "rows": num_rows, "num_candidates": num_candidates,
+                 "batch_size": batch_size, "do_sample": do_sample,
+                 "versions": [__version__, transformers.__version__, torch.__version__]}
+    digest.update(json.dumps(described, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
 
 
 def label_accuracy(labelled: Any) -> dict[str, float | int]:

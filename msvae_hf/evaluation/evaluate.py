@@ -8,6 +8,7 @@ so no episode is ever trained on.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Iterator
 from typing import Any
@@ -63,10 +64,8 @@ def evaluate_follower(
     ``success_rate_other_mission`` or ``success_rate_same_room``)."""
     if episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {episodes}")
-    was_training = model.training
-    model.eval()
     bot = bot_episodes(resolve_level(level), episodes, seed_start)
-    try:
+    with evaluating(model):
         policy = model.policy(tokenizer)
         own = evaluate_policy(policy, level, episodes, seed_start, batch_size, progress, num_workers)
         told = [b.instruction for b in bot[1:]]
@@ -76,8 +75,6 @@ def evaluate_follower(
         if reading and has_mission_generator(level):
             same_room = evaluate_policy(policy, level, episodes, seed_start, batch_size, progress, num_workers,
                                         missions="same_room")
-    finally:
-        model.train(was_training)
     return follower_summary(own, other, bot[:-1], same_room), own
 
 
@@ -107,31 +104,44 @@ def iterate_batches(dataset: Any, collator: DemoCollator, batch_size: int) -> It
         yield collator(read_rows(data, range(start, min(start + batch_size, len(data)))))
 
 
+def trajectory_batches(model: Any, dataset: Any, batch_size: int, desc: str | None = None
+                       ) -> Iterator[dict[str, torch.Tensor]]:
+    """``dataset``'s trajectories (its instructions left out) collated in order, ``batch_size`` a batch, on
+    ``model``'s device; a progress bar named ``desc`` unless it is None."""
+    batches = iterate_batches(without_instructions(dataset), DemoCollator(model._resolve_tokenizer(None)), batch_size)
+    if desc is not None:
+        from tqdm.auto import tqdm
+
+        batches = tqdm(batches, total=-(-len(dataset) // batch_size), desc=desc)
+    for batch in batches:
+        yield {k: v.to(model.device) for k, v in batch.items() if k != "input_ids"}
+
+
+@contextlib.contextmanager
+def evaluating(model: Any) -> Iterator[Any]:
+    """``model`` in eval mode inside the block, back in the mode it had after."""
+    training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(training)
+
+
 @torch.no_grad()
 def describe_dataset(
     model: Any, dataset: Any, tokenizer: Any = None, batch_size: int = 256, progress: bool = False, **generate_kwargs
 ) -> list[str]:
     """The speaker's instruction for every trajectory of ``dataset`` (batched ``generate``), in order."""
     tokenizer = model._resolve_tokenizer(tokenizer)
-    collator = DemoCollator(tokenizer)
-    was_training = model.training
-    model.eval()
     texts: list[str] = []
-    batches = iterate_batches(without_instructions(dataset), collator, batch_size)
-    if progress:
-        from tqdm.auto import tqdm
-
-        batches = tqdm(batches, total=-(-len(dataset) // batch_size), desc="describing")
-    try:
-        for batch in batches:
-            batch = {k: v.to(model.device) for k, v in batch.items()}
+    with evaluating(model):
+        for batch in trajectory_batches(model, dataset, batch_size, "describing" if progress else None):
             ids = model.generate(
                 batch["observations"], batch["directions"], batch["actions"], batch["trajectory_mask"],
                 **generate_kwargs,
             )
             texts += tokenizer.batch_decode(ids, skip_special_tokens=True)
-    finally:
-        model.train(was_training)
     return texts
 
 
@@ -160,8 +170,6 @@ def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str
     if batch_size < 2:
         raise ValueError(f"batch_size must be at least 2 (instructions are exchanged within a batch), got {batch_size}")
     collate = DemoCollator(model.tokenizer)
-    was_training = model.training
-    model.eval()
     totals = {"nll_own": 0.0, "nll_other": 0.0, "accuracy_own": 0.0, "accuracy_other": 0.0}
     steps = same = 0
     # batch bounds; a last batch of one would be given its own instruction: fold it into the batch before
@@ -169,7 +177,7 @@ def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str
     if bounds[-1] - bounds[-2] == 1:
         del bounds[-2]
     data = for_loader(dataset)
-    try:
+    with evaluating(model):
         for start, end in zip(bounds, bounds[1:]):
             rows = read_rows(data, range(start, end))
             batch = {k: v.to(model.device) for k, v in collate(rows).items()}
@@ -184,8 +192,6 @@ def instruction_use(model: Any, dataset: Any, batch_size: int = 250) -> dict[str
                 log_p = logits.log_softmax(-1).gather(-1, batch["actions"].long().unsqueeze(-1)).squeeze(-1)
                 totals[f"nll_{name}"] -= float(log_p[mask].sum())
                 totals[f"accuracy_{name}"] += float(((logits.argmax(-1) == batch["actions"]) & mask).sum())
-    finally:
-        model.train(was_training)
     return {**{k: v / steps for k, v in totals.items()}, "pairs": len(dataset), "steps": steps,
             "same_text": same / len(dataset)}
 

@@ -14,19 +14,24 @@ trains (Eq. 3). ``lam`` is chosen on validation pairs, never on the test pairs i
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
+from datasets import Dataset, load_from_disk
 
-from ..data.collator import DemoCollator, without_instructions
-from ..evaluation.evaluate import iterate_batches
+from ..evaluation.evaluate import evaluating, trajectory_batches
 
 #: The speaker weights tried when lam is chosen on pairs: 0, 0.1, ..., 1.
 LAMS = tuple(i / 10 for i in range(11))
 #: Candidates a trajectory unless told otherwise (beam width).
 NUM_CANDIDATES = 8
+#: The file beside saved candidates (:meth:`Spoken.save`) that holds how they were batched.
+SPOKEN_FILE = "spoken.json"
 
 
 @dataclass
@@ -87,7 +92,7 @@ def follower_log_likelihood(follower: Any, trajectories: dict[str, torch.Tensor]
     )[0]
 
 
-def _same_vocabulary(speaker: Any, follower: Any) -> None:
+def check_same_vocabulary(speaker: Any, follower: Any) -> None:
     """Candidates are scored as token ids, so both models must read the same vocabulary."""
     vocab_s = speaker._resolve_tokenizer(None).get_vocab()
     vocab_f = follower._resolve_tokenizer(None).get_vocab()
@@ -98,7 +103,102 @@ def _same_vocabulary(speaker: Any, follower: Any) -> None:
         )
 
 
+@dataclass
+class Spoken:
+    """A speaker's ``num_candidates`` instructions for each trajectory of a dataset, before any follower scores
+    them: the texts, the token ids of each batch of ``batch_size`` trajectories as ``generate`` returned them
+    ([trajectories * n, length], padded), and log p_S of each, [B, n]. :func:`rescore_candidates` adds a follower's
+    scores; saved (:meth:`save`), one speaker's candidates serve every follower that rescores them."""
+
+    texts: list[list[str]]
+    ids: list[torch.Tensor]
+    speaker_scores: torch.Tensor
+    batch_size: int
+
+    @property
+    def num_candidates(self) -> int:
+        """Candidates a trajectory."""
+        return self.speaker_scores.shape[1]
+
+    def save(self, folder: str | os.PathLike, **info: Any) -> None:
+        """The candidates as a ``datasets`` folder, one row a trajectory (``candidates``, ``candidate_ids``,
+        ``speaker_scores``), with ``batch_size``, the number of candidates and ``info`` in its ``spoken.json``."""
+        n = self.num_candidates
+        rows = [row.tolist() for batch in self.ids for row in batch.view(-1, n, batch.shape[1])]
+        Dataset.from_dict({"candidates": self.texts, "candidate_ids": rows,
+                           "speaker_scores": self.speaker_scores.tolist()}).save_to_disk(str(folder))
+        info = {"batch_size": self.batch_size, "num_candidates": n, **info}
+        (Path(folder) / SPOKEN_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> Spoken:
+        """What :meth:`save` wrote at ``folder``: each batch's ids as ``generate`` padded them."""
+        size = json.loads((Path(folder) / SPOKEN_FILE).read_text())["batch_size"]
+        data = load_from_disk(str(folder))
+        ids = data.select_columns("candidate_ids").with_format("torch")
+        batches = [ids[start : start + size]["candidate_ids"].flatten(0, 1) for start in range(0, len(ids), size)]
+        scores = torch.tensor(data.select_columns("speaker_scores")[:]["speaker_scores"], dtype=torch.float32)
+        return cls(data.select_columns("candidates")[:]["candidates"], batches, scores, size)
+
+
 @torch.no_grad()
+def speak_candidates(
+    speaker: Any,
+    dataset: Any,
+    num_candidates: int = NUM_CANDIDATES,
+    batch_size: int = 64,
+    do_sample: bool = False,
+    seed: int = 0,
+    progress: bool = False,
+) -> Spoken:
+    """Beam search (or sampling) gives ``num_candidates`` instructions per trajectory, each with log p_S(y|a,o).
+
+    ``dataset`` holds trajectories (observations, directions, actions); an ``instruction`` column is ignored.
+    """
+    if len(dataset) == 0:
+        raise ValueError("speak_candidates got an empty dataset: no trajectories to speak for")
+    if num_candidates < 1:
+        raise ValueError(f"num_candidates must be >= 1, got {num_candidates}")
+    tokenizer = speaker._resolve_tokenizer(None)
+    generate_kwargs: dict[str, Any] = {"num_return_sequences": num_candidates}
+    if do_sample:
+        generate_kwargs.update(do_sample=True)
+        torch.manual_seed(seed)
+    else:
+        generate_kwargs.update(num_beams=num_candidates)
+    texts: list[list[str]] = []
+    ids: list[torch.Tensor] = []
+    scores = []
+    with evaluating(speaker):
+        for batch in trajectory_batches(speaker, dataset, batch_size, "candidates" if progress else None):
+            batch_ids = speaker.generate(
+                batch["observations"], batch["directions"], batch["actions"], batch["trajectory_mask"],
+                **generate_kwargs,
+            )
+            mask = (batch_ids != speaker.config.pad_token_id).long()
+            scores.append(speaker_log_likelihood(speaker, _repeat(batch, num_candidates), batch_ids, mask))
+            ids.append(batch_ids.cpu())
+            flat = tokenizer.batch_decode(batch_ids, skip_special_tokens=True)
+            texts += [flat[i : i + num_candidates] for i in range(0, len(flat), num_candidates)]
+    return Spoken(texts, ids, torch.cat(scores).view(-1, num_candidates).cpu(), batch_size)
+
+
+@torch.no_grad()
+def rescore_candidates(spoken: Spoken, follower: Any, dataset: Any, progress: bool = False) -> Candidates:
+    """``spoken``'s candidates for ``dataset``'s trajectories, each also scored by the follower's log p_F(a|y,o);
+    the follower sees each batch as the speaker made it."""
+    if len(dataset) != len(spoken.texts):
+        raise ValueError(f"{len(spoken.texts)} trajectories' candidates for a dataset of {len(dataset)}")
+    n, pad = spoken.num_candidates, follower.config.pad_token_id
+    scores = []
+    with evaluating(follower):
+        batches = trajectory_batches(follower, dataset, spoken.batch_size, "rescoring" if progress else None)
+        for batch, ids in zip(batches, spoken.ids, strict=True):
+            ids = ids.to(follower.device, torch.long)
+            scores.append(follower_log_likelihood(follower, _repeat(batch, n), ids, (ids != pad).long()))
+    return Candidates(spoken.texts, spoken.speaker_scores, torch.cat(scores).view(-1, n).cpu())
+
+
 def score_candidates(
     speaker: Any,
     follower: Any,
@@ -109,51 +209,11 @@ def score_candidates(
     seed: int = 0,
     progress: bool = False,
 ) -> Candidates:
-    """Beam search (or sampling) gives ``num_candidates`` instructions per trajectory; both models score them.
+    """Beam search (or sampling) gives ``num_candidates`` instructions per trajectory; both models score them
+    (:func:`speak_candidates`, then :func:`rescore_candidates`).
 
     ``dataset`` holds trajectories (observations, directions, actions); an ``instruction`` column is ignored.
     """
-    if len(dataset) == 0:
-        raise ValueError("score_candidates got an empty dataset")
-    if num_candidates < 1:
-        raise ValueError(f"num_candidates must be >= 1, got {num_candidates}")
-    _same_vocabulary(speaker, follower)
-    tokenizer = speaker._resolve_tokenizer(None)
-    collator = DemoCollator(tokenizer)
-    modes = [(m, m.training) for m in (speaker, follower)]
-    for m, _ in modes:
-        m.eval()
-    generate_kwargs: dict[str, Any] = {"num_return_sequences": num_candidates}
-    if do_sample:
-        generate_kwargs.update(do_sample=True)
-        torch.manual_seed(seed)
-    else:
-        generate_kwargs.update(num_beams=num_candidates)
-    texts: list[list[str]] = []
-    s_scores, f_scores = [], []
-    batches = iterate_batches(without_instructions(dataset), collator, batch_size)
-    if progress:
-        from tqdm.auto import tqdm
-
-        batches = tqdm(batches, total=-(-len(dataset) // batch_size), desc="candidates")
-    try:
-        for batch in batches:
-            batch = {k: v.to(speaker.device) for k, v in batch.items() if k != "input_ids"}
-            ids = speaker.generate(
-                batch["observations"], batch["directions"], batch["actions"], batch["trajectory_mask"],
-                **generate_kwargs,
-            )
-            mask = (ids != speaker.config.pad_token_id).long()
-            expanded = _repeat(batch, num_candidates)
-            s_scores.append(speaker_log_likelihood(speaker, expanded, ids, mask))
-            f_batch = {k: v.to(follower.device) for k, v in expanded.items()}
-            f_ids, f_mask = ids.to(follower.device), mask.to(follower.device)
-            f_scores.append(follower_log_likelihood(follower, f_batch, f_ids, f_mask))
-            flat = tokenizer.batch_decode(ids, skip_special_tokens=True)
-            texts += [flat[i : i + num_candidates] for i in range(0, len(flat), num_candidates)]
-    finally:
-        for m, training in modes:
-            m.train(training)
-    return Candidates(
-        texts, torch.cat(s_scores).view(-1, num_candidates).cpu(), torch.cat(f_scores).view(-1, num_candidates).cpu()
-    )
+    check_same_vocabulary(speaker, follower)
+    spoken = speak_candidates(speaker, dataset, num_candidates, batch_size, do_sample, seed, progress)
+    return rescore_candidates(spoken, follower, dataset, progress)
