@@ -30,6 +30,7 @@ import msvae_hf  # noqa: F401  (registers the Local levels and Auto classes)
 from msvae_hf.data import pseudo_labels
 from msvae_hf.data.demos import load_demos
 from msvae_hf.evaluation.evaluate import trajectory_batches
+from msvae_hf.extensions.pragmatics import NUM_CANDIDATES
 from msvae_hf.utils.runtime import provenance
 
 
@@ -61,7 +62,7 @@ def main() -> None:
         same = load_from_disk(str(Path(tmp, "read")))["instruction"] == load_from_disk(str(Path(tmp, "spoken")))[
             "instruction"]
     start = time.perf_counter()
-    for _ in trajectory_batches(follower, unpaired, max(1, args.batch_size // 8)):
+    for _ in trajectory_batches(follower, unpaired, max(1, args.batch_size // NUM_CANDIDATES)):
         pass
     seconds["collating"] = time.perf_counter() - start
     write_report({

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -188,23 +191,38 @@ def test_saved_candidates_are_the_spoken_ones_exactly(models, valid, tmp_path):
         rescore_candidates(read, follower, valid.select(range(3)))
 
 
-def test_the_candidates_key_follows_the_speaker_the_rows_and_the_decoding(models, tiny_demos, tmp_path):
+def test_the_candidates_key_follows_what_decides_the_candidates(models, baseline_runs, tiny_demos, tmp_path,
+                                                                monkeypatch):
+    """The key changes with the speaker's weights and generation config, the demonstrations, the split, the rows,
+    the candidates, the batching and the decoding, and not with how the speaker's path was spelled."""
     speaker, _ = models
     key = candidates_key(speaker, tiny_demos, "unpaired", 10, 3, 8, False)
-    assert key == candidates_key(speaker, tiny_demos, "unpaired", 10, 3, 8, False)
+    best = baseline_runs["speaker"] / "best"
+    for spelled in (f"{best}/", str(best.resolve()), os.path.relpath(best)):
+        assert candidates_key(SpeakerModel.from_pretrained(spelled), tiny_demos, "unpaired", 10, 3, 8, False) == key
+    other = SpeakerModel.from_pretrained(best)  # the same config, other weights
+    with torch.no_grad():
+        next(other.parameters()).add_(1e-6)
+    longer = SpeakerModel.from_pretrained(best)
+    longer.generation_config.max_new_tokens = (longer.generation_config.max_new_tokens or 20) + 1
+    demos = tmp_path / "demos"  # the same files but one, by their checksums
+    shutil.copytree(tiny_demos, demos)
+    (demos / "checksums.json").write_text((demos / "checksums.json").read_text().replace('"', "'", 1))
     changed = {candidates_key(speaker, tiny_demos, "valid", 10, 3, 8, False),
                candidates_key(speaker, tiny_demos, "unpaired", 9, 3, 8, False),
                candidates_key(speaker, tiny_demos, "unpaired", 10, 4, 8, False),
                candidates_key(speaker, tiny_demos, "unpaired", 10, 3, 7, False),
-               candidates_key(speaker, tiny_demos, "unpaired", 10, 3, 8, True)}
-    other = SpeakerModel(speaker.config)  # the same config, other weights
-    other.load_state_dict(speaker.state_dict())
-    with torch.no_grad():
-        next(other.parameters()).add_(1e-6)
-    changed.add(candidates_key(other, tiny_demos, "unpaired", 10, 3, 8, False))
-    assert key not in changed and len(changed) == 6
+               candidates_key(speaker, tiny_demos, "unpaired", 10, 3, 8, True),
+               candidates_key(other, tiny_demos, "unpaired", 10, 3, 8, False),
+               candidates_key(longer, tiny_demos, "unpaired", 10, 3, 8, False),
+               candidates_key(speaker, demos, "unpaired", 10, 3, 8, False)}
+    assert key not in changed and len(changed) == 8
     with pytest.raises(ValueError, match="has no checksums.json, by which kept candidates are matched"):
         candidates_key(speaker, tmp_path, "unpaired", 10, 3, 8, False)
+    monkeypatch.setenv("MSVAE_SKIP_DEMO_CHECKSUMS", "1")
+    with pytest.raises(ValueError, match="matched to their trajectories by the demonstrations' checksums, which "
+                                         "MSVAE_SKIP_DEMO_CHECKSUMS=1 skips"):
+        candidates_key(speaker, tiny_demos, "unpaired", 10, 3, 8, False)
 
 
 def test_a_second_round_reads_the_kept_candidates_and_labels_as_one_that_speaks(models, baseline_runs, tiny_demos,
@@ -254,14 +272,55 @@ def test_damaged_or_foreign_kept_candidates_are_one_line_before_anything_is_writ
     label(tiny_demos, speaker, tmp_path / "first", *args)
     (kept,) = cache.iterdir()
     info = json.loads((kept / SPOKEN_FILE).read_text())
-    (kept / SPOKEN_FILE).write_text(json.dumps({**info, "key": "0" * 64}))
-    with pytest.raises(SystemExit, match="holds candidates of another speaker or other trajectories") as err:
-        label(tiny_demos, speaker, out, *args)
-    assert "\n" not in str(err.value)
-    (kept / SPOKEN_FILE).write_text(json.dumps(info))
-    for arrow in kept.glob("*.arrow"):
-        arrow.write_bytes(arrow.read_bytes()[:100])
-    with pytest.raises(SystemExit, match=r"holds candidates that cannot be read \(.*\): delete it and rerun") as err:
-        label(tiny_demos, speaker, out, *args)
-    assert "\n" not in str(err.value)
-    assert not out.exists()
+    arrows = {arrow: arrow.read_bytes() for arrow in kept.glob("*.arrow")}
+    damages = {"holds candidates of another speaker or other trajectories": {**info, "key": "0" * 64},
+               r"cannot be read \((ValueError|RuntimeError): ": {**info, "num_candidates": 3},
+               r"cannot be read \(KeyError: 'pad_token_id'\)": {k: v for k, v in info.items() if k != "pad_token_id"},
+               r"cannot be read \(FileNotFoundError": None, r"cannot be read \(.*\): delete it and rerun": "cut"}
+    for message, damage in damages.items():
+        if damage == "cut":
+            (kept / SPOKEN_FILE).write_text(json.dumps(info))
+            for arrow in arrows:
+                arrow.write_bytes(arrow.read_bytes()[:100])
+        elif damage is None:
+            (kept / SPOKEN_FILE).unlink()
+        else:
+            (kept / SPOKEN_FILE).write_text(json.dumps(damage))
+        with pytest.raises(SystemExit, match=message) as err:
+            label(tiny_demos, speaker, out, *args)
+        assert "\n" not in str(err.value) and str(err.value).endswith("delete it and rerun")
+        assert not out.exists()
+
+
+def test_a_cache_that_cannot_keep_the_candidates_costs_a_warning_not_the_labels(baseline_runs, tiny_demos, tmp_path,
+                                                                               monkeypatch, caplog):
+    """A full disk while keeping the candidates, or another labelling's candidates put in place first: the labels
+    are written all the same, and the record says what became of the candidates."""
+    speaker, follower = baseline_runs["speaker"] / "best", baseline_runs["follower"] / "best"
+    cache = tmp_path / "cache"
+    args = ["--rescore-with", str(follower), "--num-candidates", "2", "--lam", "0.5", "--candidates-cache", str(cache)]
+    label(tiny_demos, speaker, tmp_path / "plain", *args[:-2])
+    save = Spoken.save
+
+    def full_disk(self, folder, **info):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Spoken, "save", full_disk)
+    label(tiny_demos, speaker, tmp_path / "full", *args)
+    assert "the candidates were not kept in" in caplog.text
+
+    def another_first(self, folder, **info):  # another labeller of the same speaker keeps its candidates first
+        save(self, folder, **info)
+        save(self, cache / Path(folder).name.split(".")[1], **info)
+
+    monkeypatch.setattr(Spoken, "save", another_first)
+    label(tiny_demos, speaker, tmp_path / "second", *args)
+    record = {name: json.loads((tmp_path / name / "pseudo_labels.json").read_text())["rescoring"]["candidates"]
+              for name in ("full", "second")}
+    (kept,) = cache.iterdir()
+    assert record == {"full": "spoken, not kept", "second": f"spoken, as kept in {kept}"}
+    labels = {name: list(load_from_disk(str(tmp_path / name))["instruction"]) for name in ("plain", "full", "second")}
+    assert labels["full"] == labels["plain"] == labels["second"]
+    monkeypatch.setattr(Spoken, "save", save)
+    label(tiny_demos, speaker, tmp_path / "read", *args)  # what the other labeller kept serves the next round
+    assert list(load_from_disk(str(tmp_path / "read"))["instruction"]) == labels["plain"]

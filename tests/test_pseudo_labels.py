@@ -45,6 +45,8 @@ def test_one_instruction_per_unpaired_trajectory(pseudo, baseline_runs, tiny_dem
     assert list(labelled["actions"]) == list(unpaired["actions"])
     speaker = SpeakerModel.from_pretrained(baseline_runs["speaker"] / "best")
     assert list(labelled["instruction"]) == describe_dataset(speaker, unpaired, batch_size=7)  # greedy, in order
+    tokenizer, speaker.tokenizer = speaker.tokenizer, None  # a tokenizer passed serves a model without one
+    assert describe_dataset(speaker, unpaired, tokenizer, batch_size=7) == list(labelled["instruction"])
     MSVAETokenizer.from_grammar()(list(labelled["instruction"]))  # only grammar words
     info = json.loads((pseudo / "pseudo_labels.json").read_text())
     assert info["speaker"] == str(baseline_runs["speaker"] / "best")

@@ -688,7 +688,7 @@ def verify_checksums(path: str | Path, regenerate: str | None = None) -> None:
             _write_checksum_cache(cache_file, cache)
 
 
-def _skip_checksums() -> bool:
+def checksums_skipped() -> bool:
     """Whether ``SKIP_CHECKSUMS_ENV`` asks to skip the checksums."""
     return os.environ.get(SKIP_CHECKSUMS_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
@@ -732,7 +732,7 @@ def load_checked(path: Path, verify: bool = True, regenerate: str | None = None,
     ``MSVAE_SKIP_DEMO_CHECKSUMS=1``): one ValueError for a folder holding no saved dataset (with ``hint``) or for the
     file pyarrow cannot read, naming ``regenerate``, the command that writes it again (default:
     :func:`regenerate_command`). The loading of demonstrations and of pseudo-labels."""
-    if verify and not _skip_checksums():
+    if verify and not checksums_skipped():
         verify_checksums(path, regenerate=regenerate)
     if (path / "config.json").is_file() and not (path / "dataset_dict.json").is_file():
         raise ValueError(f"{path} holds a saved model (config.json), not a dataset (demonstrations are written by "

@@ -15,19 +15,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import torch
 from datasets import Dataset, DatasetDict
 
 from ..envs.missions import regenerate_missions, replay_labels, score_labels
 from ..evaluation.evaluate import describe_dataset
 from ..extensions.pragmatics import (
     NUM_CANDIDATES,
-    SPOKEN_FILE,
     Spoken,
     check_lam,
     check_same_vocabulary,
@@ -36,11 +38,13 @@ from ..extensions.pragmatics import (
     speak_candidates,
 )
 from ..utils.run_folder import read_json, write_json, writing
-from ..utils.runtime import check_output_folder, provenance
+from ..utils.runtime import check_output_folder, code_digest, provenance
 from .collator import with_pseudo_labels
 from .demos import (
     CHECKSUMS_FILE,
+    SKIP_CHECKSUMS_ENV,
     check_demo_columns,
+    checksums_skipped,
     load_checked,
     load_demos,
     require_cell_codes,
@@ -53,6 +57,8 @@ from .demos import (
 #: accuracy against the true missions (:func:`label_accuracy`) and, for a pragmatic speaker's labels, ``rescoring``
 #: (the rescorer, the number of candidates, lam and how it was chosen: :func:`rescored_labels`).
 RECORD_FILE = "pseudo_labels.json"
+
+logger = logging.getLogger(__name__)
 
 
 def label_unpaired(
@@ -152,66 +158,66 @@ def rescored_labels(
 ) -> tuple[list[str], dict[str, Any]]:
     """Each unpaired trajectory's candidate that the speaker and the follower together score best, and the record
     of the choice: lam, given or chosen on the ``valid`` pairs (with the share of them each lam gets right), and
-    where the speaker's candidates came from (:func:`spoken_candidates`)."""
+    where the speaker's candidates came from (:func:`spoken_candidates`; ``valid_candidates`` for the valid pairs')."""
     check_same_vocabulary(speaker, rescorer)
     record: dict[str, Any] = {"num_candidates": num_candidates, "lam": lam, "lam_chosen_on": "given"}
-    cached = {"demos": demos, "num_candidates": num_candidates, "batch_size": batch_size, "do_sample": do_sample,
-              "cache": candidates_cache}
+    speaking = {"demos": demos, "num_candidates": num_candidates, "batch_size": batch_size, "do_sample": do_sample,
+                "candidates_cache": candidates_cache}
     if lam is None:
         valid = load_demos(demos).get("valid")
         if valid is None or len(valid) == 0:
             raise ValueError(f"{demos} has no valid pairs to choose lam on: give lam (--lam)")
-        spoken, _ = spoken_candidates(speaker, valid, "valid", **cached)
+        spoken, record["valid_candidates"] = spoken_candidates(speaker, valid, "valid", **speaking)
         lam, shares = lam_on_pairs(rescore_candidates(spoken, rescorer, valid), list(valid["instruction"]))
         record.update(lam=lam, lam_chosen_on=f"valid ({len(valid)} pairs)", valid_exact_by_lam=shares)
-    spoken, record["candidates"] = spoken_candidates(speaker, unpaired, "unpaired", progress=progress, **cached)
+    spoken, record["candidates"] = spoken_candidates(speaker, unpaired, "unpaired", progress=progress, **speaking)
     return rescore_candidates(spoken, rescorer, unpaired, progress=progress).choose(lam), record
 
 
 def spoken_candidates(
     speaker: Any, rows: Any, split: str, demos: str | os.PathLike, num_candidates: int, batch_size: int,
-    do_sample: bool, cache: str | os.PathLike | None, progress: bool = False,
+    do_sample: bool, candidates_cache: str | os.PathLike | None, progress: bool = False,
 ) -> tuple[Spoken, str]:
     """The speaker's candidates for ``rows`` (the first of ``demos``' ``split``) and where they came from. With a
-    ``cache`` folder they are read from its ``<split>-<key>`` folder where a labelling before this one kept them,
-    else spoken and kept there; the key (:func:`candidates_key`) changes with anything that changes them."""
-    def speak() -> Spoken:
-        return speak_candidates(speaker, rows, num_candidates, batch_size, do_sample, progress=progress)
-
-    if cache is None:
-        return speak(), "spoken"
+    ``candidates_cache`` folder they are read from its ``<split>-<key>`` folder where a labelling before this one
+    kept them, else spoken and kept there (a failed write costs a warning, not the labelling); the key
+    (:func:`candidates_key`) changes with anything that changes them."""
+    if candidates_cache is None:
+        return speak_candidates(speaker, rows, num_candidates, batch_size, do_sample, progress=progress), "spoken"
     key = candidates_key(speaker, demos, split, len(rows), num_candidates, batch_size, do_sample)
-    folder = Path(cache) / f"{split}-{key[:16]}"
+    folder = Path(candidates_cache) / f"{split}-{key[:16]}"
     if folder.is_dir():
-        try:
-            kept = read_json(folder / SPOKEN_FILE).get("key")
-            spoken = Spoken.load(folder)
-        except Exception as err:  # noqa: BLE001  a cut or altered folder: one line, nothing written
-            raise ValueError(f"{folder} holds candidates that cannot be read ({type(err).__name__}: "
-                             f"{' '.join(str(err).split())}): delete it and rerun") from err
-        if kept != key or len(spoken.texts) != len(rows):
-            raise ValueError(f"{folder} holds candidates of another speaker or other trajectories (its key is not "
-                             "this labelling's): delete it and rerun")
-        return spoken, f"read from {folder}"
-    spoken = speak()
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    with writing(tmp, then="no candidates were kept: free space, then rerun"):
-        spoken.save(tmp, key=key, split=split, demos=str(demos), **provenance(speaker.device))
-    os.replace(tmp, folder)
+        return Spoken.load(folder, key), f"read from {folder}"
+    spoken = speak_candidates(speaker, rows, num_candidates, batch_size, do_sample, progress=progress)
+    tmp = None
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))  # one a writer
+        with writing(tmp, then="the labelling goes on without keeping its candidates"):
+            spoken.save(tmp, key=key, split=split, demos=str(demos), **provenance(speaker.device))
+            os.replace(tmp, folder)
+    except OSError as err:  # another writer's candidates in place first (the same ones), or no space
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if folder.is_dir():
+            return spoken, f"spoken, as kept in {folder}"
+        logger.warning("the candidates were not kept in %s: %s", folder, " ".join(str(err).split()))
+        return spoken, "spoken, not kept"
     return spoken, f"spoken, kept in {folder}"
 
 
 def candidates_key(speaker: Any, demos: str | os.PathLike, split: str, num_rows: int, num_candidates: int,
                    batch_size: int, do_sample: bool) -> str:
-    """sha256 of what decides a speaker's candidates: its weights, config and generation config; the
-    demonstrations (their checksums), the split and the number of its rows labelled; the decoding and batching;
-    the versions of this package, transformers and torch."""
-    import torch
+    """sha256 of what decides a speaker's candidates: its weights, dtype, config (where it was loaded from left out),
+    generation config and vocabulary; the demonstrations (their checksums, checked as they were loaded), the split and
+    the number of its rows labelled; the decoding and batching; this package's code and the versions of
+    transformers and torch; the device, the instruction set a CPU dispatches to and the threads (which decide
+    rounding, and so which beams survive)."""
     import transformers
 
-    from .. import __version__
-
+    if checksums_skipped():
+        raise ValueError(f"kept candidates are matched to their trajectories by the demonstrations' checksums, which "
+                         f"{SKIP_CHECKSUMS_ENV}=1 skips: label without a candidates cache, or check the checksums")
     checksums = Path(demos) / CHECKSUMS_FILE
     if not checksums.is_file():
         raise ValueError(f"{demos} has no {CHECKSUMS_FILE}, by which kept candidates are matched to their "
@@ -220,10 +226,14 @@ def candidates_key(speaker: Any, demos: str | os.PathLike, split: str, num_rows:
     for name, tensor in sorted(speaker.state_dict().items()):
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-    described = {"config": speaker.config.to_dict(), "generation": speaker.generation_config.to_dict(),
+    config = {k: v for k, v in speaker.config.to_dict().items() if k != "_name_or_path"}
+    machine = provenance(speaker.device)["machine"]
+    described = {"config": config, "generation": speaker.generation_config.to_dict(), "dtype": str(speaker.dtype),
+                 "vocabulary": sorted(speaker._resolve_tokenizer(None).get_vocab().items()),
                  "demos": checksums.read_text(), "split": split, "rows": num_rows, "num_candidates": num_candidates,
-                 "batch_size": batch_size, "do_sample": do_sample,
-                 "versions": [__version__, transformers.__version__, torch.__version__]}
+                 "batch_size": batch_size, "do_sample": do_sample, "code": code_digest(),
+                 "versions": [transformers.__version__, torch.__version__],
+                 "machine": [machine[k] for k in ("device", "cpu_capability", "torch_threads")]}
     digest.update(json.dumps(described, sort_keys=True, default=str).encode())
     return digest.hexdigest()
 

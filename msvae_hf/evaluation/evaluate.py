@@ -104,11 +104,12 @@ def iterate_batches(dataset: Any, collator: DemoCollator, batch_size: int) -> It
         yield collator(read_rows(data, range(start, min(start + batch_size, len(data)))))
 
 
-def trajectory_batches(model: Any, dataset: Any, batch_size: int, desc: str | None = None
+def trajectory_batches(model: Any, dataset: Any, batch_size: int, desc: str | None = None, tokenizer: Any = None
                        ) -> Iterator[dict[str, torch.Tensor]]:
     """``dataset``'s trajectories (its instructions left out) collated in order, ``batch_size`` a batch, on
     ``model``'s device; a progress bar named ``desc`` unless it is None."""
-    batches = iterate_batches(without_instructions(dataset), DemoCollator(model._resolve_tokenizer(None)), batch_size)
+    collator = DemoCollator(model._resolve_tokenizer(tokenizer))
+    batches = iterate_batches(without_instructions(dataset), collator, batch_size)
     if desc is not None:
         from tqdm.auto import tqdm
 
@@ -136,7 +137,7 @@ def describe_dataset(
     tokenizer = model._resolve_tokenizer(tokenizer)
     texts: list[str] = []
     with evaluating(model):
-        for batch in trajectory_batches(model, dataset, batch_size, "describing" if progress else None):
+        for batch in trajectory_batches(model, dataset, batch_size, "describing" if progress else None, tokenizer):
             ids = model.generate(
                 batch["observations"], batch["directions"], batch["actions"], batch["trajectory_mask"],
                 **generate_kwargs,

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import torch
 from datasets import Dataset, load_from_disk
 
@@ -107,13 +109,15 @@ def check_same_vocabulary(speaker: Any, follower: Any) -> None:
 class Spoken:
     """A speaker's ``num_candidates`` instructions for each trajectory of a dataset, before any follower scores
     them: the texts, the token ids of each batch of ``batch_size`` trajectories as ``generate`` returned them
-    ([trajectories * n, length], padded), and log p_S of each, [B, n]. :func:`rescore_candidates` adds a follower's
-    scores; saved (:meth:`save`), one speaker's candidates serve every follower that rescores them."""
+    ([trajectories * n, length], padded with ``pad_token_id``; int32 on the CPU), and log p_S of each, [B, n]
+    (float32). :func:`rescore_candidates` adds a follower's scores; saved (:meth:`save`), one speaker's candidates
+    serve every follower that rescores them."""
 
     texts: list[list[str]]
     ids: list[torch.Tensor]
     speaker_scores: torch.Tensor
     batch_size: int
+    pad_token_id: int
 
     @property
     def num_candidates(self) -> int:
@@ -121,24 +125,60 @@ class Spoken:
         return self.speaker_scores.shape[1]
 
     def save(self, folder: str | os.PathLike, **info: Any) -> None:
-        """The candidates as a ``datasets`` folder, one row a trajectory (``candidates``, ``candidate_ids``,
-        ``speaker_scores``), with ``batch_size``, the number of candidates and ``info`` in its ``spoken.json``."""
+        """The candidates as a ``datasets`` folder, one row a trajectory (``candidates``; ``candidate_ids``, the row's
+        ids [n, length] flattened; ``speaker_scores``), with ``batch_size``, the number of candidates, the pad id and
+        ``info`` in its ``spoken.json``. Built from the tensors' buffers, without a Python list of ids."""
         n = self.num_candidates
-        rows = [row.tolist() for batch in self.ids for row in batch.view(-1, n, batch.shape[1])]
-        Dataset.from_dict({"candidates": self.texts, "candidate_ids": rows,
-                           "speaker_scores": self.speaker_scores.tolist()}).save_to_disk(str(folder))
-        info = {"batch_size": self.batch_size, "num_candidates": n, **info}
+        row_lengths = np.concatenate([np.full(ids.shape[0] // n, n * ids.shape[1]) for ids in self.ids])
+        ids = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(row_lengths)]), pa.int32()),
+                                       pa.array(np.concatenate([ids.numpy().ravel() for ids in self.ids])))
+        rows = len(self.texts)
+        scores = pa.ListArray.from_arrays(pa.array(np.arange(0, rows * n + 1, n), pa.int32()),
+                                          pa.array(self.speaker_scores.numpy().ravel()))
+        Dataset.from_dict({"candidates": self.texts, "candidate_ids": ids, "speaker_scores": scores}).save_to_disk(
+            str(folder))
+        info = {"batch_size": self.batch_size, "num_candidates": n, "pad_token_id": self.pad_token_id, **info}
         (Path(folder) / SPOKEN_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
 
     @classmethod
-    def load(cls, folder: str | os.PathLike) -> Spoken:
-        """What :meth:`save` wrote at ``folder``: each batch's ids as ``generate`` padded them."""
-        size = json.loads((Path(folder) / SPOKEN_FILE).read_text())["batch_size"]
-        data = load_from_disk(str(folder))
-        ids = data.select_columns("candidate_ids").with_format("torch")
-        batches = [ids[start : start + size]["candidate_ids"].flatten(0, 1) for start in range(0, len(ids), size)]
-        scores = torch.tensor(data.select_columns("speaker_scores")[:]["speaker_scores"], dtype=torch.float32)
-        return cls(data.select_columns("candidates")[:]["candidates"], batches, scores, size)
+    def load(cls, folder: str | os.PathLike, key: str | None = None) -> Spoken:
+        """What :meth:`save` wrote at ``folder``, each batch's ids as ``generate`` padded them; one ValueError where
+        its ``spoken.json`` holds another ``key`` or its files cannot be read as saved candidates."""
+        unreadable = (OSError, ValueError, KeyError, TypeError, RuntimeError, pa.ArrowException)
+        try:
+            info = json.loads((Path(folder) / SPOKEN_FILE).read_text())
+        except unreadable as err:
+            raise _unreadable(folder, err) from err
+        if key is not None and info.get("key") != key:
+            raise ValueError(f"{folder} holds candidates of another speaker or other trajectories (its key is not "
+                             "this labelling's): delete it and rerun")
+        try:
+            n, size = int(info["num_candidates"]), int(info["batch_size"])
+            data = load_from_disk(str(folder)).data
+            ids = data.column("candidate_ids").combine_chunks()
+            offsets, values = ids.offsets.to_numpy(), torch.tensor(ids.values.to_numpy())
+            batches = []
+            for start in range(0, len(ids), size):
+                end = min(start + size, len(ids))
+                width = int(offsets[start + 1] - offsets[start]) // n
+                batch = values[offsets[start] : offsets[end]]
+                if width < 1 or batch.numel() != (end - start) * n * width:
+                    raise ValueError(f"the rows of the batch from row {start} differ in length")
+                batches.append(batch.view(-1, width))
+            scores = torch.tensor(data.column("speaker_scores").combine_chunks().values.to_numpy()).view(-1, n)
+            texts = data.column("candidates").to_pylist()
+            if not len(texts) == len(scores) == len(ids):
+                raise ValueError("its columns differ in length")
+            pad = int(info["pad_token_id"])
+        except unreadable as err:
+            raise _unreadable(folder, err) from err
+        return cls(texts, batches, scores, size, pad)
+
+
+def _unreadable(folder: str | os.PathLike, err: BaseException) -> ValueError:
+    """The one line for saved candidates at ``folder`` that cannot be read, with what went wrong."""
+    return ValueError(f"{folder} holds candidates that cannot be read ({type(err).__name__}: "
+                      f"{' '.join(str(err).split())}): delete it and rerun")
 
 
 @torch.no_grad()
@@ -168,7 +208,7 @@ def speak_candidates(
         generate_kwargs.update(num_beams=num_candidates)
     texts: list[list[str]] = []
     ids: list[torch.Tensor] = []
-    scores = []
+    scores: list[torch.Tensor] = []
     with evaluating(speaker):
         for batch in trajectory_batches(speaker, dataset, batch_size, "candidates" if progress else None):
             batch_ids = speaker.generate(
@@ -177,10 +217,11 @@ def speak_candidates(
             )
             mask = (batch_ids != speaker.config.pad_token_id).long()
             scores.append(speaker_log_likelihood(speaker, _repeat(batch, num_candidates), batch_ids, mask))
-            ids.append(batch_ids.cpu())
+            ids.append(batch_ids.to("cpu", torch.int32))
             flat = tokenizer.batch_decode(batch_ids, skip_special_tokens=True)
             texts += [flat[i : i + num_candidates] for i in range(0, len(flat), num_candidates)]
-    return Spoken(texts, ids, torch.cat(scores).view(-1, num_candidates).cpu(), batch_size)
+    return Spoken(texts, ids, torch.cat(scores).view(-1, num_candidates).cpu().float(), batch_size,
+                  speaker.config.pad_token_id)
 
 
 @torch.no_grad()
@@ -189,8 +230,8 @@ def rescore_candidates(spoken: Spoken, follower: Any, dataset: Any, progress: bo
     the follower sees each batch as the speaker made it."""
     if len(dataset) != len(spoken.texts):
         raise ValueError(f"{len(spoken.texts)} trajectories' candidates for a dataset of {len(dataset)}")
-    n, pad = spoken.num_candidates, follower.config.pad_token_id
-    scores = []
+    n, pad = spoken.num_candidates, spoken.pad_token_id
+    scores: list[torch.Tensor] = []
     with evaluating(follower):
         batches = trajectory_batches(follower, dataset, spoken.batch_size, "rescoring" if progress else None)
         for batch, ids in zip(batches, spoken.ids, strict=True):

@@ -1,9 +1,12 @@
-"""The process a run trains in: torch threads, the host allocator, the optimiser every run uses, and the
-provenance (commit, machine) every result records. Used by the trainers, the scripts and the benchmarks."""
+"""The process a run trains in: torch threads, the host allocator, the optimiser every run uses, the provenance
+(commit, machine) every result records and the digest of the package's code. Used by the trainers, the scripts and
+the benchmarks."""
 
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import os
 import platform
 import subprocess
@@ -98,6 +101,18 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor()
+
+
+@functools.cache
+def code_digest() -> str:
+    """sha256 of this package's Python source (each file's path and bytes): what a result computed by the code
+    depends on, where a cache must not outlive a change of it."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for file in sorted(package.rglob("*.py")):
+        digest.update(file.relative_to(package).as_posix().encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
 
 
 def provenance(device: torch.device | str = "cpu") -> dict[str, Any]:

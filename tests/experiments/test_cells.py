@@ -249,6 +249,8 @@ def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> No
         assert command[command.index("--speaker") + 1] == f"runs/gotoseqlocal/speaker_cells_film2_{tag}/best"
         assert command[command.index("--rescore-with") + 1] == \
             f"runs/gotoseqlocal/speaker_follower_cells_film2_{tag}/best"
+        # the speaker's candidates kept for the next round (label_unpaired.py --candidates-cache)
+        assert command[command.index("--candidates-cache") + 1] == "data/candidates/gotoseqlocal"
         assert set(labels.needs) == {f"speaker_cells_film2_{tag}/seed0", f"speaker_follower_cells_film2_{tag}/seed0",
                                      "demos_curve"}
         row = f"speaker_follower_cells_rescored_film2_{tag}"
