@@ -191,6 +191,24 @@ def test_saved_candidates_are_the_spoken_ones_exactly(models, valid, tmp_path):
         rescore_candidates(read, follower, valid.select(range(3)))
 
 
+def test_many_saved_candidates_of_many_widths_read_back_exactly(tmp_path):
+    """More rows than one arrow chunk holds, batches of other widths and a last batch cut short: read back bit for
+    bit, each batch as it was."""
+    generator = torch.Generator().manual_seed(0)
+    n, size, rows = 3, 64, 2500
+    counts = [min(size, rows - start) for start in range(0, rows, size)]
+    ids = [torch.randint(0, 37, (count * n, 4 + i % 7), generator=generator, dtype=torch.int32)
+           for i, count in enumerate(counts)]
+    texts = [[f"candidate {i} {j}" for j in range(n)] for i in range(rows)]
+    spoken = Spoken(texts, ids, torch.randn(rows, n, generator=generator), size, pad_token_id=0)
+    spoken.save(tmp_path / "spoken")
+    assert load_from_disk(str(tmp_path / "spoken")).data.column("candidate_ids").num_chunks > 1
+    read = Spoken.load(tmp_path / "spoken")
+    assert read.texts == texts and (read.batch_size, read.pad_token_id) == (size, 0)
+    assert all(torch.equal(a, b) for a, b in zip(read.ids, ids, strict=True))
+    assert torch.equal(read.speaker_scores, spoken.speaker_scores)
+
+
 def test_the_candidates_key_follows_what_decides_the_candidates(models, baseline_runs, tiny_demos, tmp_path,
                                                                 monkeypatch):
     """The key changes with the speaker's weights and generation config, the demonstrations, the split, the rows,
@@ -232,9 +250,10 @@ def test_a_second_round_reads_the_kept_candidates_and_labels_as_one_that_speaks(
     the cache writes."""
     speaker = baseline_runs["speaker"] / "best"
     other = FollowerModel.from_pretrained(baseline_runs["follower"] / "best")
+    generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in other.parameters():
-            p.add_(0.05 * torch.randn_like(p))
+            p.add_(0.05 * torch.randn(p.shape, generator=generator))
     other.save_pretrained(tmp_path / "other")
     cache, three = tmp_path / "cache", ["--num-candidates", "3"]
     label(tiny_demos, speaker, tmp_path / "first", "--rescore-with", str(baseline_runs["follower"] / "best"), *three,
@@ -248,6 +267,7 @@ def test_a_second_round_reads_the_kept_candidates_and_labels_as_one_that_speaks(
         label(tiny_demos, speaker, tmp_path / name, *rescore, *lam)
     unpaired = load_demos(tiny_demos)["unpaired"]  # the other follower's choice at lam 0.3, computed here
     expected = score_candidates(models[0], other, unpaired, 3, batch_size=8).choose(0.3)
+    assert expected != score_candidates(*models, unpaired, 3, batch_size=8).choose(0.3)  # the follower matters
     monkeypatch.setattr(SpeakerModel, "generate", lambda *a, **k: pytest.fail("the speaker decoded again"))
     for name, lam in (("second", ["--lam", "0.3"]), ("second_chosen", [])):
         label(tiny_demos, speaker, tmp_path / name, *rescore, *lam, "--candidates-cache", str(cache))
@@ -276,6 +296,7 @@ def test_damaged_or_foreign_kept_candidates_are_one_line_before_anything_is_writ
     damages = {"holds candidates of another speaker or other trajectories": {**info, "key": "0" * 64},
                r"cannot be read \((ValueError|RuntimeError): ": {**info, "num_candidates": 3},
                r"cannot be read \(KeyError: 'pad_token_id'\)": {k: v for k, v in info.items() if k != "pad_token_id"},
+               r"cannot be read \(TypeError: spoken.json holds a list, not an object\)": [],
                r"cannot be read \(FileNotFoundError": None, r"cannot be read \(.*\): delete it and rerun": "cut"}
     for message, damage in damages.items():
         if damage == "cut":
@@ -302,12 +323,16 @@ def test_a_cache_that_cannot_keep_the_candidates_costs_a_warning_not_the_labels(
     label(tiny_demos, speaker, tmp_path / "plain", *args[:-2])
     save = Spoken.save
 
-    def full_disk(self, folder, **info):
-        raise OSError(28, "No space left on device")
+    failures = {OSError(28, "No space left on device"): "the labelling goes on without keeping its candidates",
+                TypeError("a writer's own failure"): "a writer's own failure"}
+    for failure, said in failures.items():
+        def failing(self, folder, failure=failure, **info):
+            raise failure
 
-    monkeypatch.setattr(Spoken, "save", full_disk)
-    label(tiny_demos, speaker, tmp_path / "full", *args)
-    assert "the candidates were not kept in" in caplog.text
+        monkeypatch.setattr(Spoken, "save", failing)
+        label(tiny_demos, speaker, tmp_path / "full", *args, *(["--overwrite"] if (tmp_path / "full").exists() else []))
+        assert f"the candidates were not kept in {cache}" in caplog.text and said in caplog.text
+        assert not cache.exists() or not any(cache.iterdir())  # no folder half written
 
     def another_first(self, folder, **info):  # another labeller of the same speaker keeps its candidates first
         save(self, folder, **info)

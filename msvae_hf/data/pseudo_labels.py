@@ -18,8 +18,8 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -189,16 +189,14 @@ def spoken_candidates(
     if folder.is_dir():
         return Spoken.load(folder, key), f"read from {folder}"
     spoken = speak_candidates(speaker, rows, num_candidates, batch_size, do_sample, progress=progress)
-    tmp = None
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")  # one a writer
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))  # one a writer
         with writing(tmp, then="the labelling goes on without keeping its candidates"):
+            tmp.mkdir(parents=True)
             spoken.save(tmp, key=key, split=split, demos=str(demos), **provenance(speaker.device))
             os.replace(tmp, folder)
-    except OSError as err:  # another writer's candidates in place first (the same ones), or no space
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+    except Exception as err:  # noqa: BLE001  another writer's (the same) candidates in place first, no space, ...
+        shutil.rmtree(tmp, ignore_errors=True)
         if folder.is_dir():
             return spoken, f"spoken, as kept in {folder}"
         logger.warning("the candidates were not kept in %s: %s", folder, " ".join(str(err).split()))
@@ -218,6 +216,10 @@ def candidates_key(speaker: Any, demos: str | os.PathLike, split: str, num_rows:
     if checksums_skipped():
         raise ValueError(f"kept candidates are matched to their trajectories by the demonstrations' checksums, which "
                          f"{SKIP_CHECKSUMS_ENV}=1 skips: label without a candidates cache, or check the checksums")
+    code = code_digest()
+    if code is None:
+        raise ValueError("this package's code has no Python source to tell one version from another, so kept "
+                         "candidates cannot be matched to it: label without a candidates cache")
     checksums = Path(demos) / CHECKSUMS_FILE
     if not checksums.is_file():
         raise ValueError(f"{demos} has no {CHECKSUMS_FILE}, by which kept candidates are matched to their "
@@ -231,7 +233,7 @@ def candidates_key(speaker: Any, demos: str | os.PathLike, split: str, num_rows:
     described = {"config": config, "generation": speaker.generation_config.to_dict(), "dtype": str(speaker.dtype),
                  "vocabulary": sorted(speaker._resolve_tokenizer(None).get_vocab().items()),
                  "demos": checksums.read_text(), "split": split, "rows": num_rows, "num_candidates": num_candidates,
-                 "batch_size": batch_size, "do_sample": do_sample, "code": code_digest(),
+                 "batch_size": batch_size, "do_sample": do_sample, "code": code,
                  "versions": [transformers.__version__, torch.__version__],
                  "machine": [machine[k] for k in ("device", "cpu_capability", "torch_threads")]}
     digest.update(json.dumps(described, sort_keys=True, default=str).encode())

@@ -144,10 +144,11 @@ class Spoken:
     def load(cls, folder: str | os.PathLike, key: str | None = None) -> Spoken:
         """What :meth:`save` wrote at ``folder``, each batch's ids as ``generate`` padded them; one ValueError where
         its ``spoken.json`` holds another ``key`` or its files cannot be read as saved candidates."""
-        unreadable = (OSError, ValueError, KeyError, TypeError, RuntimeError, pa.ArrowException)
-        try:
+        try:  # a cache read: whatever fails means the folder is not saved candidates
             info = json.loads((Path(folder) / SPOKEN_FILE).read_text())
-        except unreadable as err:
+            if not isinstance(info, dict):
+                raise TypeError(f"{SPOKEN_FILE} holds a {type(info).__name__}, not an object")
+        except Exception as err:  # noqa: BLE001
             raise _unreadable(folder, err) from err
         if key is not None and info.get("key") != key:
             raise ValueError(f"{folder} holds candidates of another speaker or other trajectories (its key is not "
@@ -170,7 +171,7 @@ class Spoken:
             if not len(texts) == len(scores) == len(ids):
                 raise ValueError("its columns differ in length")
             pad = int(info["pad_token_id"])
-        except unreadable as err:
+        except Exception as err:  # noqa: BLE001
             raise _unreadable(folder, err) from err
         return cls(texts, batches, scores, size, pad)
 

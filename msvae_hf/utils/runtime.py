@@ -104,12 +104,16 @@ def cpu_model() -> str:
 
 
 @functools.cache
-def code_digest() -> str:
+def code_digest() -> str | None:
     """sha256 of this package's Python source (each file's path and bytes): what a result computed by the code
-    depends on, where a cache must not outlive a change of it."""
+    depends on, where a cache must not outlive a change of it. None where no source file is on disk (an install
+    of compiled files alone)."""
     package = Path(__file__).resolve().parents[1]
+    files = sorted(package.rglob("*.py"))
+    if not files:
+        return None
     digest = hashlib.sha256()
-    for file in sorted(package.rglob("*.py")):
+    for file in files:
         digest.update(file.relative_to(package).as_posix().encode())
         digest.update(file.read_bytes())
     return digest.hexdigest()
