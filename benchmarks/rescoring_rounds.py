@@ -3,7 +3,7 @@ round that reads them from ``--candidates-cache`` and runs only its follower.
 
     python benchmarks/rescoring_rounds.py --speaker runs/bosslocal/speaker_cells_film2_m1k/best \\
         --rescore-with runs/bosslocal/speaker_follower_cells_film2_m1k/best [--demos data/bosslocal_curve] \\
-        [--num-unpaired 1024] [--lam 0.1] [--out results/rescoring_rounds.json]
+        [--num-unpaired 1024] [--lam 0.1] [--out results/benchmarks/rescoring_rounds.json]
 
 On the first ``--num-unpaired`` unpaired trajectories, in one process, one after another: the labelling without a cache
 (``spoken``), the first round with one (``spoken_and_kept``: it also writes the candidates), the next round reading them
@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256, help="candidates a batch, as label_unpaired's")
     parser.add_argument("--lam", type=float, default=0.1)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", default="results/rescoring_rounds.json")
+    parser.add_argument("--out", default="results/benchmarks/rescoring_rounds.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     speaker, follower = AutoModel.from_pretrained(args.speaker), AutoModel.from_pretrained(args.rescore_with)
