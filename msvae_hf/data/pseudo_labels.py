@@ -37,8 +37,9 @@ from ..extensions.pragmatics import (
     rescore_candidates,
     speak_candidates,
 )
+from ..models.loading import vocab_digest
 from ..utils.run_folder import read_json, write_json, writing
-from ..utils.runtime import check_output_folder, code_digest, provenance
+from ..utils.runtime import check_output_folder, code_digest, machine, provenance
 from .collator import with_pseudo_labels
 from .demos import (
     CHECKSUMS_FILE,
@@ -229,13 +230,13 @@ def candidates_key(speaker: Any, demos: str | os.PathLike, split: str, num_rows:
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
     config = {k: v for k, v in speaker.config.to_dict().items() if k != "_name_or_path"}
-    machine = provenance(speaker.device)["machine"]
+    host = machine(speaker.device)
     described = {"config": config, "generation": speaker.generation_config.to_dict(), "dtype": str(speaker.dtype),
-                 "vocabulary": sorted(speaker._resolve_tokenizer(None).get_vocab().items()),
+                 "vocabulary": vocab_digest(speaker._resolve_tokenizer(None)),
                  "demos": checksums.read_text(), "split": split, "rows": num_rows, "num_candidates": num_candidates,
                  "batch_size": batch_size, "do_sample": do_sample, "code": code,
                  "versions": [transformers.__version__, torch.__version__],
-                 "machine": [machine[k] for k in ("device", "cpu_capability", "torch_threads")]}
+                 "machine": [host[k] for k in ("device", "cpu_capability", "torch_threads")]}
     digest.update(json.dumps(described, sort_keys=True, default=str).encode())
     return digest.hexdigest()
 

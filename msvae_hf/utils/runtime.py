@@ -129,9 +129,14 @@ def provenance(device: torch.device | str = "cpu") -> dict[str, Any]:
                                 capture_output=True, text=True, check=True, timeout=10).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         commit = None
+    return {"commit": commit, "machine": machine(device)}
+
+
+def machine(device: torch.device | str = "cpu") -> dict[str, Any]:
+    """The host behind a result (:func:`provenance`'s ``machine``): platform, CPU model, the instruction set torch
+    dispatches to, CPU count, torch threads and the accelerator that ``device`` names."""
     device = torch.device(device)
     accelerator = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    return {"commit": commit, "machine": {"platform": platform.platform(), "cpu": cpu_model(),
-                                          "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                                          "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                                          "device": accelerator}}
+    return {"platform": platform.platform(), "cpu": cpu_model(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "device": accelerator}
