@@ -47,7 +47,7 @@ setup(
     entry_points={
         "console_scripts": [  # beside scripts/<name>.py, which call the same main
             f"msvae-{name.replace('_', '-')}=msvae_hf.cli.{name}:main"
-            for name in ("train", "make_demos", "evaluate", "label_unpaired", "push_to_hub")
+            for name in ("train", "make_demos", "evaluate", "label_unpaired", "keep_confident", "push_to_hub")
         ],
     },
 )

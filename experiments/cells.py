@@ -88,6 +88,9 @@ class Row:
     ``labels/<teacher>[_seed<k>]_<rescored>`` (``label_unpaired.py --rescore-with``)"""
     rescored: str = "rescored"
     """with ``rescorer``: the rescored labels' suffix, which tells a later round's labels from an earlier's"""
+    keep: float | None = None
+    """with ``teacher``: the seed reads the share ``keep`` of those labels that their labelling was surest of,
+    ``labels/<its labels>_top<percent>`` (``keep_confident.py``)"""
     seed0: str | None = None
     """the row whose seed-0 run is this row's seed 0 (the same training, not run again): this row runs the others"""
     demos: str = "demos"
@@ -98,6 +101,9 @@ class Row:
             raise ValueError(f"row {self.label!r}: a rescorer rescores a teacher's candidates; name the teacher")
         if self.rescored != "rescored" and self.rescorer is None:
             raise ValueError(f"row {self.label!r}: rescored={self.rescored!r} names rescored labels; name the rescorer")
+        if self.keep is not None and (self.teacher is None or not 0.0 < self.keep < 1.0):
+            raise ValueError(f"row {self.label!r}: keep={self.keep!r} keeps a share in (0, 1) of a teacher's labels; "
+                             "name the teacher")
 
 
 BASELINES = ("follower/seed0", "speaker/seed0")
@@ -592,6 +598,11 @@ def _pairs_curve_rows() -> dict[str, Row]:
                 m, (1, 2), teacher=f"speaker_cells_film2_{tag}",
                 rescorer=f"speaker_follower_cells_rescored_own_film2_{tag}", rescored="rescored2",
                 seed0=f"speaker_follower_cells_rescored2_film2_{tag}", config="speaker_follower")
+        if m == 1000:  # the second round's labels, only the 30 % its labelling was surest of
+            row(f"speaker_follower_cells_rescored_top30_film2_{tag}", "speaker-follower on the 30 % of the front-cell "
+                "speaker's labels rescored by the follower of its first labels that the rescoring was surest of, each "
+                f"seed its own teacher's chain, M = {m:,} pairs", m, (0, 1, 2), teacher=f"speaker_cells_film2_{tag}",
+                rescorer=f"speaker_follower_cells_own_film2_{tag}", keep=0.3, config="speaker_follower")
         row(f"msvae_cells_film2_{tag}", f"MS-VAE full, gamma = 1, from the speaker reading the front cells, M = {m:,} "
             "pairs + 100,000 unpaired", m, (0,), extra=("--model.gamma", "1"), config="msvae", own_baselines=True,
             baselines=(f"follower_film2_{tag}", f"speaker_cells_film2_{tag}"))
@@ -640,6 +651,8 @@ _BOSSLOCAL_CURVE_SEEDS = {
     "speaker_follower_cells_rescored2_own_film2_m1k": (1, 2),
     # its seed 0: the second round's seed-0 student rescores seed 0's speaker's candidates
     "speaker_follower_cells_rescored2_film2_m1k": (0,),
+    # the second round's labels on each seed's own chain, only the 30 % the rescoring was surest of
+    "speaker_follower_cells_rescored_top30_film2_m1k": (0, 1, 2),
     # the budget confound at the target's two points: each seed continued to 10,000 updates
     "follower_film2_m3k_u10k": (0, 1, 2), "speaker_follower_cells_film2_m1k_u10k": (0,),
     "speaker_follower_cells_own_film2_m1k_u10k": (1, 2),
@@ -768,6 +781,7 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                  for row, spec in rows.items()}
     pretrainings = {}
     teachers: dict[str, Labeller] = {}  # the rows' seed-k teachers (Row.teacher), labelled where they are read
+    kept: dict[str, tuple[str, float, str]] = {}  # labels kept from a teacher's (Row.keep): source, share, question
     for seed in sorted({s for run in row_seeds.values() for s in run}):  # seed-major: seed 0 of every row first
         for row, spec in rows.items():
             if seed not in row_seeds[row]:
@@ -788,6 +802,9 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                 labeller = Labeller(f"{teacher}/best", spec.question, demos=spec.demos, rescorer=rescorer)
                 same_labels(taught, teachers.get(taught, labeller), labeller)
                 teachers[taught] = labeller
+                if spec.keep is not None:
+                    kept[f"{taught}_top{round(100 * spec.keep)}"] = (taught, spec.keep, spec.question)
+                    taught = f"{taught}_top{round(100 * spec.keep)}"
                 needs.append(f"labels/{taught}")
                 command += ["--pseudo-labels", str(labels_dir(level, taught))]
             if spec.init is not None:
@@ -822,6 +839,12 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
                           (*runs_read(level, tuple(command)),
                            *(() if labeller.demos == "demos" else (labeller.demos,))),  # demos: the runs' too
                           question=labeller.question))
+    for name, (source, share, question) in kept.items():
+        out = labels_dir(level, name)
+        command = ("python", "scripts/keep_confident.py", "--labels", str(labels_dir(level, source)), "--fraction",
+                   f"{share:g}", "--out", str(out), "--threads", str(threads))
+        cells.append(Cell(f"labels/{name}", command, out / "pseudo_labels.json", (f"labels/{source}",),
+                          question=question))
     if level == "bosslocal":
         cells.append(Cell(
             "demos_1m",

@@ -33,6 +33,7 @@ from ..extensions.pragmatics import (
     Spoken,
     check_lam,
     check_same_vocabulary,
+    label_scores,
     lam_on_pairs,
     rescore_candidates,
     speak_candidates,
@@ -111,35 +112,92 @@ def label_unpaired(
                                            candidates_cache)
         rescoring["rescorer"] = rescorer_path
     labelled = with_pseudo_labels(unpaired, texts)
-    scoring = time.perf_counter()
-    try:  # scored before anything is written: a failure here costs a line in the record, never the labels
+    accuracy, scoring = scored(labelled)
+    info = {
+        "speaker": speaker_path, "speaker_type": speaker.config.model_type, "demos": str(demos),
+        "decoding": ("sampled" if do_sample else "greedy") if rescorer is None else
+                    f"{num_candidates} {'sampled' if do_sample else 'beam'} candidates, chosen at lam "
+                    f"{rescoring['lam']:g} (1: by the speaker alone)",
+        "rescoring": rescoring, "num_labelled": len(labelled), "command": command,
+        "wall_time_s": time.perf_counter() - started - scoring, **provenance(speaker.device),
+    }
+    write_labels(labelled, out, info, accuracy)
+    return labelled
+
+
+def scored(labelled: Any) -> tuple[dict[str, Any], float]:
+    """:func:`label_accuracy` of labels about to be written, and the seconds it took: a failure costs a line in
+    their record (``error``), never the labels."""
+    started = time.perf_counter()
+    try:
         accuracy = label_accuracy(labelled)
     except Exception as err:  # noqa: BLE001
         accuracy = {"error": f"{type(err).__name__}: {' '.join(str(err).split())}"}
-    scoring = time.perf_counter() - scoring
+    return accuracy, time.perf_counter() - started
+
+
+def write_labels(labelled: Any, out: Path, info: dict[str, Any], accuracy: dict[str, Any]) -> None:
+    """Save ``labelled`` at ``out`` with its record (``info``, the arrow files' sha256 and the labels'
+    ``accuracy``), through a temp folder renamed into place: labels replaced stay whole until the new ones are in."""
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     with writing(tmp, then=f"{out} is as it was: free space, then rerun"):
         labelled.save_to_disk(str(tmp))
         digests = write_checksums(tmp)
-        info = {
-            "speaker": speaker_path, "speaker_type": speaker.config.model_type, "demos": str(demos),
-            "decoding": ("sampled" if do_sample else "greedy") if rescorer is None else
-                        f"{num_candidates} {'sampled' if do_sample else 'beam'} candidates, chosen at lam "
-                        f"{rescoring['lam']:g} (1: by the speaker alone)",
-            "rescoring": rescoring, "num_labelled": len(labelled), "command": command,
-            "wall_time_s": time.perf_counter() - started - scoring, **provenance(speaker.device),
-            "sha256": digests,  # which labels this record describes (as checksums.json)
-            "label_accuracy": accuracy,  # outside the wall time: scoring, not labelling
-        }
-        write_json(tmp / RECORD_FILE, info)
-    old = out.with_name(out.name + ".old")  # the labels replaced stay whole until the new ones are in place
+        # sha256: which labels this record describes (as checksums.json); the accuracy is scoring, outside the
+        # wall time
+        write_json(tmp / RECORD_FILE, {**info, "sha256": digests, "label_accuracy": accuracy})
+    old = out.with_name(out.name + ".old")
     if out.exists():
         shutil.rmtree(old, ignore_errors=True)
         os.replace(out, old)
     os.replace(tmp, out)
     shutil.rmtree(old, ignore_errors=True)
-    return labelled
+
+
+def keep_confident(
+    labels: str | os.PathLike,
+    out: str | os.PathLike,
+    fraction: float,
+    speaker: Any,
+    rescorer: Any = None,
+    lam: float = 1.0,
+    batch_size: int = 64,
+    overwrite: bool = False,
+    command: str | None = None,
+    progress: bool = True,
+) -> Any:
+    """Write the share ``fraction`` of the pseudo-labels at ``labels`` that their labelling was surest of: each
+    trajectory's label scored as it was chosen (:func:`~msvae_hf.extensions.pragmatics.label_scores`: lam *
+    log p_S(y|a,o) + (1 - lam) * log p_F(a|y,o), with the labelling's own speaker, rescorer and lam), the
+    ``round(fraction * N)`` highest kept (ties to the earlier row), in their order. The record keeps the source's
+    and adds ``kept`` (the source, its sha256, the fraction, the threshold); the kept labels are scored against the
+    true missions as any labels are (:func:`label_accuracy`). Nothing reads those missions to choose."""
+    out = Path(out)
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction (--fraction) must be in (0, 1], got {fraction}")
+    check_output_folder(out, labels=labels)
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"{out} is not empty: pass overwrite=True (--overwrite) to replace it")
+    source = pseudo_labels_record(labels)
+    labelled = load_pseudo_labels(labels)
+    started = time.perf_counter()
+    scores = label_scores(speaker, labelled, rescorer, lam, batch_size, progress)
+    num_kept = max(1, round(fraction * len(labelled)))
+    order = sorted(range(len(labelled)), key=lambda i: (-float(scores[i]), i))[:num_kept]
+    kept = labelled.select(sorted(order))
+    accuracy, scoring = scored(kept)
+    inherited = {k: v for k, v in source.items() if k not in ("sha256", "label_accuracy", "unreadable")}
+    info = {
+        **inherited, "num_labelled": len(kept), "command": command,
+        "wall_time_s": time.perf_counter() - started - scoring, **provenance(speaker.device),
+        "kept": {"from": str(labels), "from_sha256": source.get("sha256"), "from_command": source.get("command"),
+                 "from_wall_time_s": source.get("wall_time_s"), "fraction": fraction, "num_kept": len(kept),
+                 "of": len(labelled), "lam": lam, "score": "lam * log p_S(y|a,o) + (1 - lam) * log p_F(a|y,o)",
+                 "threshold": float(scores[order[-1]])},
+    }
+    write_labels(kept, out, info, accuracy)
+    return kept
 
 
 def check_rescorer(rescorer: Any, num_candidates: int, lam: float | None) -> None:

@@ -104,18 +104,19 @@ def iterate_batches(dataset: Any, collator: DemoCollator, batch_size: int) -> It
         yield collator(read_rows(data, range(start, min(start + batch_size, len(data)))))
 
 
-def trajectory_batches(model: Any, dataset: Any, batch_size: int, desc: str | None = None, tokenizer: Any = None
-                       ) -> Iterator[dict[str, torch.Tensor]]:
-    """``dataset``'s trajectories (its instructions left out) collated in order, ``batch_size`` a batch, on
-    ``model``'s device; a progress bar named ``desc`` unless it is None."""
+def trajectory_batches(model: Any, dataset: Any, batch_size: int, desc: str | None = None, tokenizer: Any = None,
+                       instructions: bool = False) -> Iterator[dict[str, torch.Tensor]]:
+    """``dataset``'s trajectories collated in order, ``batch_size`` a batch, on ``model``'s device; a progress bar
+    named ``desc`` unless it is None. Its instructions are left out, or with ``instructions`` tokenized beside them
+    (``input_ids``, ``attention_mask``)."""
     collator = DemoCollator(model._resolve_tokenizer(tokenizer))
-    batches = iterate_batches(without_instructions(dataset), collator, batch_size)
+    batches = iterate_batches(dataset if instructions else without_instructions(dataset), collator, batch_size)
     if desc is not None:
         from tqdm.auto import tqdm
 
         batches = tqdm(batches, total=-(-len(dataset) // batch_size), desc=desc)
     for batch in batches:
-        yield {k: v.to(model.device) for k, v in batch.items() if k != "input_ids"}
+        yield {k: v.to(model.device) for k, v in batch.items() if instructions or k != "input_ids"}
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ trains (Eq. 3). ``lam`` is chosen on validation pairs, never on the test pairs i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -239,6 +240,34 @@ def rescore_candidates(spoken: Spoken, follower: Any, dataset: Any, progress: bo
             ids = ids.to(follower.device, torch.long)
             scores.append(follower_log_likelihood(follower, _repeat(batch, n), ids, (ids != pad).long()))
     return Candidates(spoken.texts, spoken.speaker_scores, torch.cat(scores).view(-1, n).cpu())
+
+
+@torch.no_grad()
+def label_scores(speaker: Any, dataset: Any, rescorer: Any = None, lam: float = 1.0, batch_size: int = 64,
+                 progress: bool = False) -> torch.Tensor:
+    """Each row's own ``instruction`` scored as a pragmatic speaker chooses among candidates: lam * log p_S(y|a,o)
+    + (1 - lam) * log p_F(a|y,o), the rescorer's term left out at lam = 1 (the speaker alone); float32 [N], on the
+    CPU. A labelling's chosen labels scored with its own speaker, rescorer and lam rank its trajectories by how sure
+    the labelling was of each."""
+    check_lam(lam)
+    if rescorer is None and lam != 1.0:
+        raise ValueError(f"lam {lam:g} weighs a rescorer's log p_F(a|y,o): give the rescorer, or lam 1")
+    if rescorer is not None:
+        check_same_vocabulary(speaker, rescorer)
+    if "instruction" not in dataset.column_names:
+        raise ValueError("label_scores scores each row's instruction: the dataset has no 'instruction' column")
+    scores: list[torch.Tensor] = []
+    with evaluating(speaker), evaluating(rescorer) if rescorer is not None else contextlib.nullcontext():
+        for batch in trajectory_batches(speaker, dataset, batch_size, "scoring" if progress else None,
+                                        instructions=True):
+            ids, mask = batch["input_ids"], batch["attention_mask"]
+            score = lam * speaker_log_likelihood(speaker, batch, ids, mask)
+            if lam < 1.0:
+                moved = {k: v.to(rescorer.device) for k, v in batch.items()}
+                score = score + (1.0 - lam) * follower_log_likelihood(
+                    rescorer, moved, moved["input_ids"], moved["attention_mask"]).to(score.device)
+            scores.append(score.float().cpu())
+    return torch.cat(scores)
 
 
 def score_candidates(
