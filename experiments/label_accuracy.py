@@ -23,6 +23,14 @@ sha256 of both labellings (their records'):
     python experiments/label_accuracy.py --compare data/pseudo_labels/gotoseqlocal/speaker_cells_film2_m10k_first2k \
         data/pseudo_labels/gotoseqlocal/speaker_cells_film2_m10k_rescored_first2k \
         --out results/gotoseqlocal/labels_compared/speaker_cells_film2_m10k_rescored_first2k.json
+
+``--by-confidence LABELS`` says how right a labelling's labels are by how sure it was of them: each label scored as it
+was chosen (msvae_hf.extensions.pragmatics.label_scores, with the speaker, rescorer and lam the labels' record names,
+as scripts/keep_confident.py keeps them), and for each of ``--shares`` the accuracy of the labels scored highest and
+their trajectories' mean steps:
+
+    python experiments/label_accuracy.py --by-confidence data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_rescored \
+        --num-unpaired 10000 --out results/bosslocal/labels_by_confidence/speaker_cells_film2_m1k_rescored.json
 """
 
 from __future__ import annotations
@@ -52,18 +60,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("labels", nargs="*", help="folders written by scripts/label_unpaired.py")
     parser.add_argument("--record", action="store_true", help="write the scores into each folder's record")
     parser.add_argument("--chance", metavar="DEMOS", help="score another trajectory's mission on DEMOS' unpaired")
-    parser.add_argument("--num-unpaired", type=int, default=None, help="with --chance: the first N trajectories")
+    parser.add_argument("--num-unpaired", type=int, default=None,
+                        help="with --chance or --by-confidence: the first N trajectories")
+    parser.add_argument("--by-confidence", metavar="LABELS", help="accuracy of the labels a labelling was surest of")
+    parser.add_argument("--shares", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.5, 1.0],
+                        help="with --by-confidence: the shares of labels scored highest to score")
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two labellings of the same trajectories")
     parser.add_argument("--out", help="with --chance or --compare: write the result here (JSON)")
     args = parser.parse_args(argv)
-    if not args.labels and not args.chance and not args.compare:
-        parser.error("give label folders, --chance DEMOS or --compare A B")
-    if args.chance and args.compare:
-        parser.error("--chance and --compare are separate runs: give one")
-    if args.num_unpaired is not None and not args.chance:
-        parser.error("--num-unpaired goes with --chance")
-    if args.out and not (args.chance or args.compare):
-        parser.error("--out goes with --chance or --compare")
+    if not args.labels and not args.chance and not args.compare and not args.by_confidence:
+        parser.error("give label folders, --chance DEMOS, --compare A B or --by-confidence LABELS")
+    if sum(map(bool, (args.chance, args.compare, args.by_confidence))) > 1:
+        parser.error("--chance, --compare and --by-confidence are separate runs: give one")
+    if args.num_unpaired is not None and not (args.chance or args.by_confidence):
+        parser.error("--num-unpaired goes with --chance or --by-confidence")
+    if args.out and not (args.chance or args.compare or args.by_confidence):
+        parser.error("--out goes with --chance, --compare or --by-confidence")
+    if args.by_confidence:
+        try:
+            by_confidence(args.by_confidence, args.shares, args.num_unpaired, args.out)
+        except (OSError, ValueError) as err:
+            sys.exit(f"error: {err}")
     if args.record and not args.labels:
         parser.error("--record writes the scores of label folders given as arguments")
     if args.compare:
@@ -103,6 +120,40 @@ def chance(demos: str, num_unpaired: int | None, out: str | None) -> dict[str, A
     print(json.dumps(record))
     if out:
         write_json(out, record)
+    return record
+
+
+def by_confidence(labels: str, shares: list[float], num_unpaired: int | None, out: str | None) -> dict[str, Any]:
+    """The accuracy of the share of ``labels`` (their first ``num_unpaired``) that their labelling scored highest,
+    for each of ``shares`` (module docstring)."""
+    import statistics
+
+    from msvae_hf.cli.keep_confident import load_labelling
+    from msvae_hf.extensions.pragmatics import label_scores
+
+    if bad := [share for share in shares if not 0.0 < share <= 1.0]:
+        raise ValueError(f"--shares must lie in (0, 1], got {bad[0]}")
+    if out and (why := unwritable_folder(Path(out).parent)):
+        raise ValueError(why)
+    speaker, rescorer, lam = load_labelling(labels)
+    labelled = load_pseudo_labels(labels)
+    if num_unpaired is not None:
+        labelled = labelled.select(range(min(num_unpaired, len(labelled))))
+    scores = label_scores(speaker, labelled, rescorer, lam).tolist()
+    order = sorted(range(len(labelled)), key=lambda i: (-scores[i], i))
+    steps = [len(actions) for actions in labelled["actions"]]
+    by_share = {}
+    for share in sorted(shares):
+        top = sorted(order[:max(1, round(share * len(labelled)))])
+        kept = labelled.select(top)
+        by_share[f"{share:g}"] = {**label_accuracy(kept), "threshold": scores[order[len(top) - 1]],
+                                  "mean_steps": statistics.fmean(steps[i] for i in top)}
+    record = {"labels": labels, "sha256": pseudo_labels_record(labels).get("sha256"), "lam": lam,
+              "labelled": len(labelled), "by_share": by_share, **provenance()}
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        write_json(out, record)
+    print(json.dumps(record))
     return record
 
 

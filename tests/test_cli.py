@@ -22,7 +22,7 @@ from msvae_hf.training.train_config import TrainConfig, load_config, train_arg_p
 
 #: script name -> entry point name (setup.py's console_scripts).
 TOOLS = {name: "msvae-" + name.replace("_", "-")
-         for name in ("train", "make_demos", "evaluate", "label_unpaired", "push_to_hub")}
+         for name in ("train", "make_demos", "evaluate", "label_unpaired", "keep_confident", "push_to_hub")}
 
 
 def entry_point(name: str) -> importlib.metadata.EntryPoint:

@@ -32,6 +32,9 @@ CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS
                   "rescored by the follower of its first labels, each seed its own teacher's"),
                  ("speaker_follower_cells_rescored2_own_film2", "speaker-follower on the front-cell speaker's labels "
                   "rescored by the second round's student, each seed its own teacher's chain"),
+                 ("speaker_follower_cells_rescored_top30_film2", "speaker-follower on the 30 % of the front-cell "
+                  "speaker's labels rescored by the follower of its first labels that the rescoring was surest of, "
+                  "each seed its own teacher's chain"),
                  ("speaker_follower_goals_film2", "speaker-follower on the labels of the front-cell speaker taught the "
                   "goal steps, each seed its own teacher's"),
                  ("speaker_follower_goals_rescored_film2", "speaker-follower on the goal-steps speaker's labels "
@@ -204,6 +207,8 @@ def table_label_accuracy(level: str, root: Path = RESULTS) -> list[str]:
         if rescoring := record.get("rescoring"):
             speaker += (f", rescored by {rescoring['rescorer']} (lam {rescoring['lam']:g}, "
                         f"{rescoring['num_candidates']} candidates)")
+        if kept := record.get("kept"):
+            speaker += f", the {100 * kept['fraction']:g} % it was surest of"
         lines.append(f"| {path.stem} | {speaker} | {accuracy['labels']:,} | " + " | ".join(cells) + " |")
     return lines
 

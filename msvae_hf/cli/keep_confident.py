@@ -14,29 +14,25 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from typing import Any
 
 from transformers import AutoModel
 
-from ..data.pseudo_labels import keep_confident, pseudo_labels_record
+from ..data.pseudo_labels import keep_confident, labelling_models
 from ..utils.runtime import add_threads_flag, set_threads
 from .evaluate import missing_model
 from .invocation import entry_point_command
 
 
-def labelling_models(labels: str) -> tuple[str, str | None, float]:
-    """The speaker, rescorer (None: none) and lam that chose the pseudo-labels at ``labels``, from their record."""
-    record = pseudo_labels_record(labels)
-    if "unreadable" in record:
-        raise ValueError(f"{labels}: its record cannot be read ({record['unreadable']})")
-    if not record.get("speaker"):
-        raise ValueError(f"{labels} has no record naming the speaker that labelled it: label again with "
-                         "scripts/label_unpaired.py")
-    rescoring = record.get("rescoring") or {}
-    if record.get("kept"):
-        raise ValueError(f"{labels} holds labels kept from {record['kept'].get('from')}: keep from those")
-    if rescoring and not rescoring.get("rescorer"):
-        raise ValueError(f"{labels}: its record names no rescorer for its rescored labels")
-    return record["speaker"], rescoring.get("rescorer"), float(rescoring.get("lam", 1.0)) if rescoring else 1.0
+def load_labelling(labels: str) -> tuple[Any, Any, float]:
+    """The speaker and rescorer (None: none) that chose the pseudo-labels at ``labels``, loaded, and the lam they
+    were weighed by (:func:`~msvae_hf.data.pseudo_labels.labelling_models`)."""
+    speaker_path, rescorer_path, lam = labelling_models(labels)
+    for path in (speaker_path, rescorer_path):
+        if path is not None and (why := missing_model(path)) is not None:
+            raise ValueError(f"{why} (named by {labels}'s record)")
+    rescorer = None if rescorer_path is None else AutoModel.from_pretrained(rescorer_path)
+    return AutoModel.from_pretrained(speaker_path), rescorer, lam
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,12 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if not 0.0 < args.fraction <= 1.0:
             raise ValueError(f"--fraction must be in (0, 1], got {args.fraction}")
-        speaker_path, rescorer_path, lam = labelling_models(args.labels)
-        for path in (speaker_path, rescorer_path):
-            if path is not None and (why := missing_model(path)) is not None:
-                raise ValueError(f"{why} (named by {args.labels}'s record)")
-        speaker = AutoModel.from_pretrained(speaker_path)
-        rescorer = None if rescorer_path is None else AutoModel.from_pretrained(rescorer_path)
+        speaker, rescorer, lam = load_labelling(args.labels)
         kept = keep_confident(args.labels, args.out, args.fraction, speaker, rescorer, lam,
                               batch_size=args.batch_size, overwrite=args.overwrite, command=command)
     except (OSError, ValueError) as err:

@@ -358,6 +358,22 @@ def pseudo_labels_record(path: str | os.PathLike) -> dict[str, Any]:
         return {"unreadable": str(err)}
 
 
+def labelling_models(labels: str | os.PathLike) -> tuple[str, str | None, float]:
+    """The speaker, rescorer (None: none) and lam that chose the pseudo-labels at ``labels``, from their record."""
+    record = pseudo_labels_record(labels)
+    if "unreadable" in record:
+        raise ValueError(f"{labels}: its record cannot be read ({record['unreadable']})")
+    if not record.get("speaker"):
+        raise ValueError(f"{labels} has no record naming the speaker that labelled it: label again with "
+                         "scripts/label_unpaired.py")
+    rescoring = record.get("rescoring") or {}
+    if record.get("kept"):
+        raise ValueError(f"{labels} holds labels kept from {record['kept'].get('from')}: keep from those")
+    if rescoring and not rescoring.get("rescorer"):
+        raise ValueError(f"{labels}: its record names no rescorer for its rescored labels")
+    return record["speaker"], rescoring.get("rescorer"), float(rescoring.get("lam", 1.0))
+
+
 def relabel_command(path: str | os.PathLike) -> str:
     """The command that writes the pseudo-labels at ``path`` again: the one their record holds (with --overwrite),
     else a template."""

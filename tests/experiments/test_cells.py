@@ -167,7 +167,7 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
     assert set(BOSSLOCAL_THREE_SEEDS) == {"follower_film2_m1k", "follower_film2_m3k", "follower_film2_m10k",
                                           "follower_film2_m100k", "speaker_cells_film2_m1k",
                                           "speaker_follower_cells_film2_m1k", "speaker_follower_cells_film2_m10k",
-                                          "follower_film2_m3k_u10k"}
+                                          "follower_film2_m3k_u10k", "speaker_follower_cells_rescored_top30_film2_m1k"}
     own, rescored = "speaker_follower_cells_own_film2_m1k", "speaker_follower_cells_rescored_own_film2_m1k"
     third = "speaker_follower_cells_rescored2_own_film2_m1k"
     for row in BOSSLOCAL_CURVE_ROWS:
@@ -328,6 +328,30 @@ def test_the_third_round_on_each_seeds_own_chain_rescores_with_seed_ks_second_ro
     assert level_rows("gotoseqlocal")[third].seed0 == "speaker_follower_cells_rescored2_film2_m1k"
 
 
+@pytest.mark.parametrize("level", sorted(LEVELS))
+def test_the_kept_labels_are_each_seeds_second_round_labels_cut_to_the_share_its_rescoring_was_surest_of(level):
+    """Seed k of the kept row reads ``<seed k's second-round labels>_top30``, which a keep_confident cell writes from
+    those labels (made by seed k's speaker rescored by its first student, seed 0's the one-teacher row's) after
+    them; the second round's labels themselves stay as they are, read by the second round's students."""
+    cells = {c.name: c for c in level_cells(level)}
+    row = "speaker_follower_cells_rescored_top30_film2_m1k"
+    for seed in (0, 1, 2):
+        speaker = "speaker_cells_film2_m1k" + (f"_seed{seed}" if seed else "")
+        first = "speaker_follower_cells_film2_m1k" if seed == 0 else f"speaker_follower_cells_own_film2_m1k_seed{seed}"
+        source, kept = f"labels/{speaker}_rescored", f"labels/{speaker}_rescored_top30"
+        assert f"--rescore-with runs/{level}/{first}/best" in " ".join(cells[source].command)
+        keep = cells[kept]
+        assert keep.command == ("python", "scripts/keep_confident.py", "--labels", f"data/pseudo_labels/{level}/"
+                                f"{speaker}_rescored", "--fraction", "0.3", "--out",
+                                f"data/pseudo_labels/{level}/{speaker}_rescored_top30", "--threads", "1")
+        assert keep.needs == (source,) and str(keep.output).endswith("pseudo_labels.json")
+        student = cells[f"{row}/seed{seed}"]
+        config = train_config(student)
+        assert config.pseudo_labels == f"data/pseudo_labels/{level}/{speaker}_rescored_top30"
+        assert config.num_paired == 1000 and config.max_updates == 4000 and config.seed == seed
+        assert kept in student.needs and source not in student.needs
+
+
 def test_a_rescored_suffix_or_a_rescorer_without_what_it_needs_is_refused() -> None:
     """``Row.rescored`` names rescored labels and ``Row.rescorer`` rescores a teacher: either alone is an error."""
     from cells import Row
@@ -336,6 +360,11 @@ def test_a_rescored_suffix_or_a_rescorer_without_what_it_needs_is_refused() -> N
         Row("r", "pairs_curve", teacher="t", rescored="rescored2")
     with pytest.raises(ValueError, match="a rescorer rescores a teacher's candidates; name the teacher"):
         Row("r", "pairs_curve", rescorer="f")
+    for keep in (0.0, 1.0):
+        with pytest.raises(ValueError, match=f"keep={keep} keeps a share in \\(0, 1\\) of a teacher's labels"):
+            Row("r", "pairs_curve", teacher="t", keep=keep)
+    with pytest.raises(ValueError, match="keeps a share .* name the teacher"):
+        Row("r", "pairs_curve", keep=0.3)
 
 
 def test_two_labellers_of_one_labels_folder_are_refused(monkeypatch) -> None:

@@ -309,3 +309,37 @@ def test_a_budget_row_is_tested_against_the_supervised_follower_at_the_curves_bu
     rescored = [line for line in table_pairs_verdict("bosslocal", tmp_path) if "rescored" in line]
     assert rescored and all("each seed its own teacher's | " in line for line in rescored)
     assert {line.split(" | ")[2] for line in rescored} == {"40.0 +- 14.1 (n = 2)"}
+
+
+def test_by_confidence_scores_the_share_of_labels_their_labelling_was_surest_of(baseline_runs, tiny_demos, tmp_path,
+                                                                                capsys):
+    """Each share's accuracy is that of the labels the speaker scored highest (greedy labels: log p_S), among the
+    first N; the whole share is the labels' own accuracy; a share outside (0, 1] is one line, nothing written."""
+    from datasets import load_from_disk
+
+    from msvae_hf.data.pseudo_labels import label_accuracy as accuracy_of
+    from msvae_hf.extensions.pragmatics import label_scores
+
+    speaker_dir = baseline_runs["speaker"] / "best"
+    speaker = AutoModel.from_pretrained(speaker_dir)
+    labels = tmp_path / "greedy"
+    label_unpaired(speaker, tiny_demos, labels, progress=False, speaker_path=str(speaker_dir))
+    out = tmp_path / "by" / "greedy.json"
+    label_accuracy.main(["--by-confidence", str(labels), "--num-unpaired", "30", "--shares", "0.5", "1",
+                         "--out", str(out)])
+    record = json.loads(out.read_text())
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == record
+    rows = load_from_disk(str(labels)).select(range(30))
+    scores = label_scores(speaker, rows).tolist()
+    top = sorted(sorted(range(30), key=lambda i: (-scores[i], i))[:15])
+    assert record["labelled"] == 30 and record["lam"] == 1.0
+    assert record["sha256"] == json.loads((labels / RECORD_FILE).read_text())["sha256"]
+    for share, kept in (("0.5", top), ("1", list(range(30)))):
+        got = record["by_share"][share]
+        assert {k: v for k, v in got.items() if k not in ("seconds", "threshold", "mean_steps")} == \
+            {k: v for k, v in accuracy_of(rows.select(kept)).items() if k != "seconds"}
+        assert got["mean_steps"] == pytest.approx(sum(len(rows[i]["actions"]) for i in kept) / len(kept))
+        assert got["threshold"] == pytest.approx(min(scores[i] for i in kept), abs=1e-4)
+    with pytest.raises(SystemExit, match=r"--shares must lie in \(0, 1\], got 1.5"):
+        label_accuracy.main(["--by-confidence", str(labels), "--shares", "1.5", "--out", str(tmp_path / "no.json")])
+    assert not (tmp_path / "no.json").exists()
