@@ -603,6 +603,11 @@ def _pairs_curve_rows() -> dict[str, Row]:
                 "speaker's labels rescored by the follower of its first labels that the rescoring was surest of, each "
                 f"seed its own teacher's chain, M = {m:,} pairs", m, (0, 1, 2), teacher=f"speaker_cells_film2_{tag}",
                 rescorer=f"speaker_follower_cells_own_film2_{tag}", keep=0.3, config="speaker_follower")
+            row(f"speaker_follower_cells_rescored_first30k_film2_{tag}", "speaker-follower on the first 30,000 of the "
+                "front-cell speaker's labels rescored by the follower of its first labels (as many as the kept row's, "
+                f"drawn blind), each seed its own teacher's chain, M = {m:,} pairs", m, (0, 1, 2),
+                extra=("--num-unpaired", "30000"), teacher=f"speaker_cells_film2_{tag}",
+                rescorer=f"speaker_follower_cells_own_film2_{tag}", config="speaker_follower")
         row(f"msvae_cells_film2_{tag}", f"MS-VAE full, gamma = 1, from the speaker reading the front cells, M = {m:,} "
             "pairs + 100,000 unpaired", m, (0,), extra=("--model.gamma", "1"), config="msvae", own_baselines=True,
             baselines=(f"follower_film2_{tag}", f"speaker_cells_film2_{tag}"))
@@ -653,6 +658,8 @@ _BOSSLOCAL_CURVE_SEEDS = {
     "speaker_follower_cells_rescored2_film2_m1k": (0,),
     # the second round's labels on each seed's own chain, only the 30 % the rescoring was surest of
     "speaker_follower_cells_rescored_top30_film2_m1k": (0, 1, 2),
+    # its control: as many of those labels, the first 30,000 (the trajectories are drawn at random)
+    "speaker_follower_cells_rescored_first30k_film2_m1k": (0,),
     # the budget confound at the target's two points: each seed continued to 10,000 updates
     "follower_film2_m3k_u10k": (0, 1, 2), "speaker_follower_cells_film2_m1k_u10k": (0,),
     "speaker_follower_cells_own_film2_m1k_u10k": (1, 2),

@@ -147,6 +147,11 @@ def test_follower_trains_on_the_union(pseudo, tiny_demos, tmp_path, monkeypatch)
     assert len(paired) == 10 + len(labelled)
     assert list(paired["seed"])[10:] == list(unpaired["seed"])
     assert list(paired["instruction"])[10:] == list(labelled["instruction"])
+    cut = train_config.load_config(None, {"model_type": "follower", "demos": str(tiny_demos),
+                                          "pseudo_labels": str(pseudo), "num_paired": 10, "num_unpaired": 7})
+    paired = training.load_training_data(cut)[0]  # the first 7 labelled trajectories, with their labels
+    assert list(paired["seed"]) == list(load_demos(tiny_demos)["paired"]["seed"])[:10] + list(unpaired["seed"])[:7]
+    assert list(paired["instruction"])[10:] == list(labelled["instruction"])[:7]
     with pytest.raises(ValueError, match="model_type: follower or speaker"):
         train_config.load_config(None, {"model_type": "msvae", "pseudo_labels": str(pseudo)})
 

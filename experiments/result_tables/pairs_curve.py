@@ -35,6 +35,9 @@ CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS
                  ("speaker_follower_cells_rescored_top30_film2", "speaker-follower on the 30 % of the front-cell "
                   "speaker's labels rescored by the follower of its first labels that the rescoring was surest of, "
                   "each seed its own teacher's chain"),
+                 ("speaker_follower_cells_rescored_first30k_film2", "speaker-follower on the first 30,000 of the "
+                  "front-cell speaker's labels rescored by the follower of its first labels, each seed its own "
+                  "teacher's chain"),
                  ("speaker_follower_goals_film2", "speaker-follower on the labels of the front-cell speaker taught the "
                   "goal steps, each seed its own teacher's"),
                  ("speaker_follower_goals_rescored_film2", "speaker-follower on the goal-steps speaker's labels "

@@ -132,6 +132,8 @@ def load_training_data(cfg: TrainConfig) -> tuple[Any, Any, Any, Any, str]:
         unpaired = unpaired.select(range(min(cfg.num_unpaired, len(unpaired))))
     if cfg.pseudo_labels:
         pseudo = load_pseudo_labels(cfg.pseudo_labels)
+        if cfg.num_unpaired is not None:  # the pseudo-labelled rows are the unpaired trajectories, labelled
+            pseudo = pseudo.select(range(min(cfg.num_unpaired, len(pseudo))))
         columns = [c for c in paired.column_names if c in pseudo.column_names]
         paired = concatenate_datasets([paired.select_columns(columns), pseudo.select_columns(columns)])
     level = cfg.level or paired[0]["level"]

@@ -58,7 +58,8 @@ class TrainConfig:
         "follower or speaker: a pseudo-paired dataset from scripts/label_unpaired.py, added to the paired data (the "
         "speaker-follower's follower, Sec. 2.3; for a speaker, self-training on the unpaired trajectories)"))
     num_paired: int | None = option(None, "use only the first M paired examples (None: all)")
-    num_unpaired: int | None = option(None, "use only the first N unpaired trajectories (None: all)")
+    num_unpaired: int | None = option(None, (
+        "use only the first N unpaired trajectories: MS-VAE's, or with pseudo_labels the first N labelled (None: all)"))
     batch_size: int = option(128, "paired batch per process per micro-step")
     unpaired_batch_size: int | None = option(None, (
         "unpaired batch per process (MS-VAE); None (unset): same as batch_size"))

@@ -350,6 +350,10 @@ def test_the_kept_labels_are_each_seeds_second_round_labels_cut_to_the_share_its
         assert config.pseudo_labels == f"data/pseudo_labels/{level}/{speaker}_rescored_top30"
         assert config.num_paired == 1000 and config.max_updates == 4000 and config.seed == seed
         assert kept in student.needs and source not in student.needs
+    control = cells["speaker_follower_cells_rescored_first30k_film2_m1k/seed0"]
+    config = train_config(control)  # as many of seed 0's second-round labels, drawn blind
+    assert config.pseudo_labels == f"data/pseudo_labels/{level}/speaker_cells_film2_m1k_rescored"
+    assert config.num_unpaired == 30_000 and config.num_paired == 1000 and config.max_updates == 4000
 
 
 def test_a_rescored_suffix_or_a_rescorer_without_what_it_needs_is_refused() -> None:
