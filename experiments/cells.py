@@ -152,6 +152,8 @@ TABLE1_ROWS: dict[str, Row] = {
 
 #: The size of a level's pool of unpaired trajectories, D_u (the study's demos cell).
 UNPAIRED_POOL = 100_000
+#: The share of a labelling's labels the kept rows read: those it was surest of (``keep_confident.py``).
+KEEP_SHARE = 0.3
 
 #: MS-VAE full against N, on both levels: the first N unpaired trajectories of D_u (N = 0 is paired only, N =
 #: 100k the full row), 2000 updates of 128 + 128, which see 256k unpaired trajectories: 286, 26 and 2.6 epochs.
@@ -602,11 +604,11 @@ def _pairs_curve_rows() -> dict[str, Row]:
             row(f"speaker_follower_cells_rescored_top30_film2_{tag}", "speaker-follower on the 30 % of the front-cell "
                 "speaker's labels rescored by the follower of its first labels that the rescoring was surest of, each "
                 f"seed its own teacher's chain, M = {m:,} pairs", m, (0, 1, 2), teacher=f"speaker_cells_film2_{tag}",
-                rescorer=f"speaker_follower_cells_own_film2_{tag}", keep=0.3, config="speaker_follower")
+                rescorer=f"speaker_follower_cells_own_film2_{tag}", keep=KEEP_SHARE, config="speaker_follower")
             row(f"speaker_follower_cells_rescored_first30k_film2_{tag}", "speaker-follower on the first 30,000 of the "
                 "front-cell speaker's labels rescored by the follower of its first labels (as many as the kept row's, "
-                f"drawn blind), each seed its own teacher's chain, M = {m:,} pairs", m, (0, 1, 2),
-                extra=("--num-unpaired", "30000"), teacher=f"speaker_cells_film2_{tag}",
+                f"drawn blind), each seed its own teacher's chain, M = {m:,} pairs", m, (0,),
+                extra=("--num-unpaired", str(round(KEEP_SHARE * UNPAIRED_POOL))), teacher=f"speaker_cells_film2_{tag}",
                 rescorer=f"speaker_follower_cells_own_film2_{tag}", config="speaker_follower")
         row(f"msvae_cells_film2_{tag}", f"MS-VAE full, gamma = 1, from the speaker reading the front cells, M = {m:,} "
             "pairs + 100,000 unpaired", m, (0,), extra=("--model.gamma", "1"), config="msvae", own_baselines=True,

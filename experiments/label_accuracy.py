@@ -44,6 +44,8 @@ from typing import Any
 from msvae_hf.data.demos import load_demos
 from msvae_hf.data.pseudo_labels import (
     RECORD_FILE,
+    check_num_unpaired,
+    confident_rows,
     label_accuracy,
     label_shares,
     load_pseudo_labels,
@@ -54,6 +56,9 @@ from msvae_hf.envs.missions import replay_label, score_labels
 from msvae_hf.utils.run_folder import write_json
 from msvae_hf.utils.runtime import provenance, unwritable_folder
 
+#: The shares of labels ``--by-confidence`` scores unless told others.
+SHARES = [0.1, 0.2, 0.3, 0.5, 1.0]
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -63,10 +68,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-unpaired", type=int, default=None,
                         help="with --chance or --by-confidence: the first N trajectories")
     parser.add_argument("--by-confidence", metavar="LABELS", help="accuracy of the labels a labelling was surest of")
-    parser.add_argument("--shares", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.5, 1.0],
+    parser.add_argument("--shares", type=float, nargs="+", default=SHARES,
                         help="with --by-confidence: the shares of labels scored highest to score")
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two labellings of the same trajectories")
-    parser.add_argument("--out", help="with --chance or --compare: write the result here (JSON)")
+    parser.add_argument("--out", help="with --chance, --compare or --by-confidence: write the result here (JSON)")
     args = parser.parse_args(argv)
     if not args.labels and not args.chance and not args.compare and not args.by_confidence:
         parser.error("give label folders, --chance DEMOS, --compare A B or --by-confidence LABELS")
@@ -76,13 +81,15 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--num-unpaired goes with --chance or --by-confidence")
     if args.out and not (args.chance or args.compare or args.by_confidence):
         parser.error("--out goes with --chance, --compare or --by-confidence")
+    if args.record and not args.labels:
+        parser.error("--record writes the scores of label folders given as arguments")
+    if args.shares != SHARES and not args.by_confidence:
+        parser.error("--shares goes with --by-confidence")
     if args.by_confidence:
         try:
             by_confidence(args.by_confidence, args.shares, args.num_unpaired, args.out)
         except (OSError, ValueError) as err:
             sys.exit(f"error: {err}")
-    if args.record and not args.labels:
-        parser.error("--record writes the scores of label folders given as arguments")
     if args.compare:
         try:
             compare(*args.compare, args.out)
@@ -133,6 +140,7 @@ def by_confidence(labels: str, shares: list[float], num_unpaired: int | None, ou
 
     if bad := [share for share in shares if not 0.0 < share <= 1.0]:
         raise ValueError(f"--shares must lie in (0, 1], got {bad[0]}")
+    check_num_unpaired(num_unpaired)
     if out and (why := unwritable_folder(Path(out).parent)):
         raise ValueError(why)
     speaker, rescorer, lam = load_labelling(labels)
@@ -140,13 +148,11 @@ def by_confidence(labels: str, shares: list[float], num_unpaired: int | None, ou
     if num_unpaired is not None:
         labelled = labelled.select(range(min(num_unpaired, len(labelled))))
     scores = label_scores(speaker, labelled, rescorer, lam).tolist()
-    order = sorted(range(len(labelled)), key=lambda i: (-scores[i], i))
     steps = [len(actions) for actions in labelled["actions"]]
     by_share = {}
     for share in sorted(shares):
-        top = sorted(order[:max(1, round(share * len(labelled)))])
-        kept = labelled.select(top)
-        by_share[f"{share:g}"] = {**label_accuracy(kept), "threshold": scores[order[len(top) - 1]],
+        top = confident_rows(scores, share)
+        by_share[f"{share:g}"] = {**label_accuracy(labelled.select(top)), "threshold": min(scores[i] for i in top),
                                   "mean_steps": statistics.fmean(steps[i] for i in top)}
     record = {"labels": labels, "sha256": pseudo_labels_record(labels).get("sha256"), "lam": lam,
               "labelled": len(labelled), "by_share": by_share, **provenance()}

@@ -61,6 +61,19 @@ def test_a_chosen_label_scores_as_the_labelling_chose_it(models, tiny_demos):
                                rtol=1e-4, atol=1e-4)
 
 
+def test_label_scores_leave_each_model_in_the_mode_it_was_in(models, tiny_demos):
+    speaker, follower = models
+    labelled = with_pseudo_labels(load_demos(tiny_demos)["unpaired"].select(range(6)), ["go to the red ball"] * 6)
+    try:
+        speaker.train()
+        before = label_scores(speaker, labelled, follower, 0.3, batch_size=4)
+        assert speaker.training and not follower.training
+        torch.testing.assert_close(before, label_scores(speaker.eval(), labelled, follower, 0.3), rtol=1e-5,
+                                   atol=1e-5)  # scored in eval mode either way (no dropout)
+    finally:
+        speaker.eval()
+
+
 def test_label_scores_refuse_what_they_cannot_score(models, tiny_demos):
     speaker, follower = models
     unpaired = load_demos(tiny_demos)["unpaired"]
@@ -111,6 +124,18 @@ def test_greedy_labels_are_kept_by_the_speakers_score(models, baseline_runs, tin
     top = sorted(range(len(source)), key=lambda i: (-scores[i], i))[:round(0.5 * len(source))]
     assert list(load_from_disk(str(tmp_path / "kept"))["seed"]) == [source[i]["seed"] for i in sorted(top)]
     assert json.loads((tmp_path / "kept" / "pseudo_labels.json").read_text())["kept"]["lam"] == 1.0
+
+
+def test_the_library_scores_labels_only_as_their_labelling_chose_them(models, rescored, tmp_path):
+    """keep_confident given a lam or a rescorer other than the labelling's refuses, naming how they were chosen."""
+    from msvae_hf.data.pseudo_labels import keep_confident
+
+    speaker, follower = models
+    for lam, rescorer in ((0.5, follower), (0.3, None), (1.0, None)):
+        with pytest.raises(ValueError, match=f"were chosen at lam 0.3 with a rescorer: score them so \\(given lam "
+                                             f"{lam:g} and {'a' if rescorer is not None else 'no'} rescorer"):
+            keep_confident(rescored, tmp_path / "kept", 0.5, speaker, rescorer, lam, progress=False)
+    assert not (tmp_path / "kept").exists()
 
 
 def test_bad_input_is_one_line_before_anything_is_written(rescored, tmp_path):

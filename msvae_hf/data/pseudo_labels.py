@@ -155,6 +155,15 @@ def write_labels(labelled: Any, out: Path, info: dict[str, Any], accuracy: dict[
     shutil.rmtree(old, ignore_errors=True)
 
 
+def confident_rows(scores: list[float], fraction: float) -> list[int]:
+    """The rows of the ``round(fraction * N)`` highest ``scores`` (at least one; a tie to the earlier row), in row
+    order."""
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"the share kept must be in (0, 1], got {fraction}")
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    return sorted(order[:max(1, round(fraction * len(scores)))])
+
+
 def keep_confident(
     labels: str | os.PathLike,
     out: str | os.PathLike,
@@ -170,9 +179,11 @@ def keep_confident(
     """Write the share ``fraction`` of the pseudo-labels at ``labels`` that their labelling was surest of: each
     trajectory's label scored as it was chosen (:func:`~msvae_hf.extensions.pragmatics.label_scores`: lam *
     log p_S(y|a,o) + (1 - lam) * log p_F(a|y,o), with the labelling's own speaker, rescorer and lam), the
-    ``round(fraction * N)`` highest kept (ties to the earlier row), in their order. The record keeps the source's
-    and adds ``kept`` (the source, its sha256, the fraction, the threshold); the kept labels are scored against the
-    true missions as any labels are (:func:`label_accuracy`). Nothing reads those missions to choose."""
+    ``round(fraction * N)`` highest kept in their order (:func:`confident_rows`). The record keeps the source's
+    speaker, decoding and rescoring; its command, wall time, commit and machine are the keeping's, and ``kept`` names
+    the source (path, sha256, command, wall time), the fraction, lam and the lowest score kept (``threshold``: a
+    label scoring it may be left out, where more tie at it than there is room for). The kept labels are scored
+    against the true missions as any labels are (:func:`label_accuracy`); nothing reads those missions to choose."""
     out = Path(out)
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"fraction (--fraction) must be in (0, 1], got {fraction}")
@@ -180,12 +191,19 @@ def keep_confident(
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"{out} is not empty: pass overwrite=True (--overwrite) to replace it")
     source = pseudo_labels_record(labels)
+    if source.get("kept"):
+        raise ValueError(f"{labels} holds labels kept from {source['kept'].get('from')}: keep from those")
+    rescoring = source.get("rescoring") or {}
+    chosen_at = float(rescoring.get("lam", 1.0))
+    if source.get("speaker") and (lam != chosen_at or (rescorer is not None) != bool(rescoring)):
+        how = f"at lam {chosen_at:g} with a rescorer" if rescoring else "by the speaker alone"
+        raise ValueError(f"{labels} were chosen {how}: score them so (given lam {lam:g} and "
+                         f"{'a' if rescorer is not None else 'no'} rescorer)")
     labelled = load_pseudo_labels(labels)
     started = time.perf_counter()
-    scores = label_scores(speaker, labelled, rescorer, lam, batch_size, progress)
-    num_kept = max(1, round(fraction * len(labelled)))
-    order = sorted(range(len(labelled)), key=lambda i: (-float(scores[i]), i))[:num_kept]
-    kept = labelled.select(sorted(order))
+    scores = label_scores(speaker, labelled, rescorer, lam, batch_size, progress).tolist()
+    top = confident_rows(scores, fraction)
+    kept = labelled.select(top)
     accuracy, scoring = scored(kept)
     inherited = {k: v for k, v in source.items() if k not in ("sha256", "label_accuracy", "unreadable")}
     info = {
@@ -194,7 +212,7 @@ def keep_confident(
         "kept": {"from": str(labels), "from_sha256": source.get("sha256"), "from_command": source.get("command"),
                  "from_wall_time_s": source.get("wall_time_s"), "fraction": fraction, "num_kept": len(kept),
                  "of": len(labelled), "lam": lam, "score": "lam * log p_S(y|a,o) + (1 - lam) * log p_F(a|y,o)",
-                 "threshold": float(scores[order[-1]])},
+                 "threshold": min(scores[i] for i in top)},
     }
     write_labels(kept, out, info, accuracy)
     return kept

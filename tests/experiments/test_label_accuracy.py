@@ -342,4 +342,8 @@ def test_by_confidence_scores_the_share_of_labels_their_labelling_was_surest_of(
         assert got["threshold"] == pytest.approx(min(scores[i] for i in kept), abs=1e-4)
     with pytest.raises(SystemExit, match=r"--shares must lie in \(0, 1\], got 1.5"):
         label_accuracy.main(["--by-confidence", str(labels), "--shares", "1.5", "--out", str(tmp_path / "no.json")])
+    with pytest.raises(SystemExit, match=r"num_unpaired \(--num-unpaired\) must be at least 1, got 0"):
+        label_accuracy.main(["--by-confidence", str(labels), "--num-unpaired", "0", "--out", str(tmp_path / "no.json")])
+    with pytest.raises(SystemExit):
+        label_accuracy.main([str(labels), "--shares", "0.5"])  # --shares goes with --by-confidence
     assert not (tmp_path / "no.json").exists()
