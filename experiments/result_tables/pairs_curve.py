@@ -8,9 +8,18 @@ import math
 import statistics
 from pathlib import Path
 
-from cells import CURVE_PAIRS, CURVE_ROUTES, curve_tag, level_rows
+from cells import CURVE_PAIRS, CURVE_ROUTES, curve_tag, level_rows, run_row
 
-from .records import RESULTS, load_records, mean_sd, p_cell, p_greater, p_text, records_by_row
+from .records import (
+    RESULTS,
+    load_records,
+    mean_sd,
+    p_cell,
+    p_greater,
+    p_greater_paired,
+    p_text,
+    records_by_row,
+)
 
 #: The supervised follower's row prefix: the yardstick of every other row's reading on the curve.
 SUPERVISED = "follower_film2"
@@ -32,16 +41,19 @@ CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS
                   "rescored by the follower of its first labels, each seed its own teacher's"),
                  ("speaker_follower_cells_rescored2_own_film2", "speaker-follower on the front-cell speaker's labels "
                   "rescored by the second round's student, each seed its own teacher's chain"),
-                 ("speaker_follower_cells_rescored_top30_film2", "speaker-follower on the 30 % of the front-cell "
-                  "speaker's labels rescored by the follower of its first labels that the rescoring was surest of, "
-                  "each seed its own teacher's chain"),
-                 ("speaker_follower_cells_rescored_first30k_film2", "speaker-follower on the first 30,000 of the "
-                  "front-cell speaker's labels rescored by the follower of its first labels, each seed its own "
-                  "teacher's chain"),
                  ("speaker_follower_goals_film2", "speaker-follower on the labels of the front-cell speaker taught the "
                   "goal steps, each seed its own teacher's"),
                  ("speaker_follower_goals_rescored_film2", "speaker-follower on the goal-steps speaker's labels "
                   "rescored by the follower of its first labels, each seed its own teacher's chain"))
+#: The second round's students on a share of their labels (experiments/cells.py ``KEEP_SHARE``): those the rescoring
+#: was surest of, and as many drawn blind. They ask whether the surest labels teach more than all of them, so their
+#: tables set them beside the second round (:func:`table_kept_labels`, :func:`table_kept_verdict`), not on the curve
+#: or in its verdict, whose tests ask what unpaired data adds to pairs.
+SECOND_ROUND = CURVE_METHODS[[prefix for prefix, _ in CURVE_METHODS].index("speaker_follower_cells_rescored_own_film2")]
+KEPT_METHODS = (("speaker_follower_cells_rescored_top30_film2", "speaker-follower on the 30 % of the second round's "
+                 "labels the rescoring was surest of, each seed its own teacher's chain"),
+                ("speaker_follower_cells_rescored_first30k_film2", "speaker-follower on the first 30,000 of the second "
+                 "round's labels (drawn blind), each seed its own teacher's chain"))
 #: The budget confound: a curve row's runs continued to 10,000 updates, (row suffix, what the method's label gains).
 BUDGET_SUFFIX = ("_u10k", ", 10,000 updates")
 
@@ -74,8 +86,10 @@ def supervised_row(m: int, suffix: str = "") -> str:
     return f"{SUPERVISED}_{curve_tag(m)}{suffix}"
 
 
-def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, list[dict]]]:
-    """(method label, M, row, records by seed) of every curve row with a record, in the table's order."""
+def curve_rows(level: str, root: Path = RESULTS, methods: tuple[tuple[str, str], ...] = CURVE_METHODS
+               ) -> list[tuple[str, int, str, list[dict]]]:
+    """(method label, M, row, records by seed) of every curve row of ``methods`` with a record, in the table's
+    order (the curve's routes too, where ``methods`` are the curve's)."""
     records = load_records(level, root)
     rows, specs = records_by_row(records), level_rows(level)
     for row, spec in specs.items():  # a row that shares its seed 0 with another row (Row.seed0)
@@ -84,17 +98,17 @@ def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, li
             if (shared := specs.get(spec.seed0)) is not None and shared.seeds == (0,):
                 rows.pop(spec.seed0, None)  # defined for seed 0 alone, it is shown in this row only
     found = []
-    for prefix, label in CURVE_METHODS:
+    for prefix, label in methods:
         for m in CURVE_PAIRS:
             row = f"{prefix}_{curve_tag(m)}"
             if rows.get(row):
                 found.append((label, m, row, rows[row]))
-    for route, (what, _) in CURVE_ROUTES.items():
+    for route, (what, _) in CURVE_ROUTES.items() if methods == CURVE_METHODS else ():
         for m in CURVE_PAIRS:
             row = f"msvae_film2_{curve_tag(m)}_{route}"
             if rows.get(row):
                 found.append((f"MS-VAE full, {what}", m, row, rows[row]))
-    for prefix, label in CURVE_METHODS:  # the budget rows last, in the methods' order
+    for prefix, label in methods:  # the budget rows last, in the methods' order
         for m in CURVE_PAIRS:
             row = f"{prefix}_{curve_tag(m)}{BUDGET_SUFFIX[0]}"
             if rows.get(row):
@@ -102,14 +116,15 @@ def curve_rows(level: str, root: Path = RESULTS) -> list[tuple[str, int, str, li
     return found
 
 
-def table_pairs_curve(level: str, root: Path = RESULTS) -> list[str]:
+def table_pairs_curve(level: str, root: Path = RESULTS, methods: tuple[tuple[str, str], ...] = CURVE_METHODS
+                      ) -> list[str]:
     """Each curve row's test numbers, mean +- sd over seeds (n), with the bot's mean steps beside the follower's
     and, for a speaker-follower, the accuracy of the labels it learned from (the labels' record: same mission, and
     the share of trajectories that demonstrate their label)."""
     lines = ["| method | M pairs | " + " | ".join(c[1] for c in COLUMNS)
              + " | mean steps (bot) | labels' same mission % | labels demonstrated % |",
              "| --- " * (len(COLUMNS) + 5) + "|"]
-    for label, m, _, records in curve_rows(level, root):
+    for label, m, _, records in curve_rows(level, root, methods):
         cells = [mean_sd([v * scale for r in records if (v := test_value(r, key)) is not None], digits)
                  for key, _, scale, digits in COLUMNS]
         steps = [r["test"]["mean_steps"] for r in records if r.get("test")]
@@ -121,6 +136,34 @@ def table_pairs_curve(level: str, root: Path = RESULTS) -> list[str]:
         labels = [mean_sd([100 * a[key] for a in accuracies if key in a], 1)
                   for key in ("same_mission", "demonstrated")]
         lines.append(f"| {label} | {m:,} | " + " | ".join([*cells, step_cell, *labels]) + " |")
+    return lines
+
+
+def table_kept_labels(level: str, root: Path = RESULTS) -> list[str]:
+    """:func:`table_pairs_curve`'s columns for the second round and its students on a share of its labels."""
+    return table_pairs_curve(level, root, (SECOND_ROUND, *KEPT_METHODS))
+
+
+def table_kept_verdict(level: str, root: Path = RESULTS) -> list[str]:
+    """Each student on a share of the second round's labels against the second round's student of the same seed:
+    SR by reading and SR, the means (n), the difference and the p that the share does better, paired by seed
+    (one-sided [two-sided]; none with fewer than two seeds in common)."""
+    rows = curve_rows(level, root, (SECOND_ROUND, *KEPT_METHODS))
+    second = {m: records for label, m, _, records in rows if label == SECOND_ROUND[1]}
+    lines = ["| method | M pairs | SR by reading (points) | the second round's | difference | p, paired by seed | "
+             "SR % | the second round's | difference | p, paired by seed |", "| --- " * 10 + "|"]
+    for label, m, _, records in rows:
+        if label == SECOND_ROUND[1] or m not in second:
+            continue
+        cells = []
+        for key in ("reading", "success_rate"):
+            ours, theirs = ({run_row(r["run"])[1]: 100 * v for r in runs if (v := test_value(r, key)) is not None}
+                            for runs in (records, second[m]))
+            both = sorted(ours.keys() & theirs.keys())
+            cells += [mean_sd(list(ours.values())), mean_sd(list(theirs.values())),
+                      f"{statistics.fmean(ours[k] - theirs[k] for k in both):+.1f}" if both else "-",
+                      p_cell(*p_greater_paired(ours, theirs))]
+        lines.append(f"| {label} | {m:,} | " + " | ".join(cells) + " |")
     return lines
 
 

@@ -11,6 +11,8 @@ import pytest
 from conftest import tree_digest
 from result_tables.pairs_curve import (
     p_episodes,
+    table_kept_labels,
+    table_kept_verdict,
     table_label_accuracy,
     table_pairs_curve,
     table_pairs_verdict,
@@ -142,6 +144,45 @@ def test_the_verdict_tests_each_row_against_the_supervised_follower_on_m_and_3m(
     z = -5 / math.sqrt(4.575 + 10 * (0.21 + 0.24))
     assert lines[3] == (f"| MS-VAE full, gamma = 1 | 1,000 | 25.0 (n = 1) | 3,000 pairs | 30.0 (n = 1) | -5.0 | - | "
                         f"{0.5 * math.erfc(z / math.sqrt(2)):.2g} |")
+
+
+def test_the_kept_rows_are_set_beside_the_second_round_paired_by_seed_and_kept_off_the_curve(tmp_path):
+    """The students on a share of the second round's labels are tested against the second round's student of the same
+    seed (its seed 0 the one-teacher row's run), and are in neither the curve's table nor its verdict."""
+    runs = tmp_path / "bosslocal" / "runs"
+    runs.mkdir(parents=True)
+    second, kept = "speaker_follower_cells_rescored", "speaker_follower_cells_rescored_top30_film2_m1k"
+    for name, own, other in ((f"{second}_film2_m1k", 0.70, 0.35), (f"{second}_own_film2_m1k_seed1", 0.80, 0.40),
+                             (f"{second}_own_film2_m1k_seed2", 0.75, 0.40), (kept, 0.60, 0.20),
+                             (f"{kept}_seed1", 0.65, 0.30), (f"{kept}_seed2", 0.62, 0.30),
+                             ("follower_film2_m1k", 0.4, 0.3), ("follower_film2_m1k_seed1", 0.4, 0.35)):
+        test = {"success_rate": own, "success_rate_other_mission": other, "episodes": 1000, "mean_steps": 50.0,
+                "bot_mean_steps": 12.0}
+        (runs / f"{name}.json").write_text(json.dumps({"run": name, "test": test}))
+    lines = table_kept_verdict("bosslocal", tmp_path)
+    assert len(lines) == 3
+    # reading: (40, 35, 32) against (35, 40, 35), differences (5, -5, -3); SR: (60, 65, 62) against (70, 80, 75)
+    reading = statistics_t([5.0, -5.0, -3.0])
+    sr = statistics_t([-10.0, -15.0, -13.0])
+    assert lines[2] == ("| speaker-follower on the 30 % of the second round's labels the rescoring was surest of, each "
+                        "seed its own teacher's chain | 1,000 | 35.7 +- 4.0 (n = 3) | 36.7 +- 2.9 (n = 3) | -1.0 | "
+                        f"{reading[0]:.2g} [{reading[1]:.2g}] | 62.3 +- 2.5 (n = 3) | 75.0 +- 5.0 (n = 3) | -12.7 | "
+                        f"{sr[0]:.2g} [{sr[1]:.2g}] |")
+    labels = table_kept_labels("bosslocal", tmp_path)
+    assert [line.split(" | ")[0] for line in labels[2:]] == [
+        "| speaker-follower on the front-cell speaker's labels rescored by the follower of its first labels, each seed "
+        "its own teacher's", "| speaker-follower on the 30 % of the second round's labels the rescoring was surest of, "
+        "each seed its own teacher's chain"]
+    assert not any("30 %" in line for line in table_pairs_curve("bosslocal", tmp_path) + table_pairs_verdict(
+        "bosslocal", tmp_path))
+
+
+def statistics_t(differences: list[float]) -> tuple[float, float]:
+    """One- and two-sided p of a paired t-test that the differences' mean is above 0, from scipy."""
+    from scipy.stats import ttest_1samp
+
+    return (float(ttest_1samp(differences, 0.0, alternative="greater").pvalue),
+            float(ttest_1samp(differences, 0.0).pvalue))
 
 
 def test_the_plot_has_a_point_a_row_and_refuses_no_runs(tmp_path):
