@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,7 @@ def by_confidence(labels: str, shares: list[float], num_unpaired: int | None, ou
     check_num_unpaired(num_unpaired)
     if out and (why := unwritable_folder(Path(out).parent)):
         raise ValueError(why)
+    started = time.perf_counter()
     speaker, rescorer, lam = load_labelling(labels)
     labelled = load_pseudo_labels(labels)
     if num_unpaired is not None:
@@ -155,7 +157,8 @@ def by_confidence(labels: str, shares: list[float], num_unpaired: int | None, ou
         by_share[f"{share:g}"] = {**label_accuracy(labelled.select(top)), "threshold": min(scores[i] for i in top),
                                   "mean_steps": statistics.fmean(steps[i] for i in top)}
     record = {"labels": labels, "sha256": pseudo_labels_record(labels).get("sha256"), "lam": lam,
-              "labelled": len(labelled), "by_share": by_share, **provenance()}
+              "labelled": len(labelled), "by_share": by_share, "wall_time_s": time.perf_counter() - started,
+              **provenance()}
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         write_json(out, record)

@@ -146,8 +146,8 @@ def table_kept_labels(level: str, root: Path = RESULTS) -> list[str]:
 
 def table_kept_verdict(level: str, root: Path = RESULTS) -> list[str]:
     """Each student on a share of the second round's labels against the second round's student of the same seed:
-    SR by reading and SR, the means (n), the difference and the p that the share does better, paired by seed
-    (one-sided [two-sided]; none with fewer than two seeds in common)."""
+    SR by reading and SR, the means (n; the second round's over the seeds both rows have), the difference and the p
+    that the share does better, paired by seed (one-sided [two-sided]; none with fewer than two seeds in common)."""
     rows = curve_rows(level, root, (SECOND_ROUND, *KEPT_METHODS))
     second = {m: records for label, m, _, records in rows if label == SECOND_ROUND[1]}
     lines = ["| method | M pairs | SR by reading (points) | the second round's | difference | p, paired by seed | "
@@ -159,8 +159,8 @@ def table_kept_verdict(level: str, root: Path = RESULTS) -> list[str]:
         for key in ("reading", "success_rate"):
             ours, theirs = ({run_row(r["run"])[1]: 100 * v for r in runs if (v := test_value(r, key)) is not None}
                             for runs in (records, second[m]))
-            both = sorted(ours.keys() & theirs.keys())
-            cells += [mean_sd(list(ours.values())), mean_sd(list(theirs.values())),
+            both = sorted(ours.keys() & theirs.keys())  # the second round on the seeds the share's row has
+            cells += [mean_sd(list(ours.values())), mean_sd([theirs[k] for k in both]),
                       f"{statistics.fmean(ours[k] - theirs[k] for k in both):+.1f}" if both else "-",
                       p_cell(*p_greater_paired(ours, theirs))]
         lines.append(f"| {label} | {m:,} | " + " | ".join(cells) + " |")
@@ -170,9 +170,12 @@ def table_kept_verdict(level: str, root: Path = RESULTS) -> list[str]:
 def labels_accuracy(level: str, record: dict, root: Path = RESULTS) -> dict | None:
     """The accuracy of the labels a speaker-follower's run learned from: their record's in results/<level>/labels
     where it holds the same labels (their sha256; it is scored again there when a measure is added), else what the
-    run recorded of them when it started."""
+    run recorded of them when it started; none for a run that read only the first N of them (``num_unpaired``)."""
     read = record.get("pseudo_labels") or {}
-    folder = (record.get("config") or {}).get("pseudo_labels")
+    config = record.get("config") or {}
+    if config.get("num_unpaired") is not None:  # a run on the first N of its labels: theirs are not on record
+        return None
+    folder = config.get("pseudo_labels")
     labels = root / level / "labels" / f"{Path(folder).name}.json" if folder else None
     if labels is not None and labels.is_file():
         kept = json.loads(labels.read_text())

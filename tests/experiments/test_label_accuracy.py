@@ -168,6 +168,15 @@ def test_the_kept_rows_are_set_beside_the_second_round_paired_by_seed_and_kept_o
                         "seed its own teacher's chain | 1,000 | 35.7 +- 4.0 (n = 3) | 36.7 +- 2.9 (n = 3) | -1.0 | "
                         f"{reading[0]:.2g} [{reading[1]:.2g}] | 62.3 +- 2.5 (n = 3) | 75.0 +- 5.0 (n = 3) | -12.7 | "
                         f"{sr[0]:.2g} [{sr[1]:.2g}] |")
+    control = "speaker_follower_cells_rescored_first30k_film2_m1k"  # seed 0 alone, on the first 30 of the labels
+    (runs / f"{control}.json").write_text(json.dumps({
+        "run": control, "config": {"pseudo_labels": "data/pseudo_labels/bosslocal/x_rescored", "num_unpaired": 30},
+        "pseudo_labels": {"label_accuracy": {"same_mission": 0.1, "demonstrated": 0.3}},
+        "test": {"success_rate": 0.72, "success_rate_other_mission": 0.40, "mean_steps": 50.0, "bot_mean_steps": 12.0}}))
+    assert table_kept_verdict("bosslocal", tmp_path)[3].endswith(
+        "| 32.0 (n = 1) | 35.0 (n = 1) | -3.0 | - | 72.0 (n = 1) | 70.0 (n = 1) | +2.0 | - |")  # against seed 0 only
+    assert table_kept_labels("bosslocal", tmp_path)[4].endswith("| - | - |")  # its labels' first 30 are not on record
+    (runs / f"{control}.json").unlink()
     labels = table_kept_labels("bosslocal", tmp_path)
     assert [line.split(" | ")[0] for line in labels[2:]] == [
         "| speaker-follower on the front-cell speaker's labels rescored by the follower of its first labels, each seed "
@@ -373,7 +382,7 @@ def test_by_confidence_scores_the_share_of_labels_their_labelling_was_surest_of(
     rows = load_from_disk(str(labels)).select(range(30))
     scores = label_scores(speaker, rows).tolist()
     top = sorted(sorted(range(30), key=lambda i: (-scores[i], i))[:15])
-    assert record["labelled"] == 30 and record["lam"] == 1.0
+    assert record["labelled"] == 30 and record["lam"] == 1.0 and record["wall_time_s"] > 0
     assert record["sha256"] == json.loads((labels / RECORD_FILE).read_text())["sha256"]
     for share, kept in (("0.5", top), ("1", list(range(30)))):
         got = record["by_share"][share]
