@@ -172,7 +172,8 @@ def test_the_kept_rows_are_set_beside_the_second_round_paired_by_seed_and_kept_o
     (runs / f"{control}.json").write_text(json.dumps({
         "run": control, "config": {"pseudo_labels": "data/pseudo_labels/bosslocal/x_rescored", "num_unpaired": 30},
         "pseudo_labels": {"label_accuracy": {"same_mission": 0.1, "demonstrated": 0.3}},
-        "test": {"success_rate": 0.72, "success_rate_other_mission": 0.40, "mean_steps": 50.0, "bot_mean_steps": 12.0}}))
+        "test": {"success_rate": 0.72, "success_rate_other_mission": 0.40, "mean_steps": 50.0,
+                 "bot_mean_steps": 12.0}}))
     assert table_kept_verdict("bosslocal", tmp_path)[3].endswith(
         "| 32.0 (n = 1) | 35.0 (n = 1) | -3.0 | - | 72.0 (n = 1) | 70.0 (n = 1) | +2.0 | - |")  # against seed 0 only
     assert table_kept_labels("bosslocal", tmp_path)[4].endswith("| - | - |")  # its labels' first 30 are not on record
