@@ -86,6 +86,16 @@ def baseline_runs(tiny_demos: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return runs
 
 
+@pytest.fixture(scope="module")
+def models(baseline_runs: dict[str, Path]) -> tuple[Any, Any]:
+    """The tiny baseline speaker and follower, loaded in eval mode (a module's own copies: tests may move them)."""
+    from msvae_hf.models.modeling_baselines import FollowerModel, SpeakerModel
+
+    speaker = SpeakerModel.from_pretrained(baseline_runs["speaker"] / "best").eval()
+    follower = FollowerModel.from_pretrained(baseline_runs["follower"] / "best").eval()
+    return speaker, follower
+
+
 @pytest.fixture(scope="session")
 def tok():
     """The package's tokenizer (BabyAI's closed grammar); it holds no state a test could change."""

@@ -17,14 +17,6 @@ from msvae_hf.data.collator import with_pseudo_labels, without_instructions
 from msvae_hf.data.demos import load_demos
 from msvae_hf.data.pseudo_labels import label_accuracy
 from msvae_hf.extensions.pragmatics import label_scores, score_candidates
-from msvae_hf.models.modeling_baselines import FollowerModel, SpeakerModel
-
-
-@pytest.fixture(scope="module")
-def models(baseline_runs):
-    speaker = SpeakerModel.from_pretrained(baseline_runs["speaker"] / "best").eval()
-    follower = FollowerModel.from_pretrained(baseline_runs["follower"] / "best").eval()
-    return speaker, follower
 
 
 @pytest.fixture(scope="module")

@@ -31,13 +31,6 @@ from msvae_hf.models.tokenization_msvae import MSVAETokenizer
 
 
 @pytest.fixture(scope="module")
-def models(baseline_runs):
-    speaker = SpeakerModel.from_pretrained(baseline_runs["speaker"] / "best").eval()
-    follower = FollowerModel.from_pretrained(baseline_runs["follower"] / "best").eval()
-    return speaker, follower
-
-
-@pytest.fixture(scope="module")
 def valid(tiny_demos):
     return load_demos(tiny_demos)["valid"]
 
