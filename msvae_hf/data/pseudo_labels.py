@@ -156,7 +156,7 @@ def write_labels(labelled: Any, out: Path, info: dict[str, Any], accuracy: dict[
 
 
 def confident_rows(scores: list[float], fraction: float) -> list[int]:
-    """The rows of the ``round(fraction * N)`` highest ``scores`` (at least one; a tie to the earlier row), in row
+    """The rows of the ``round(fraction * N)`` highest ``scores`` (at least one; of tied rows, the first), in row
     order."""
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"the share kept must be in (0, 1], got {fraction}")
