@@ -49,7 +49,8 @@ CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS
 #: was surest of, and as many drawn blind. They ask whether the surest labels teach more than all of them, so their
 #: tables set them beside the second round (:func:`table_kept_labels`, :func:`table_kept_verdict`), not on the curve
 #: or in its verdict, whose tests ask what unpaired data adds to pairs.
-SECOND_ROUND = CURVE_METHODS[[prefix for prefix, _ in CURVE_METHODS].index("speaker_follower_cells_rescored_own_film2")]
+SECOND_ROUND = ("speaker_follower_cells_rescored_own_film2",
+                dict(CURVE_METHODS)["speaker_follower_cells_rescored_own_film2"])
 KEPT_METHODS = (("speaker_follower_cells_rescored_top30_film2", "speaker-follower on the 30 % of the second round's "
                  "labels the rescoring was surest of, each seed its own teacher's chain"),
                 ("speaker_follower_cells_rescored_first30k_film2", "speaker-follower on the first 30,000 of the second "

@@ -18,7 +18,7 @@ from typing import Any
 
 from transformers import AutoModel
 
-from ..data.pseudo_labels import keep_confident, labelling_models
+from ..data.pseudo_labels import check_fraction, keep_confident, labelling_models
 from ..utils.runtime import add_threads_flag, set_threads
 from .evaluate import missing_model
 from .invocation import entry_point_command
@@ -49,8 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     command = entry_point_command(argv) or shlex.join(
         ["python", "scripts/keep_confident.py", *(sys.argv[1:] if argv is None else argv)])
     try:
-        if not 0.0 < args.fraction <= 1.0:
-            raise ValueError(f"--fraction must be in (0, 1], got {args.fraction}")
+        check_fraction(args.fraction)  # before the models are loaded
         speaker, rescorer, lam = load_labelling(args.labels)
         kept = keep_confident(args.labels, args.out, args.fraction, speaker, rescorer, lam,
                               batch_size=args.batch_size, overwrite=args.overwrite, command=command)

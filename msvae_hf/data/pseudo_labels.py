@@ -155,11 +155,16 @@ def write_labels(labelled: Any, out: Path, info: dict[str, Any], accuracy: dict[
     shutil.rmtree(old, ignore_errors=True)
 
 
+def check_fraction(fraction: float) -> None:
+    """ValueError unless ``fraction`` (the share of labels kept) lies in (0, 1]."""
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"--fraction must be in (0, 1], got {fraction}")
+
+
 def confident_rows(scores: list[float], fraction: float) -> list[int]:
     """The rows of the ``round(fraction * N)`` highest ``scores`` (at least one; of tied rows, the first), in row
     order."""
-    if not 0.0 < fraction <= 1.0:
-        raise ValueError(f"the share kept must be in (0, 1], got {fraction}")
+    check_fraction(fraction)
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
     return sorted(order[:max(1, round(fraction * len(scores)))])
 
@@ -185,20 +190,19 @@ def keep_confident(
     label scoring it may be left out, where more tie at it than there is room for). The kept labels are scored
     against the true missions as any labels are (:func:`label_accuracy`); nothing reads those missions to choose."""
     out = Path(out)
-    if not 0.0 < fraction <= 1.0:
-        raise ValueError(f"fraction (--fraction) must be in (0, 1], got {fraction}")
+    check_fraction(fraction)
     check_output_folder(out, labels=labels)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"{out} is not empty: pass overwrite=True (--overwrite) to replace it")
     source = pseudo_labels_record(labels)
     if source.get("kept"):
         raise ValueError(f"{labels} holds labels kept from {source['kept'].get('from')}: keep from those")
-    rescoring = source.get("rescoring") or {}
-    chosen_at = float(rescoring.get("lam", 1.0))
-    if source.get("speaker") and (lam != chosen_at or (rescorer is not None) != bool(rescoring)):
-        how = f"at lam {chosen_at:g} with a rescorer" if rescoring else "by the speaker alone"
-        raise ValueError(f"{labels} were chosen {how}: score them so (given lam {lam:g} and "
-                         f"{'a' if rescorer is not None else 'no'} rescorer)")
+    if source.get("speaker"):  # scored as they were chosen, or not at all
+        _, rescored_by, chosen_at = labelling_models(labels)
+        if lam != chosen_at or (rescorer is None) != (rescored_by is None):
+            how = f"at lam {chosen_at:g} with a rescorer" if rescored_by else "by the speaker alone"
+            raise ValueError(f"{labels} were chosen {how}: score them so (given lam {lam:g} and "
+                             f"{'a' if rescorer is not None else 'no'} rescorer)")
     labelled = load_pseudo_labels(labels)
     started = time.perf_counter()
     scores = label_scores(speaker, labelled, rescorer, lam, batch_size, progress).tolist()
@@ -385,8 +389,6 @@ def labelling_models(labels: str | os.PathLike) -> tuple[str, str | None, float]
         raise ValueError(f"{labels} has no record naming the speaker that labelled it: label again with "
                          "scripts/label_unpaired.py")
     rescoring = record.get("rescoring") or {}
-    if record.get("kept"):
-        raise ValueError(f"{labels} holds labels kept from {record['kept'].get('from')}: keep from those")
     if rescoring and not rescoring.get("rescorer"):
         raise ValueError(f"{labels}: its record names no rescorer for its rescored labels")
     return record["speaker"], rescoring.get("rescorer"), float(rescoring.get("lam", 1.0))
