@@ -662,6 +662,9 @@ _BOSSLOCAL_CURVE_SEEDS = {
     "speaker_follower_cells_rescored_top30_film2_m1k": (0, 1, 2),
     # its control: as many of those labels, the first 30,000 (the trajectories are drawn at random)
     "speaker_follower_cells_rescored_first30k_film2_m1k": (0,),
+    # a teacher for the long trajectories: the front-cell speaker also taught the steps that complete a goal, and
+    # each seed's student on its own teacher's labels
+    "speaker_goals_film2_m1k": (0, 1, 2), "speaker_follower_goals_film2_m1k": (0, 1, 2),
     # the budget confound at the target's two points: each seed continued to 10,000 updates
     "follower_film2_m3k_u10k": (0, 1, 2), "speaker_follower_cells_film2_m1k_u10k": (0,),
     "speaker_follower_cells_own_film2_m1k_u10k": (1, 2),
