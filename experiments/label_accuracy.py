@@ -7,9 +7,10 @@
         --out results/gotoseqlocal/labels/chance_another_mission.json
 
 Prints one JSON line a folder (msvae_hf.envs.missions.score_labels: exact, in grammar, same mission, goal count,
-and per goal the action, object type and colour, and the connective; and the shares of trajectories that carry out
+and per goal the action, object type and colour, and the connective; the shares of trajectories that carry out
 their label, replayed in their episode, and that do it in as few steps as the bot told it: msvae_hf.envs.missions
-carries_out and demonstrates). ``--record`` also writes the scores
+carries_out and demonstrates; and all of these for the trajectories of each number of goals in the true mission,
+``by_goal_count``). ``--record`` also writes the scores
 into the folder's pseudo_labels.json as ``label_accuracy``, as scripts/label_unpaired.py does when it labels, so
 that labels written without them are scored where they lie (the labels themselves are not touched).
 
@@ -45,12 +46,14 @@ from typing import Any
 from msvae_hf.data.demos import load_demos
 from msvae_hf.data.pseudo_labels import (
     RECORD_FILE,
+    by_goal_count,
     check_num_unpaired,
     confident_rows,
     label_accuracy,
-    label_shares,
+    label_replays,
     load_pseudo_labels,
     pseudo_labels_record,
+    replay_shares,
     true_missions,
 )
 from msvae_hf.envs.missions import replay_label, score_labels
@@ -122,7 +125,10 @@ def chance(demos: str, num_unpaired: int | None, out: str | None) -> dict[str, A
         unpaired = unpaired.select(range(min(num_unpaired, len(unpaired))))
     missions = true_missions(unpaired)
     others = missions[1:] + missions[:1]
-    scores = {**score_labels(others, missions), **label_shares(unpaired, others)}
+    replays = label_replays(unpaired, others)
+    steps = [len(actions) for actions in unpaired["actions"]]
+    scores = {**score_labels(others, missions), **replay_shares(replays),
+              "by_goal_count": by_goal_count(others, missions, replays, steps)}
     record = {"speaker": "none: each trajectory labelled with the next one's true mission", "demos": demos,
               "num_labelled": len(missions), "label_accuracy": scores, **provenance()}
     print(json.dumps(record))

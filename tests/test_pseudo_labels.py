@@ -17,8 +17,8 @@ from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
 
 from msvae_hf.data import sampler
 from msvae_hf.data.demos import load_demos
-from msvae_hf.data.pseudo_labels import pseudo_labels_record, relabel_command
-from msvae_hf.envs.missions import carries_out, demonstrates, regenerate_missions, score_labels
+from msvae_hf.data.pseudo_labels import by_goal_count, pseudo_labels_record, relabel_command
+from msvae_hf.envs.missions import carries_out, demonstrates, goals, parse_mission, regenerate_missions, score_labels
 from msvae_hf.envs.seeds import TEST_SEED_START
 from msvae_hf.evaluation.evaluate import describe_dataset
 from msvae_hf.models.modeling_baselines import SpeakerModel
@@ -197,7 +197,8 @@ def test_the_record_scores_the_labels_against_the_true_missions(pseudo):
     accuracy = pseudo_labels_record(pseudo)["label_accuracy"]
     labelled = load_from_disk(str(pseudo))
     truth = regenerate_missions(TINY_LEVEL, labelled["seed"])
-    assert {k: v for k, v in accuracy.items() if k not in ("seconds", "carried_out", "demonstrated")} == score_labels(
+    assert {k: v for k, v in accuracy.items()
+            if k not in ("seconds", "carried_out", "demonstrated", "by_goal_count")} == score_labels(
         labelled["instruction"], truth)
     assert accuracy["labels"] == TINY_COUNTS["unpaired"] and accuracy["seconds"] >= 0
     env = gym.make(TINY_LEVEL)
@@ -206,6 +207,20 @@ def test_the_record_scores_the_labels_against_the_true_missions(pseudo):
     demonstrated = [demonstrates(env, seed, actions, label) for seed, actions, label in rows]
     assert accuracy["carried_out"] == sum(carried) / len(rows)
     assert accuracy["demonstrated"] == sum(demonstrated) / len(rows)
+    # by the number of goals in each true mission: the same scores over each number's rows alone
+    counts = [len(goals(parse_mission(mission))) for mission in truth]
+    by_count = accuracy["by_goal_count"]
+    assert list(by_count) == [str(n) for n in sorted(set(counts))]
+    for n, scores in by_count.items():
+        at = [i for i, count in enumerate(counts) if count == int(n)]
+        assert scores == pytest.approx({
+            "share": len(at) / len(rows), "mean_steps": sum(len(rows[i][1]) for i in at) / len(at),
+            **score_labels([rows[i][2] for i in at], [truth[i] for i in at]),
+            "carried_out": sum(carried[i] for i in at) / len(at),
+            "demonstrated": sum(demonstrated[i] for i in at) / len(at)})
+    assert sum(s["share"] * s["demonstrated"] for s in by_count.values()) == pytest.approx(accuracy["demonstrated"])
+    with pytest.raises(ValueError, match="one each"):
+        by_goal_count(list(labelled["instruction"]), truth[1:], [{}] * len(rows), [1] * len(rows))
 
 
 def test_training_never_regenerates_a_demonstrations_mission(pseudo, tiny_demos, tmp_path, monkeypatch):

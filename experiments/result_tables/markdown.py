@@ -32,6 +32,7 @@ from .pairs_curve import (
     table_kept_labels,
     table_kept_verdict,
     table_label_accuracy,
+    table_labels_by_goal_count,
     table_latent_probe,
     table_pairs_curve,
     table_pairs_verdict,
@@ -102,6 +103,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "follower_ablation": table_follower_ablation,
     "follower_scale": table_follower_scale, "follower_failures": table_follower_failures,
     "pairs_curve": table_pairs_curve, "pairs_verdict": table_pairs_verdict, "label_accuracy": table_label_accuracy,
+    "labels_by_goal_count": table_labels_by_goal_count,
     "kept_labels": table_kept_labels, "kept_verdict": table_kept_verdict,
     "reading_history": table_reading_history, "latent_probe": table_latent_probe,
 }

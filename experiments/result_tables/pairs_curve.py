@@ -263,6 +263,30 @@ def table_label_accuracy(level: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
+#: The fields of each goal count's labels the table by goal count shows, with headers (percentages).
+GOAL_COUNT_COLUMNS = (("share", "of the labels %"), ("demonstrated", "demonstrated %"),
+                      ("carried_out", "carried out %"), ("same_mission", "same mission %"),
+                      ("same_goal_count", "goal count %"), ("object_type", "object type %"), ("colour", "colour %"))
+
+
+def table_labels_by_goal_count(level: str, root: Path = RESULTS) -> list[str]:
+    """Every labelling whose record scores its labels by the number of goals in each trajectory's true mission
+    (``label_accuracy.by_goal_count``, results/<level>/labels/*.json): a row for each number, with its labels' share,
+    their trajectories' mean steps and their accuracy."""
+    lines = ["| labels | goals in the mission | labels | mean steps | "
+             + " | ".join(h for _, h in GOAL_COUNT_COLUMNS) + " |", "| --- " * (len(GOAL_COUNT_COLUMNS) + 4) + "|"]
+    for path in sorted((root / level / "labels").glob("*.json")):
+        accuracy = json.loads(path.read_text()).get("label_accuracy") or {}
+        for goals, scores in (accuracy.get("by_goal_count") or {}).items():
+            cells = [f"{100 * scores[key]:.1f}" for key, _ in GOAL_COUNT_COLUMNS]
+            lines.append(f"| {path.stem} | {goals} | {scores['labels']:,} | {scores['mean_steps']:.1f} | "
+                         + " | ".join(cells) + " |")
+    if len(lines) == 2:
+        raise SystemExit(f"no labelling in {root / level / 'labels'} is scored by goal count: score one with "
+                         "experiments/label_accuracy.py LABELS --record, or label with scripts/label_unpaired.py")
+    return lines
+
+
 #: The validation updates the reading history shows (those a run has).
 HISTORY_UPDATES = (200, 400, 600, 1000, 2000, 3000, 4000)
 

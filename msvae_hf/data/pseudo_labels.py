@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from datasets import Dataset, DatasetDict
 
-from ..envs.missions import regenerate_missions, replay_labels, score_labels
+from ..envs.missions import goals, parse_mission, regenerate_missions, replay_each, score_labels
 from ..evaluation.evaluate import describe_dataset
 from ..extensions.pragmatics import (
     NUM_CANDIDATES,
@@ -321,31 +321,61 @@ def candidates_key(speaker: Any, demos: str | os.PathLike, split: str, num_rows:
     return digest.hexdigest()
 
 
-def label_accuracy(labelled: Any) -> dict[str, float | int]:
+def label_accuracy(labelled: Any) -> dict[str, Any]:
     """:func:`~msvae_hf.envs.missions.score_labels` of a labelled set's ``instruction`` column against each row's
     true mission, which its ``level`` regenerates from its ``seed``; the shares of trajectories that carry out and
-    that demonstrate their label (:func:`label_shares`); and the seconds the scoring took."""
+    that demonstrate their label (:func:`label_replays`); the same for the trajectories of each number of goals in
+    their true mission (``by_goal_count``: :func:`by_goal_count`); and the seconds the scoring took."""
     started = time.perf_counter()
     labels = list(labelled["instruction"])
-    scores = score_labels(labels, true_missions(labelled))
-    return {**scores, **label_shares(labelled, labels), "seconds": round(time.perf_counter() - started, 1)}
+    missions = true_missions(labelled)
+    replays = label_replays(labelled, labels)
+    return {**score_labels(labels, missions), **replay_shares(replays),
+            "by_goal_count": by_goal_count(labels, missions, replays, [len(a) for a in labelled["actions"]]),
+            "seconds": round(time.perf_counter() - started, 1)}
 
 
-def label_shares(rows: Any, labels: list[str]) -> dict[str, float]:
-    """Of ``rows`` (trajectories with their ``level``, ``seed`` and ``actions``), the shares whose actions, replayed
-    in their episode, carry out ``labels[i]`` as the level's verifier judges it, done at the last action
-    (``carried_out``: :func:`~msvae_hf.envs.missions.carries_out`), and which do so in as few steps as the bot told
-    the label (``demonstrated``: :func:`~msvae_hf.envs.missions.demonstrates`). Where a label names the goals
-    otherwise than the mission did ("the red ball" for "a ball", the red one being the ball the bot went to) it
-    still counts; same-mission accuracy does not count it."""
+#: What replaying a label in its trajectory's episode tells (:func:`~msvae_hf.envs.missions.replay_label`).
+REPLAY_FIELDS = ("carried_out", "demonstrated")
+
+
+def by_goal_count(labels: list[str], missions: list[str], replays: list[dict[str, bool]],
+                  steps: list[int]) -> dict[str, dict[str, float | int]]:
+    """The labels of the trajectories whose true mission has n goals, for each n present (a string key, in
+    order): their share of all labels, their trajectories' mean steps, :func:`~msvae_hf.envs.missions.score_labels`
+    and the shares that carry out and demonstrate their label (``replays``, one a label)."""
+    if not len(labels) == len(missions) == len(replays) == len(steps):
+        raise ValueError(f"{len(labels)} labels, {len(missions)} missions, {len(replays)} replays and {len(steps)} "
+                         "trajectories: one each")
+    groups: dict[int, list[int]] = {}
+    for i, mission in enumerate(missions):
+        groups.setdefault(len(goals(parse_mission(mission))), []).append(i)
+    return {str(n): {"share": len(rows) / len(labels), "mean_steps": sum(steps[i] for i in rows) / len(rows),
+                     **score_labels([labels[i] for i in rows], [missions[i] for i in rows]),
+                     **replay_shares([replays[i] for i in rows])}
+            for n, rows in sorted(groups.items())}
+
+
+def replay_shares(replays: list[dict[str, bool]]) -> dict[str, float]:
+    """The shares of ``replays`` (:func:`label_replays`) that carry out and that demonstrate their label."""
+    return {key: sum(replay[key] for replay in replays) / len(replays) for key in REPLAY_FIELDS}
+
+
+def label_replays(rows: Any, labels: list[str]) -> list[dict[str, bool]]:
+    """Of ``rows`` (trajectories with their ``level``, ``seed`` and ``actions``), whether each trajectory's actions,
+    replayed in its episode, carry out ``labels[i]`` as the level's verifier judges it, done at the last action
+    (``carried_out``: :func:`~msvae_hf.envs.missions.carries_out`), and do so in as few steps as the bot told the
+    label (``demonstrated``: :func:`~msvae_hf.envs.missions.demonstrates`). Where a label names the goals otherwise
+    than the mission did ("the red ball" for "a ball", the red one being the ball the bot went to) it still counts;
+    same-mission accuracy does not count it."""
     columns = rows.select_columns(["level", "seed", "actions"])
     levels, seeds, actions = list(columns["level"]), list(columns["seed"]), list(columns["actions"])
-    totals = {"carried_out": 0, "demonstrated": 0}
+    replays: list[dict[str, bool]] = [{}] * len(labels)
     for level, at in rows_of_each_level(levels).items():
-        counts = replay_labels(level, [seeds[i] for i in at], [actions[i] for i in at], [labels[i] for i in at])
-        for key in totals:
-            totals[key] += counts[key]
-    return {key: total / len(labels) for key, total in totals.items()}
+        each = replay_each(level, [seeds[i] for i in at], [actions[i] for i in at], [labels[i] for i in at])
+        for i, replay in zip(at, each, strict=True):
+            replays[i] = replay
+    return replays
 
 
 def true_missions(rows: Any) -> list[str]:

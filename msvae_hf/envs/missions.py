@@ -395,20 +395,27 @@ def replay_label(env: gym.Env, seed: int, actions: Sequence[int], text: str) -> 
     return {"carried_out": carried, "demonstrated": carried and not bot_is_quicker(env, seed, text, len(actions))}
 
 
-def replay_labels(level_id: str, seeds: Sequence[int], actions: Sequence[Sequence[int]],
-                 texts: Sequence[str]) -> dict[str, int]:
-    """``carried_out`` and ``demonstrated``: how many trajectories (``seeds[i]``'s episode played with
-    ``actions[i]``) carry out ``texts[i]`` (:func:`carries_out`) and demonstrate it (:func:`demonstrates`), on one
-    env of the level."""
+def replay_each(level_id: str, seeds: Sequence[int], actions: Sequence[Sequence[int]],
+                texts: Sequence[str]) -> list[dict[str, bool]]:
+    """:func:`replay_label` of each trajectory (``seeds[i]``'s episode played with ``actions[i]``) and its label
+    ``texts[i]``, on one env of the level."""
     if not len(seeds) == len(actions) == len(texts):
         raise ValueError(f"{len(seeds)} seeds, {len(actions)} trajectories and {len(texts)} missions: one each")
     if not texts:
         raise ValueError("replay_labels got no trajectories")
     env = gym.make(level_id)
     try:
-        replays = [replay_label(env, *row) for row in zip(seeds, actions, texts, strict=True)]
+        return [replay_label(env, *row) for row in zip(seeds, actions, texts, strict=True)]
     finally:
         env.close()
+
+
+def replay_labels(level_id: str, seeds: Sequence[int], actions: Sequence[Sequence[int]],
+                 texts: Sequence[str]) -> dict[str, int]:
+    """``carried_out`` and ``demonstrated``: how many trajectories (``seeds[i]``'s episode played with
+    ``actions[i]``) carry out ``texts[i]`` (:func:`carries_out`) and demonstrate it (:func:`demonstrates`), on one
+    env of the level (:func:`replay_each`)."""
+    replays = replay_each(level_id, seeds, actions, texts)
     return {key: sum(replay[key] for replay in replays) for key in ("carried_out", "demonstrated")}
 
 
@@ -443,4 +450,4 @@ def goal_steps(env: gym.Env, seed: int, actions: Sequence[int]) -> list[int]:
 
 __all__ = ["Goal", "InstructionError", "LABEL_ACCURACY_FIELDS", "carries_out", "connectives", "draw_same_room_mission",
            "goal_steps", "goals", "parse_mission", "regenerate_missions", "room_objects", "score_labels", "set_mission",
-           "bot_is_quicker", "demonstrates", "replay_label", "replay_labels"]
+           "bot_is_quicker", "demonstrates", "replay_each", "replay_label", "replay_labels"]

@@ -14,6 +14,7 @@ from result_tables.pairs_curve import (
     table_kept_labels,
     table_kept_verdict,
     table_label_accuracy,
+    table_labels_by_goal_count,
     table_pairs_curve,
     table_pairs_verdict,
     table_reading_history,
@@ -61,6 +62,26 @@ def test_a_missing_folder_is_one_line_before_anything_is_written(labels, tmp_pat
     with pytest.raises(SystemExit, match=r"error: no pseudo-labels at .*nowhere"):
         label_accuracy.main([str(labels), str(tmp_path / "nowhere"), "--record"])
     assert tree_digest(labels) == before
+
+
+def test_the_table_by_goal_count_reads_each_records_breakdown(labels, tmp_path):
+    """One row a number of goals in the true missions, in the record's order; a level with no breakdown on record is
+    one line naming the command that scores one."""
+    root = tmp_path / "results"
+    (root / "bosslocal" / "labels").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="label_accuracy.py LABELS --record"):
+        table_labels_by_goal_count("bosslocal", root)
+    record = json.loads((labels / RECORD_FILE).read_text())
+    (root / "bosslocal" / "labels" / "speaker.json").write_text(json.dumps(record))
+    by_count = record["label_accuracy"]["by_goal_count"]
+    rows = table_labels_by_goal_count("bosslocal", root)[2:]
+    assert [row.split(" | ")[1] for row in rows] == list(by_count)
+    first = by_count[next(iter(by_count))]
+    assert rows[0] == (f"| speaker | {next(iter(by_count))} | {first['labels']:,} | {first['mean_steps']:.1f} | "
+                       f"{100 * first['share']:.1f} | {100 * first['demonstrated']:.1f} | "
+                       f"{100 * first['carried_out']:.1f} | {100 * first['same_mission']:.1f} | "
+                       f"{100 * first['same_goal_count']:.1f} | {100 * first['object_type']:.1f} | "
+                       f"{100 * first['colour']:.1f} |")
 
 
 def test_the_tables_read_the_records(labels, tmp_path):
@@ -246,7 +267,10 @@ def test_chance_labels_each_trajectory_with_the_next_ones_mission(tiny_demos, tm
     assert record["num_labelled"] == 20
     others = truth[1:] + truth[:1]  # the next one's mission
     counts = replay_labels(unpaired[0]["level"], unpaired["seed"], unpaired["actions"], others)
-    assert record["label_accuracy"] == {**score_labels(others, truth), **{k: n / 20 for k, n in counts.items()}}
+    accuracy = record["label_accuracy"]
+    by_count = accuracy.pop("by_goal_count")
+    assert accuracy == {**score_labels(others, truth), **{k: n / 20 for k, n in counts.items()}}
+    assert sum(scores["labels"] for scores in by_count.values()) == 20  # every trajectory under its goal count
     assert record["label_accuracy"]["in_grammar"] == 1.0 and record["label_accuracy"]["same_mission"] < 1.0
 
 
