@@ -18,7 +18,8 @@ each instruction.
 With ``--rollouts N --level LEVEL`` the same question in closed loop: greedy rollouts on the first N test seeds
 (the seeds of the test SR) with each env's own mission, then with the mission of the seed before it (rolled by
 one over the N seeds; success is judged by the env against its own mission), so that a policy whose success does
-not depend on what it is told scores the same twice. Writes ``--out`` (JSON) and prints a table.
+not depend on what it is told scores the same twice; and both again for the episodes of each number of goals in
+their own mission (``by_goal_count``). Writes ``--out`` (JSON) and prints a table.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.demos import load_demos
+from msvae_hf.envs.missions import goals, parse_mission
 from msvae_hf.evaluation.evaluate import instruction_use, rolled_texts, same_words_as_the_one_before
 from msvae_hf.evaluation.metrics import summarize_episodes
 from msvae_hf.evaluation.rollout import evaluation_seeds
@@ -49,10 +51,25 @@ def rollouts_told_another_mission(model: Any, level: str, episodes: int, batch_s
     missions = [r.instruction for r in own]
     told = rolled_texts(missions)
     other = model.follow(level, seeds, instructions=told, batch_size=batch_size)
-    stats = {name: summarize_episodes(results) for name, results in (("own", own), ("other", other))}
     return {"episodes": episodes, "same_text": same_words_as_the_one_before(missions) / episodes,
-            **{f"{key}_{name}": value for name, s in stats.items()
-               for key, value in (("success_rate", s["success_rate"]), ("mean_steps", s["mean_steps"]))}}
+            **told_both_ways(own, other), "by_goal_count": by_goal_count(own, other)}
+
+
+def told_both_ways(own: list[Any], other: list[Any]) -> dict[str, float]:
+    """Success rate and mean steps of the same episodes told their own mission (``*_own``) and another's
+    (``*_other``)."""
+    stats = {name: summarize_episodes(results) for name, results in (("own", own), ("other", other))}
+    return {f"{key}_{name}": s[key] for name, s in stats.items() for key in ("success_rate", "mean_steps")}
+
+
+def by_goal_count(own: list[Any], other: list[Any]) -> dict[str, dict[str, float]]:
+    """:func:`told_both_ways` of the episodes whose own mission has n goals, for each n present (a string key, in
+    order), with their number (``episodes``) and the bot's mean steps left out: where reading is, by mission length."""
+    groups: dict[int, list[int]] = {}
+    for i, result in enumerate(own):
+        groups.setdefault(len(goals(parse_mission(result.instruction))), []).append(i)
+    return {str(n): {"episodes": len(at), **told_both_ways([own[i] for i in at], [other[i] for i in at])}
+            for n, at in sorted(groups.items())}
 
 
 def main() -> None:
@@ -98,6 +115,9 @@ def main() -> None:
             print(f"|   rollouts on {r['episodes']} test seeds: SR own {r['success_rate_own']:.3f} "
                   f"({r['mean_steps_own']:.1f} steps), told another's mission {r['success_rate_other']:.3f} "
                   f"({r['mean_steps_other']:.1f} steps) |")
+            for n, g in r["by_goal_count"].items():
+                print(f"|     {n} goal(s), {g['episodes']} episodes: SR own {g['success_rate_own']:.3f}, "
+                      f"told another's {g['success_rate_other']:.3f} |")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
 

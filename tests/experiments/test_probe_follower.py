@@ -139,12 +139,13 @@ class _ObeysOnlyItsMission:
     (in 20), unless told the same words; a seed's mission names ``ball(seed)`` (by default missions repeat every
     third seed). Keeps what each call was told."""
 
-    def __init__(self, ball=lambda seed: seed % 3) -> None:
-        self.ball = ball
+    def __init__(self, ball=lambda seed: seed % 3, mission=lambda colour: f"go to the {colour} ball") -> None:
+        self.ball, self.mission = ball, mission
         self.told: list[list[str]] = []
 
     def follow(self, level, seeds, instructions=None, batch_size=None):
-        missions = [f"go to the {self.ball(seed)} ball" for seed in seeds]
+        missions = [self.mission(("red", "green", "blue", "purple", "yellow", "grey")[self.ball(seed) % 6])
+                    for seed in seeds]
         told = missions if instructions is None else instructions
         self.told.append(list(told))
         return [EpisodeResult(seed, mission, [], 10 if ok else 20, float(ok), ok)
@@ -154,8 +155,30 @@ class _ObeysOnlyItsMission:
 def test_rollouts_told_another_mission_roll_the_missions_by_one():
     result = probe_follower.rollouts_told_another_mission(_ObeysOnlyItsMission(), "GoToSeqLocal", 6)
     # seeds 0..5 from the test seeds' start: missions cycle with period 3, so no two neighbours share words
-    assert result == {"episodes": 6, "same_text": 0.0, "success_rate_own": 1.0, "mean_steps_own": 10.0,
-                      "success_rate_other": 0.0, "mean_steps_other": 20.0}
+    told = {"success_rate_own": 1.0, "mean_steps_own": 10.0, "success_rate_other": 0.0, "mean_steps_other": 20.0}
+    assert result == {"episodes": 6, "same_text": 0.0, **told, "by_goal_count": {"1": {"episodes": 6, **told}}}
+
+
+def test_by_goal_count_groups_the_episodes_by_their_own_missions_goals():
+    """Seeds whose own mission has two goals and seeds whose mission has one, each group told both ways: the
+    groups' episodes, success and steps are those of their seeds alone."""
+    def mission(colour: str) -> str:
+        return f"go to the {colour} ball" if colour in ("red", "blue") else f"go to the {colour} ball, then open a door"
+
+    stub = _ObeysOnlyItsMission(ball=lambda seed: seed // 2, mission=mission)
+    result = probe_follower.rollouts_told_another_mission(stub, "GoToSeqLocal", 8)
+    own, other = (dict(zip(range(8), [t == o for t, o in zip(told, stub.told[0], strict=True)], strict=True))
+                  for told in stub.told)
+    assert own == dict.fromkeys(range(8), True)
+    missions = stub.told[0]
+    groups = {"1": [i for i in range(8) if ", then" not in missions[i]],
+              "2": [i for i in range(8) if ", then" in missions[i]]}
+    assert all(groups.values())
+    assert list(result["by_goal_count"]) == ["1", "2"]
+    for n, at in groups.items():
+        rate = sum(other[i] for i in at) / len(at)
+        assert result["by_goal_count"][n] == {"episodes": len(at), "success_rate_own": 1.0, "mean_steps_own": 10.0,
+                                              "success_rate_other": rate, "mean_steps_other": 20 - 10 * rate}
 
 
 def test_each_episode_is_told_the_mission_of_the_seed_before_it():
