@@ -205,3 +205,61 @@ def test_a_speaker_trains_on_goal_steps_of_the_pairs_alone_and_logs_them(tiny_de
     events.Reload()
     logged = events.Scalars("train/goal_step_loss")
     assert len(logged) == results["updates"] and all(math.isfinite(e.value) and e.value > 0 for e in logged)
+
+
+class _Oracle(torch.nn.Module):
+    """A goal-step read-out that reads each step's answer from a table: +1 where ``steps`` (one set a trajectory,
+    in the order the batches bring them) marks the step, -1 elsewhere."""
+
+    def __init__(self, steps: list[set[int]]) -> None:
+        super().__init__()
+        self.steps = steps
+        self.calls = 0
+
+    def forward(self, memory: torch.Tensor) -> torch.Tensor:
+        out = -torch.ones(*memory.shape[:2], 1)
+        for row in range(memory.shape[0]):
+            for step in self.steps[self.calls + row]:
+                out[row, step] = 1.0
+        self.calls += memory.shape[0]
+        return out
+
+
+def test_goal_step_accuracy_scores_the_read_out_against_the_verifiers_steps(tiny_demos, tok) -> None:
+    """A read-out that marks exactly the verifier's steps scores 1 everywhere; one that also marks step 0 of every
+    trajectory whose first step completes no goal loses exactly those trajectories and that much precision; one
+    that marks nothing finds no step; padded steps are never predicted (-inf), whatever the batch."""
+    from msvae_hf.evaluation.evaluate import goal_step_accuracy
+
+    valid = load_demos(tiny_demos)["valid"]
+    truth = [set(steps) for steps in with_goal_steps(valid)["goal_steps"]]
+    speaker = tiny_speaker(tok, 1.0)
+    speaker.goal_step_head = _Oracle(truth)
+    perfect = goal_step_accuracy(speaker, valid, batch_size=3)
+    assert {k: perfect[k] for k in ("exact", "count", "last_step", "precision", "recall")} == dict.fromkeys(
+        ("exact", "count", "last_step", "precision", "recall"), 1.0)
+    assert perfect["trajectories"] == len(valid)
+    assert sum(g["trajectories"] for g in perfect["by_goal_steps"].values()) == len(valid)
+    extra = [t | {0} for t in truth]
+    speaker.goal_step_head = _Oracle(extra)
+    wrong = sum(0 not in t for t in truth)
+    scores = goal_step_accuracy(speaker, valid, batch_size=4)
+    assert scores["exact"] == pytest.approx(1 - wrong / len(valid)) and scores["recall"] == 1.0
+    assert scores["precision"] == pytest.approx(sum(map(len, truth)) / sum(map(len, extra)))
+    speaker.goal_step_head = _Oracle([set() for _ in truth])
+    nothing = goal_step_accuracy(speaker, valid)
+    assert nothing["recall"] == 0.0 and nothing["precision"] == 0.0 and nothing["last_step"] == 0.0
+
+
+def test_goal_step_logits_are_refused_without_a_read_out_and_pad_to_minus_infinity(tiny_demos, tok) -> None:
+    from msvae_hf.evaluation.evaluate import goal_step_accuracy
+
+    batch = speaker_batch(tiny_demos, tok)
+    inputs = [batch[k] for k in ("observations", "directions", "actions", "trajectory_mask")]
+    with pytest.raises(ValueError, match="no goal-step read-out"):
+        tiny_speaker(tok, 0.0).goal_step_logits(*inputs)
+    logits = tiny_speaker(tok, 1.0).goal_step_logits(*inputs)
+    real = batch["trajectory_mask"].bool()
+    assert torch.isinf(logits[~real]).all() and torch.isfinite(logits[real]).all()
+    with pytest.raises(ValueError, match="empty dataset"):
+        goal_step_accuracy(tiny_speaker(tok, 1.0), load_demos(tiny_demos)["valid"].select([]))

@@ -153,6 +153,14 @@ class SpeakerModel(SpeakerMixin, MSVAEPreTrainedModel, GenerationMixin):
         mask = trajectory_mask.bool()
         return self.trajectory_encoder(features, actions.long(), mask, observations), mask
 
+    def goal_step_logits(self, observations, directions, actions, trajectory_mask) -> torch.Tensor:
+        """[B, T] logits of the goal-step read-out: whether step t's action completes a goal of the trajectory's
+        mission (a speaker trained with ``goal_steps_weight`` > 0; padded steps are -inf)."""
+        if self.goal_step_head is None:
+            raise ValueError("this speaker has no goal-step read-out: train one with goal_steps_weight > 0")
+        memory, mask = self.trajectory_memory(observations, directions, actions, trajectory_mask)
+        return self.goal_step_head(memory).squeeze(-1).float().masked_fill(~mask, float("-inf"))
+
     def forward(
         self,
         input_ids,

@@ -1,0 +1,61 @@
+#!/usr/bin/env python
+"""How well speakers trained with ``goal_steps_weight`` find where a trajectory's goals are completed: their
+goal-step read-out against the steps the level's verifier marks, on a split's trajectories replayed from their seeds
+(msvae_hf.evaluation.evaluate.goal_step_accuracy).
+
+    python experiments/probe_goal_steps.py --demos data/bosslocal_curve --split test \
+        --model "seed 0=runs/bosslocal/speaker_goals_film2_m1k/best" --out results/bosslocal/goal_steps_probe.json
+
+Prints one line a model and writes ``--out`` (JSON: the split, and per model its path and scores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from transformers import AutoModel
+
+import msvae_hf  # noqa: F401  (registers the model types)
+from msvae_hf.data.demos import load_demos
+from msvae_hf.evaluation.evaluate import goal_step_accuracy
+from msvae_hf.utils.run_folder import write_json
+from msvae_hf.utils.runtime import add_threads_flag, provenance, set_threads, unwritable_folder
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--demos", required=True)
+    parser.add_argument("--split", default="test", help="a split of the demonstrations (its trajectories' seeds)")
+    parser.add_argument("--model", action="append", required=True, metavar="NAME=DIR")
+    parser.add_argument("--out", help="write the scores here (JSON)")
+    add_threads_flag(parser, default=1)
+    args = parser.parse_args(argv)
+    set_threads(args.threads)
+    if args.out and (why := unwritable_folder(Path(args.out).parent)):
+        sys.exit(f"error: {why}")
+    demos = load_demos(args.demos)
+    if args.split not in demos:
+        sys.exit(f"error: {args.demos} has no split {args.split!r}; it has {sorted(demos)}")
+    started = time.perf_counter()
+    report: dict = {"demos": args.demos, "split": args.split, "models": {}}
+    for spec in args.model:
+        name, _, path = spec.rpartition("=")
+        try:
+            scores = goal_step_accuracy(AutoModel.from_pretrained(path), demos[args.split])
+        except (OSError, ValueError) as err:
+            sys.exit(f"error: {path}: {err}")
+        report["models"][name or path] = {"path": path, **scores}
+        print(json.dumps({"model": name or path, **scores}))
+    report |= {"wall_time_s": time.perf_counter() - started, **provenance()}
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        write_json(args.out, report)
+    return report
+
+
+if __name__ == "__main__":
+    main()
