@@ -167,7 +167,8 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
     assert set(BOSSLOCAL_THREE_SEEDS) == {"follower_film2_m1k", "follower_film2_m3k", "follower_film2_m10k",
                                           "follower_film2_m100k", "speaker_cells_film2_m1k",
                                           "speaker_follower_cells_film2_m1k", "speaker_follower_cells_film2_m10k",
-                                          "follower_film2_m3k_u10k", "speaker_follower_cells_rescored_top30_film2_m1k"}
+                                          "follower_film2_m3k_u10k", "speaker_follower_cells_rescored_top30_film2_m1k",
+                                          "speaker_goals_film2_m1k", "speaker_follower_goals_film2_m1k"}
     own, rescored = "speaker_follower_cells_own_film2_m1k", "speaker_follower_cells_rescored_own_film2_m1k"
     third = "speaker_follower_cells_rescored2_own_film2_m1k"
     for row in BOSSLOCAL_CURVE_ROWS:
@@ -196,6 +197,12 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
     assert student.pseudo_labels == "data/pseudo_labels/bosslocal/speaker_cells_film2_m10k"
     assert student.num_paired == 10_000
     assert set(cells["labels/speaker_cells_film2_m10k"].needs) == {"speaker_cells_film2_m10k/seed0", "demos_curve"}
+    # the goal-steps speaker's students: each seed on its own seed's speaker's labels
+    for seed in (0, 1, 2):
+        suffix = f"_seed{seed}" if seed else ""
+        assert train_config(cells[f"speaker_follower_goals_film2_m1k/seed{seed}"]).pseudo_labels == (
+            f"data/pseudo_labels/bosslocal/speaker_goals_film2_m1k{suffix}")
+        assert train_config(cells[f"speaker_goals_film2_m1k/seed{seed}"]).model["goal_steps_weight"] == 1
     for seed in (1, 2):
         student = train_config(cells[f"{own}/seed{seed}"])
         assert student.seed == seed and student.num_paired == 1000
