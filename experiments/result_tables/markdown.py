@@ -65,6 +65,7 @@ from .scale import table_architectures, table_unpaired
 from .studies import (
     table_bleu_scales,
     table_follower_probe,
+    table_follower_probe_by_goals,
     table_gradient_sweep,
     table_gradients,
     table_pragmatics,
@@ -85,7 +86,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "seeds_again": table_seeds_again,
     "speakers": table_speakers, "pragmatics": table_pragmatics,
     "rescoring": table_rescoring, "probes": table_probes, "probe_data": table_probe_data,
-    "follower_probe": table_follower_probe,
+    "follower_probe": table_follower_probe, "follower_probe_by_goals": table_follower_probe_by_goals,
     "gradients": table_gradients, "validation": table_validation, "train_step": table_train_step,
     "train_step_compare": table_train_step_compare, "train_step_peak": table_train_step_peak,
     "attention_layout": table_attention_layout, "gpu_update": table_gpu_update, "gpu_kernels": table_gpu_kernels,

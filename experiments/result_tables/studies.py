@@ -73,6 +73,31 @@ def table_follower_probe(level: str, name: str, root: Path = RESULTS) -> list[st
     return lines
 
 
+def table_follower_probe_by_goals(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """experiments/probe_follower.py's JSON, its rollouts by the number of goals in each episode's own mission
+    (``by_goal_count``), its models named ``<row>, seed <k>``: per row and number of goals, the episodes and mean
+    +- sd over seeds of the SR told its own mission and another episode's, and their difference."""
+    data = read_json(level, name, root)
+    rows: dict[str, dict[str, list[dict]]] = {}
+    for model_name, m in data["models"].items():
+        by_count = (m.get("rollouts") or {}).get("by_goal_count")
+        if not by_count:
+            raise SystemExit(f"{name}.json: {model_name!r} has no rollouts by goal count; run "
+                             "experiments/probe_follower.py with --rollouts N")
+        for count, scores in by_count.items():
+            rows.setdefault(model_name.rsplit(", seed ", 1)[0], {}).setdefault(count, []).append(scores)
+    lines = ["| follower | goals in the mission | episodes | SR told its own mission (%) | told another episode's (%) "
+             "| difference (points) |", "| --- | --- | --- | --- | --- | --- |"]
+    for row, counts in rows.items():
+        for count, runs in sorted(counts.items(), key=lambda item: int(item[0])):
+            own = [100 * r["success_rate_own"] for r in runs]
+            other = [100 * r["success_rate_other"] for r in runs]
+            episodes = "/".join(sorted({str(r["episodes"]) for r in runs}))
+            lines.append(f"| {row_label(level, row)} | {count} | {episodes} | {mean_sd(own)} | {mean_sd(other)} | "
+                         f"{mean_sd([a - b for a, b in zip(own, other, strict=True)])} |")
+    return lines
+
+
 def table_gradients(level: str, name: str, root: Path = RESULTS) -> list[str]:
     """benchmarks/objective_gradients.py's JSON: gradient norms of each objective term on the trajectory
     encoder and the sliced-Wasserstein distances between batches."""

@@ -228,3 +228,23 @@ def test_limit_scores_the_splits_first_pairs(follower, tiny_demos, tmp_path: Pat
     monkeypatch.setattr("sys.argv", [*argv[:6], "1", *argv[7:]])
     with pytest.raises(SystemExit, match="--limit must be at least 2"):
         probe_follower.main()
+
+
+def test_table_by_goals_gives_each_row_and_goal_count_its_seeds_mean(tmp_path: Path):
+    from result_tables.studies import table_follower_probe_by_goals
+
+    def model(by_count: dict[str, tuple[float, float]]) -> dict:
+        return {"path": "x", "rollouts": {"episodes": 10, "by_goal_count": {
+            n: {"episodes": 5, "success_rate_own": own, "mean_steps_own": 9.0, "success_rate_other": other,
+                "mean_steps_other": 9.0} for n, (own, other) in by_count.items()}}}
+
+    (tmp_path / "bosslocal").mkdir()
+    (tmp_path / "bosslocal" / "probe.json").write_text(json.dumps({"demos": "d", "split": "valid", "models": {
+        "msvae_v, seed 0": model({"2": (0.6, 0.2), "10": (0.4, 0.4)}), "msvae_v, seed 1": model({"2": (0.8, 0.2)})}}))
+    lines = table_follower_probe_by_goals("bosslocal", "probe", tmp_path)
+    assert lines[2] == "| MS-VAE + V | 2 | 5 | 70.0 +- 14.1 (n = 2) | 20.0 +- 0.0 (n = 2) | 50.0 +- 14.1 (n = 2) |"
+    assert lines[3] == "| MS-VAE + V | 10 | 5 | 40.0 (n = 1) | 40.0 (n = 1) | 0.0 (n = 1) |"  # in number order
+    (tmp_path / "bosslocal" / "old.json").write_text(json.dumps({"demos": "d", "split": "valid", "models": {
+        "msvae_v, seed 0": {"path": "x", "rollouts": {"episodes": 10}}}}))
+    with pytest.raises(SystemExit, match="no rollouts by goal count"):
+        table_follower_probe_by_goals("bosslocal", "old", tmp_path)
