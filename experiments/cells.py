@@ -671,7 +671,8 @@ _BOSSLOCAL_CURVE_SEEDS = {
 }
 BOSSLOCAL_CURVE_ROWS = {name: replace(PAIRS_CURVE_ROWS[name], seeds=seeds)
                         for name, seeds in _BOSSLOCAL_CURVE_SEEDS.items()}
-#: The rows of BossLocal's curve with three seeds: its followers' and the front-cell speaker's on 1,000 pairs.
+#: The rows of BossLocal's curve with three seeds: its followers', the front-cell speaker's on 1,000 pairs and their
+#: students', the goal-steps speaker's and its students', and the kept labels' students.
 BOSSLOCAL_THREE_SEEDS = tuple(name for name, row in BOSSLOCAL_CURVE_ROWS.items() if row.seeds == (0, 1, 2))
 
 

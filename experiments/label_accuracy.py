@@ -46,17 +46,15 @@ from typing import Any
 from msvae_hf.data.demos import load_demos
 from msvae_hf.data.pseudo_labels import (
     RECORD_FILE,
-    by_goal_count,
     check_num_unpaired,
     confident_rows,
     label_accuracy,
-    label_replays,
     load_pseudo_labels,
     pseudo_labels_record,
-    replay_shares,
+    scored_labels,
     true_missions,
 )
-from msvae_hf.envs.missions import replay_label, score_labels
+from msvae_hf.envs.missions import replay_label
 from msvae_hf.utils.run_folder import write_json
 from msvae_hf.utils.runtime import provenance, unwritable_folder
 
@@ -125,10 +123,7 @@ def chance(demos: str, num_unpaired: int | None, out: str | None) -> dict[str, A
         unpaired = unpaired.select(range(min(num_unpaired, len(unpaired))))
     missions = true_missions(unpaired)
     others = missions[1:] + missions[:1]
-    replays = label_replays(unpaired, others)
-    steps = [len(actions) for actions in unpaired["actions"]]
-    scores = {**score_labels(others, missions), **replay_shares(replays),
-              "by_goal_count": by_goal_count(others, missions, replays, steps)}
+    scores = scored_labels(unpaired, others, missions)
     record = {"speaker": "none: each trajectory labelled with the next one's true mission", "demos": demos,
               "num_labelled": len(missions), "label_accuracy": scores, **provenance()}
     print(json.dumps(record))

@@ -33,7 +33,7 @@ from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.demos import load_demos
-from msvae_hf.envs.missions import goals, parse_mission
+from msvae_hf.envs.missions import rows_by_goal_count
 from msvae_hf.evaluation.evaluate import instruction_use, rolled_texts, same_words_as_the_one_before
 from msvae_hf.evaluation.metrics import summarize_episodes
 from msvae_hf.evaluation.rollout import evaluation_seeds
@@ -52,7 +52,7 @@ def rollouts_told_another_mission(model: Any, level: str, episodes: int, batch_s
     told = rolled_texts(missions)
     other = model.follow(level, seeds, instructions=told, batch_size=batch_size)
     return {"episodes": episodes, "same_text": same_words_as_the_one_before(missions) / episodes,
-            **told_both_ways(own, other), "by_goal_count": by_goal_count(own, other)}
+            **told_both_ways(own, other), "by_goal_count": told_both_ways_by_goal_count(own, other)}
 
 
 def told_both_ways(own: list[Any], other: list[Any]) -> dict[str, float]:
@@ -62,14 +62,12 @@ def told_both_ways(own: list[Any], other: list[Any]) -> dict[str, float]:
     return {f"{key}_{name}": s[key] for name, s in stats.items() for key in ("success_rate", "mean_steps")}
 
 
-def by_goal_count(own: list[Any], other: list[Any]) -> dict[str, dict[str, float]]:
+def told_both_ways_by_goal_count(own: list[Any], other: list[Any]) -> dict[str, dict[str, float]]:
     """:func:`told_both_ways` of the episodes whose own mission has n goals, for each n present (a string key, in
-    order), with their number (``episodes``) and the bot's mean steps left out: where reading is, by mission length."""
-    groups: dict[int, list[int]] = {}
-    for i, result in enumerate(own):
-        groups.setdefault(len(goals(parse_mission(result.instruction))), []).append(i)
+    order), with their number (``episodes``): where reading is, by mission length."""
+    groups = rows_by_goal_count([result.instruction for result in own])
     return {str(n): {"episodes": len(at), **told_both_ways([own[i] for i in at], [other[i] for i in at])}
-            for n, at in sorted(groups.items())}
+            for n, at in groups.items()}
 
 
 def main() -> None:

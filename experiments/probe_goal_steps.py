@@ -20,7 +20,7 @@ from pathlib import Path
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the model types)
-from msvae_hf.data.demos import load_demos
+from msvae_hf.data.demos import load_demos, with_goal_steps
 from msvae_hf.evaluation.evaluate import goal_step_accuracy
 from msvae_hf.utils.run_folder import write_json
 from msvae_hf.utils.runtime import add_threads_flag, provenance, set_threads, unwritable_folder
@@ -40,16 +40,26 @@ def main(argv: list[str] | None = None) -> dict:
     demos = load_demos(args.demos)
     if args.split not in demos:
         sys.exit(f"error: {args.demos} has no split {args.split!r}; it has {sorted(demos)}")
-    started = time.perf_counter()
-    report: dict = {"demos": args.demos, "split": args.split, "models": {}}
-    for spec in args.model:
+    speakers = {}
+    for spec in args.model:  # every model checked before any replay
         name, _, path = spec.rpartition("=")
         try:
-            scores = goal_step_accuracy(AutoModel.from_pretrained(path), demos[args.split])
+            speakers[name or path] = (path, AutoModel.from_pretrained(path))
         except (OSError, ValueError) as err:
             sys.exit(f"error: {path}: {err}")
-        report["models"][name or path] = {"path": path, **scores}
-        print(json.dumps({"model": name or path, **scores}))
+        if getattr(speakers[name or path][1], "goal_step_head", None) is None:
+            sys.exit(f"error: {path} has no goal-step read-out (a speaker trained with goal_steps_weight > 0 has one)")
+    started = time.perf_counter()
+    split = demos[args.split]
+    try:
+        truth = list(with_goal_steps(split)["goal_steps"])  # the verifier's steps, replayed once for every model
+    except ValueError as err:
+        sys.exit(f"error: {args.demos}, split {args.split}: {err}")
+    report: dict = {"demos": args.demos, "split": args.split, "models": {}}
+    for name, (path, speaker) in speakers.items():
+        scores = goal_step_accuracy(speaker, split, truth=truth)
+        report["models"][name] = {"path": path, **scores}
+        print(json.dumps({"model": name, **scores}))
     report |= {"wall_time_s": time.perf_counter() - started, **provenance()}
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -209,15 +209,18 @@ def test_a_speaker_trains_on_goal_steps_of_the_pairs_alone_and_logs_them(tiny_de
 
 class _Oracle(torch.nn.Module):
     """A goal-step read-out that reads each step's answer from a table: +1 where ``steps`` (one set a trajectory,
-    in the order the batches bring them) marks the step, -1 elsewhere."""
+    in the order the batches bring them) marks the step, and with ``last`` at each batch's last position, padded or
+    not; -1 elsewhere."""
 
-    def __init__(self, steps: list[set[int]]) -> None:
+    def __init__(self, steps: list[set[int]], last: bool = True) -> None:
         super().__init__()
-        self.steps = steps
+        self.steps, self.last = steps, last
         self.calls = 0
 
     def forward(self, memory: torch.Tensor) -> torch.Tensor:
         out = -torch.ones(*memory.shape[:2], 1)
+        if self.last:  # the batch's last position: a padded step for all but its longest trajectories
+            out[:, -1] = 1.0
         for row in range(memory.shape[0]):
             for step in self.steps[self.calls + row]:
                 out[row, step] = 1.0
@@ -239,14 +242,22 @@ def test_goal_step_accuracy_scores_the_read_out_against_the_verifiers_steps(tiny
     assert {k: perfect[k] for k in ("exact", "count", "last_step", "precision", "recall")} == dict.fromkeys(
         ("exact", "count", "last_step", "precision", "recall"), 1.0)
     assert perfect["trajectories"] == len(valid)
-    assert sum(g["trajectories"] for g in perfect["by_goal_steps"].values()) == len(valid)
+    counts = sorted({len(t) for t in truth})
+    assert perfect["by_goal_steps"] == {str(k): {"trajectories": sum(len(t) == k for t in truth), "exact": 1.0}
+                                        for k in counts}
     extra = [t | {0} for t in truth]
     speaker.goal_step_head = _Oracle(extra)
     wrong = sum(0 not in t for t in truth)
     scores = goal_step_accuracy(speaker, valid, batch_size=4)
     assert scores["exact"] == pytest.approx(1 - wrong / len(valid)) and scores["recall"] == 1.0
     assert scores["precision"] == pytest.approx(sum(map(len, truth)) / sum(map(len, extra)))
-    speaker.goal_step_head = _Oracle([set() for _ in truth])
+    assert scores["by_goal_steps"] == {  # grouped by the verifier's count, not the predicted one
+        str(k): {"trajectories": sum(len(t) == k for t in truth),
+                 "exact": pytest.approx(sum(len(t) == k and 0 in t for t in truth) / sum(len(t) == k for t in truth))}
+        for k in counts}
+    speaker.goal_step_head = _Oracle(extra)
+    assert goal_step_accuracy(speaker, valid, batch_size=4, truth=[sorted(t) for t in truth]) == scores  # given
+    speaker.goal_step_head = _Oracle([set() for _ in truth], last=False)
     nothing = goal_step_accuracy(speaker, valid)
     assert nothing["recall"] == 0.0 and nothing["precision"] == 0.0 and nothing["last_step"] == 0.0
 
@@ -260,6 +271,11 @@ def test_goal_step_logits_are_refused_without_a_read_out_and_pad_to_minus_infini
         tiny_speaker(tok, 0.0).goal_step_logits(*inputs)
     logits = tiny_speaker(tok, 1.0).goal_step_logits(*inputs)
     real = batch["trajectory_mask"].bool()
-    assert torch.isinf(logits[~real]).all() and torch.isfinite(logits[real]).all()
+    assert (logits[~real] == float("-inf")).all() and torch.isfinite(logits[real]).all()
+    valid = load_demos(tiny_demos)["valid"]
     with pytest.raises(ValueError, match="empty dataset"):
-        goal_step_accuracy(tiny_speaker(tok, 1.0), load_demos(tiny_demos)["valid"].select([]))
+        goal_step_accuracy(tiny_speaker(tok, 1.0), valid.select([]))
+    with pytest.raises(ValueError, match="no goal-step read-out"):
+        goal_step_accuracy(tiny_speaker(tok, 0.0), valid)
+    with pytest.raises(ValueError, match="one each"):
+        goal_step_accuracy(tiny_speaker(tok, 1.0), valid, truth=[[0]])

@@ -17,7 +17,7 @@ from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
 
 from msvae_hf.data import sampler
 from msvae_hf.data.demos import load_demos
-from msvae_hf.data.pseudo_labels import by_goal_count, pseudo_labels_record, relabel_command
+from msvae_hf.data.pseudo_labels import pseudo_labels_record, relabel_command, scored_labels
 from msvae_hf.envs.missions import carries_out, demonstrates, goals, parse_mission, regenerate_missions, score_labels
 from msvae_hf.envs.seeds import TEST_SEED_START
 from msvae_hf.evaluation.evaluate import describe_dataset
@@ -220,7 +220,9 @@ def test_the_record_scores_the_labels_against_the_true_missions(pseudo):
             "demonstrated": sum(demonstrated[i] for i in at) / len(at)})
     assert sum(s["share"] * s["demonstrated"] for s in by_count.values()) == pytest.approx(accuracy["demonstrated"])
     with pytest.raises(ValueError, match="one each"):
-        by_goal_count(list(labelled["instruction"]), truth[1:], [{}] * len(rows), [1] * len(rows))
+        scored_labels(labelled, list(labelled["instruction"]), truth[1:])
+    with pytest.raises(ValueError, match="one each"):
+        scored_labels(labelled, list(labelled["instruction"])[1:], truth)
 
 
 def test_training_never_regenerates_a_demonstrations_mission(pseudo, tiny_demos, tmp_path, monkeypatch):

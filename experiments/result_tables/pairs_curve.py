@@ -273,7 +273,7 @@ def table_labels_by_goal_count(level: str, root: Path = RESULTS) -> list[str]:
     """Every labelling whose record scores its labels by the number of goals in each trajectory's true mission
     (``label_accuracy.by_goal_count``, results/<level>/labels/*.json): a row for each number, with its labels' share,
     their trajectories' mean steps and their accuracy."""
-    lines = ["| labels | goals in the mission | labels | mean steps | "
+    lines = ["| labelling | goals in the mission | labelled | mean steps | "
              + " | ".join(h for _, h in GOAL_COUNT_COLUMNS) + " |", "| --- " * (len(GOAL_COUNT_COLUMNS) + 4) + "|"]
     for path in sorted((root / level / "labels").glob("*.json")):
         accuracy = json.loads(path.read_text()).get("label_accuracy") or {}

@@ -26,7 +26,13 @@ from typing import Any
 import torch
 from datasets import Dataset, DatasetDict
 
-from ..envs.missions import goals, parse_mission, regenerate_missions, replay_each, score_labels
+from ..envs.missions import (
+    REPLAY_FIELDS,
+    regenerate_missions,
+    replay_each,
+    rows_by_goal_count,
+    score_labels,
+)
 from ..evaluation.evaluate import describe_dataset
 from ..extensions.pragmatics import (
     NUM_CANDIDATES,
@@ -322,38 +328,28 @@ def candidates_key(speaker: Any, demos: str | os.PathLike, split: str, num_rows:
 
 
 def label_accuracy(labelled: Any) -> dict[str, Any]:
-    """:func:`~msvae_hf.envs.missions.score_labels` of a labelled set's ``instruction`` column against each row's
-    true mission, which its ``level`` regenerates from its ``seed``; the shares of trajectories that carry out and
-    that demonstrate their label (:func:`label_replays`); the same for the trajectories of each number of goals in
-    their true mission (``by_goal_count``: :func:`by_goal_count`); and the seconds the scoring took."""
+    """:func:`scored_labels` of a labelled set's ``instruction`` column against each row's true mission, which its
+    ``level`` regenerates from its ``seed`` (:func:`true_missions`), and the seconds the scoring took."""
     started = time.perf_counter()
-    labels = list(labelled["instruction"])
-    missions = true_missions(labelled)
-    replays = label_replays(labelled, labels)
-    return {**score_labels(labels, missions), **replay_shares(replays),
-            "by_goal_count": by_goal_count(labels, missions, replays, [len(a) for a in labelled["actions"]]),
-            "seconds": round(time.perf_counter() - started, 1)}
+    scores = scored_labels(labelled, list(labelled["instruction"]), true_missions(labelled))
+    return {**scores, "seconds": round(time.perf_counter() - started, 1)}
 
 
-#: What replaying a label in its trajectory's episode tells (:func:`~msvae_hf.envs.missions.replay_label`).
-REPLAY_FIELDS = ("carried_out", "demonstrated")
-
-
-def by_goal_count(labels: list[str], missions: list[str], replays: list[dict[str, bool]],
-                  steps: list[int]) -> dict[str, dict[str, float | int]]:
-    """The labels of the trajectories whose true mission has n goals, for each n present (a string key, in
-    order): their share of all labels, their trajectories' mean steps, :func:`~msvae_hf.envs.missions.score_labels`
-    and the shares that carry out and demonstrate their label (``replays``, one a label)."""
-    if not len(labels) == len(missions) == len(replays) == len(steps):
-        raise ValueError(f"{len(labels)} labels, {len(missions)} missions, {len(replays)} replays and {len(steps)} "
-                         "trajectories: one each")
-    groups: dict[int, list[int]] = {}
-    for i, mission in enumerate(missions):
-        groups.setdefault(len(goals(parse_mission(mission))), []).append(i)
-    return {str(n): {"share": len(rows) / len(labels), "mean_steps": sum(steps[i] for i in rows) / len(rows),
-                     **score_labels([labels[i] for i in rows], [missions[i] for i in rows]),
-                     **replay_shares([replays[i] for i in rows])}
-            for n, rows in sorted(groups.items())}
+def scored_labels(rows: Any, labels: list[str], missions: list[str]) -> dict[str, Any]:
+    """``labels[i]`` of ``rows[i]`` (trajectories with their ``level``, ``seed`` and ``actions``) against its true
+    mission ``missions[i]``: :func:`~msvae_hf.envs.missions.score_labels`; the shares of trajectories that carry out
+    and that demonstrate their label (:func:`label_replays`); and all of these again, with the trajectories' share
+    and mean steps, for the trajectories of each number of goals in their true mission (``by_goal_count``, a string
+    key for each number present, in order)."""
+    if not len(rows) == len(labels) == len(missions):
+        raise ValueError(f"{len(rows)} trajectories, {len(labels)} labels and {len(missions)} missions: one each")
+    replays = label_replays(rows, labels)
+    steps = [len(actions) for actions in rows["actions"]]
+    by_count = {str(n): {"share": len(at) / len(labels), "mean_steps": sum(steps[i] for i in at) / len(at),
+                         **score_labels([labels[i] for i in at], [missions[i] for i in at]),
+                         **replay_shares([replays[i] for i in at])}
+                for n, at in rows_by_goal_count(missions).items()}
+    return {**score_labels(labels, missions), **replay_shares(replays), "by_goal_count": by_count}
 
 
 def replay_shares(replays: list[dict[str, bool]]) -> dict[str, float]:
@@ -368,14 +364,16 @@ def label_replays(rows: Any, labels: list[str]) -> list[dict[str, bool]]:
     label (``demonstrated``: :func:`~msvae_hf.envs.missions.demonstrates`). Where a label names the goals otherwise
     than the mission did ("the red ball" for "a ball", the red one being the ball the bot went to) it still counts;
     same-mission accuracy does not count it."""
+    if len(rows) != len(labels):
+        raise ValueError(f"{len(labels)} labels for {len(rows)} trajectories: one each")
     columns = rows.select_columns(["level", "seed", "actions"])
     levels, seeds, actions = list(columns["level"]), list(columns["seed"]), list(columns["actions"])
-    replays: list[dict[str, bool]] = [{}] * len(labels)
+    replays: list[dict[str, bool] | None] = [None] * len(labels)
     for level, at in rows_of_each_level(levels).items():
         each = replay_each(level, [seeds[i] for i in at], [actions[i] for i in at], [labels[i] for i in at])
         for i, replay in zip(at, each, strict=True):
             replays[i] = replay
-    return replays
+    return [replay for replay in replays if replay is not None]
 
 
 def true_missions(rows: Any) -> list[str]:

@@ -395,6 +395,23 @@ def replay_label(env: gym.Env, seed: int, actions: Sequence[int], text: str) -> 
     return {"carried_out": carried, "demonstrated": carried and not bot_is_quicker(env, seed, text, len(actions))}
 
 
+#: What replaying a label in its trajectory's episode tells (:func:`replay_label`).
+REPLAY_FIELDS = ("carried_out", "demonstrated")
+
+
+def goal_count(mission: str) -> int:
+    """How many goals ``mission`` asks for (:func:`goals` of :func:`parse_mission`)."""
+    return len(goals(parse_mission(mission)))
+
+
+def rows_by_goal_count(missions: Sequence[str]) -> dict[int, list[int]]:
+    """The indices of ``missions`` by how many goals each asks for (:func:`goal_count`), in order of the count."""
+    groups: dict[int, list[int]] = {}
+    for i, mission in enumerate(missions):
+        groups.setdefault(goal_count(mission), []).append(i)
+    return dict(sorted(groups.items()))
+
+
 def replay_each(level_id: str, seeds: Sequence[int], actions: Sequence[Sequence[int]],
                 texts: Sequence[str]) -> list[dict[str, bool]]:
     """:func:`replay_label` of each trajectory (``seeds[i]``'s episode played with ``actions[i]``) and its label
@@ -402,7 +419,7 @@ def replay_each(level_id: str, seeds: Sequence[int], actions: Sequence[Sequence[
     if not len(seeds) == len(actions) == len(texts):
         raise ValueError(f"{len(seeds)} seeds, {len(actions)} trajectories and {len(texts)} missions: one each")
     if not texts:
-        raise ValueError("replay_labels got no trajectories")
+        raise ValueError("replay_each got no trajectories")
     env = gym.make(level_id)
     try:
         return [replay_label(env, *row) for row in zip(seeds, actions, texts, strict=True)]
@@ -416,7 +433,7 @@ def replay_labels(level_id: str, seeds: Sequence[int], actions: Sequence[Sequenc
     ``actions[i]``) carry out ``texts[i]`` (:func:`carries_out`) and demonstrate it (:func:`demonstrates`), on one
     env of the level (:func:`replay_each`)."""
     replays = replay_each(level_id, seeds, actions, texts)
-    return {key: sum(replay[key] for replay in replays) for key in ("carried_out", "demonstrated")}
+    return {key: sum(replay[key] for replay in replays) for key in REPLAY_FIELDS}
 
 
 def _goals_done(instr: Instr) -> int:
@@ -450,4 +467,5 @@ def goal_steps(env: gym.Env, seed: int, actions: Sequence[int]) -> list[int]:
 
 __all__ = ["Goal", "InstructionError", "LABEL_ACCURACY_FIELDS", "carries_out", "connectives", "draw_same_room_mission",
            "goal_steps", "goals", "parse_mission", "regenerate_missions", "room_objects", "score_labels", "set_mission",
-           "bot_is_quicker", "demonstrates", "replay_each", "replay_label", "replay_labels"]
+           "bot_is_quicker", "demonstrates", "replay_each", "replay_label", "replay_labels", "REPLAY_FIELDS",
+           "goal_count", "rows_by_goal_count"]

@@ -120,19 +120,28 @@ def trajectory_batches(model: Any, dataset: Any, batch_size: int, desc: str | No
 
 
 @torch.no_grad()
-def goal_step_accuracy(speaker: Any, dataset: Any, batch_size: int = 64) -> dict[str, Any]:
+def goal_step_accuracy(speaker: Any, dataset: Any, batch_size: int = 64,
+                       truth: list[list[int]] | None = None) -> dict[str, Any]:
     """How well a speaker's goal-step read-out (``SpeakerModel.goal_step_logits``, a step predicted where its
     logit is above 0) finds the steps that complete a goal of each trajectory's own mission, which the level's
-    verifier marks in its episode replayed from its seed (:func:`~msvae_hf.data.demos.with_goal_steps`):
-    ``exact``, the share of trajectories whose predicted steps are all and only those; ``count``, as many as those;
-    ``last_step``, the last step predicted (a demonstration's last action completes its last goal); ``precision``
-    and ``recall`` over all steps; and ``exact`` for the trajectories of each number of goal steps
-    (``by_goal_steps``; two goals completed by one action are one step)."""
-    from ..data.demos import with_goal_steps
-
+    verifier marks in its episode replayed from its seed (``truth``, or :func:`~msvae_hf.data.demos.with_goal_steps`
+    where it is not given): ``exact``, the share of trajectories whose predicted steps are all and only those;
+    ``count``, the share with as many; ``last_step``, the share whose last step is predicted (a demonstration's last
+    action completes its last goal); ``precision`` (0 where nothing is predicted) and ``recall`` over all steps; and
+    ``exact`` for the trajectories of each true number of goal steps (``by_goal_steps``; two goals completed by one
+    action are one step)."""
     if len(dataset) == 0:
         raise ValueError("goal_step_accuracy got an empty dataset")
-    truth = [set(steps) for steps in with_goal_steps(dataset)["goal_steps"]]
+    if getattr(speaker, "goal_step_head", None) is None:
+        raise ValueError(f"{type(speaker).__name__} has no goal-step read-out: a speaker trained with "
+                         "goal_steps_weight > 0 has one")
+    if truth is None:
+        from ..data.demos import with_goal_steps
+
+        truth = list(with_goal_steps(dataset)["goal_steps"])
+    if len(truth) != len(dataset):
+        raise ValueError(f"{len(truth)} lists of goal steps for {len(dataset)} trajectories: one each")
+    marked = [set(steps) for steps in truth]
     predicted: list[set[int]] = []
     with evaluating(speaker):
         for batch in trajectory_batches(speaker, dataset, batch_size):
@@ -140,15 +149,16 @@ def goal_step_accuracy(speaker: Any, dataset: Any, batch_size: int = 64) -> dict
                                               batch["trajectory_mask"])
             predicted += [set(torch.nonzero(row > 0).flatten().tolist()) for row in logits.cpu()]
     lengths = [len(actions) for actions in dataset["actions"]]
-    hits = sum(len(p & t) for p, t in zip(predicted, truth, strict=True))
+    pairs = list(zip(predicted, marked, strict=True))
+    hits = sum(len(p & t) for p, t in pairs)
     groups: dict[int, list[bool]] = {}
-    for p, t in zip(predicted, truth, strict=True):
+    for p, t in pairs:
         groups.setdefault(len(t), []).append(p == t)
-    n = len(truth)
-    return {"trajectories": n, "exact": sum(p == t for p, t in zip(predicted, truth, strict=True)) / n,
-            "count": sum(len(p) == len(t) for p, t in zip(predicted, truth, strict=True)) / n,
+    n = len(pairs)
+    return {"trajectories": n, "exact": sum(p == t for p, t in pairs) / n,
+            "count": sum(len(p) == len(t) for p, t in pairs) / n,
             "last_step": sum(length - 1 in p for p, length in zip(predicted, lengths, strict=True)) / n,
-            "precision": hits / max(sum(map(len, predicted)), 1), "recall": hits / max(sum(map(len, truth)), 1),
+            "precision": hits / max(sum(map(len, predicted)), 1), "recall": hits / max(sum(map(len, marked)), 1),
             "by_goal_steps": {str(k): {"trajectories": len(v), "exact": sum(v) / len(v)}
                               for k, v in sorted(groups.items())}}
 

@@ -167,9 +167,7 @@ def test_by_goal_count_groups_the_episodes_by_their_own_missions_goals():
 
     stub = _ObeysOnlyItsMission(ball=lambda seed: seed // 2, mission=mission)
     result = probe_follower.rollouts_told_another_mission(stub, "GoToSeqLocal", 8)
-    own, other = (dict(zip(range(8), [t == o for t, o in zip(told, stub.told[0], strict=True)], strict=True))
-                  for told in stub.told)
-    assert own == dict.fromkeys(range(8), True)
+    other = [t == o for t, o in zip(stub.told[1], stub.told[0], strict=True)]  # told its own words after all
     missions = stub.told[0]
     groups = {"1": [i for i in range(8) if ", then" not in missions[i]],
               "2": [i for i in range(8) if ", then" in missions[i]]}
