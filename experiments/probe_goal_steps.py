@@ -21,7 +21,7 @@ from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.demos import load_demos, with_goal_steps
-from msvae_hf.evaluation.evaluate import goal_step_accuracy
+from msvae_hf.evaluation.evaluate import check_goal_step_read_out, goal_step_accuracy
 from msvae_hf.utils.run_folder import write_json
 from msvae_hf.utils.runtime import add_threads_flag, provenance, set_threads, unwritable_folder
 
@@ -45,10 +45,9 @@ def main(argv: list[str] | None = None) -> dict:
         name, _, path = spec.rpartition("=")
         try:
             speakers[name or path] = (path, AutoModel.from_pretrained(path))
+            check_goal_step_read_out(speakers[name or path][1])
         except (OSError, ValueError) as err:
             sys.exit(f"error: {path}: {err}")
-        if getattr(speakers[name or path][1], "goal_step_head", None) is None:
-            sys.exit(f"error: {path} has no goal-step read-out (a speaker trained with goal_steps_weight > 0 has one)")
     started = time.perf_counter()
     split = demos[args.split]
     try:

@@ -368,12 +368,11 @@ def label_replays(rows: Any, labels: list[str]) -> list[dict[str, bool]]:
         raise ValueError(f"{len(labels)} labels for {len(rows)} trajectories: one each")
     columns = rows.select_columns(["level", "seed", "actions"])
     levels, seeds, actions = list(columns["level"]), list(columns["seed"]), list(columns["actions"])
-    replays: list[dict[str, bool] | None] = [None] * len(labels)
+    replays: dict[int, dict[str, bool]] = {}
     for level, at in rows_of_each_level(levels).items():
-        each = replay_each(level, [seeds[i] for i in at], [actions[i] for i in at], [labels[i] for i in at])
-        for i, replay in zip(at, each, strict=True):
-            replays[i] = replay
-    return [replay for replay in replays if replay is not None]
+        replays.update(zip(at, replay_each(level, [seeds[i] for i in at], [actions[i] for i in at],
+                                           [labels[i] for i in at]), strict=True))
+    return [replays[i] for i in range(len(labels))]
 
 
 def true_missions(rows: Any) -> list[str]:

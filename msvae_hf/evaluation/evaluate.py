@@ -119,6 +119,13 @@ def trajectory_batches(model: Any, dataset: Any, batch_size: int, desc: str | No
         yield {k: v.to(model.device) for k, v in batch.items() if instructions or k != "input_ids"}
 
 
+def check_goal_step_read_out(model: Any) -> None:
+    """ValueError unless ``model`` has a goal-step read-out (a speaker trained with ``goal_steps_weight`` > 0)."""
+    if getattr(model, "goal_step_head", None) is None:
+        raise ValueError(f"{type(model).__name__} has no goal-step read-out: a speaker trained with "
+                         "goal_steps_weight > 0 has one")
+
+
 @torch.no_grad()
 def goal_step_accuracy(speaker: Any, dataset: Any, batch_size: int = 64,
                        truth: list[list[int]] | None = None) -> dict[str, Any]:
@@ -132,9 +139,7 @@ def goal_step_accuracy(speaker: Any, dataset: Any, batch_size: int = 64,
     action are one step)."""
     if len(dataset) == 0:
         raise ValueError("goal_step_accuracy got an empty dataset")
-    if getattr(speaker, "goal_step_head", None) is None:
-        raise ValueError(f"{type(speaker).__name__} has no goal-step read-out: a speaker trained with "
-                         "goal_steps_weight > 0 has one")
+    check_goal_step_read_out(speaker)
     if truth is None:
         from ..data.demos import with_goal_steps
 
