@@ -578,6 +578,14 @@ def _pairs_curve_rows() -> dict[str, Row]:
             row(f"speaker_follower_goals_film2_{tag}", "speaker-follower on the labels of the front-cell speaker "
                 f"taught the goal steps, each seed its own teacher's, M = {m:,} pairs", m, (0, 1, 2),
                 teacher=f"speaker_goals_film2_{tag}", config="speaker_follower")
+            # the front-cell speaker's run chosen on its labels: best/ is the checkpoint whose greedy labels the
+            # most valid trajectories demonstrate (--speaker-metric demonstrated), not BLEU's; training is the same
+            row(f"speaker_cells_demo_film2_{tag}", "supervised speaker reading the front cells, chosen on its valid "
+                f"labels demonstrated, M = {m:,} pairs", m, (0, 1, 2),
+                extra=("--model.trajectory_front_cells", "true", "--speaker-metric", "demonstrated"), config="speaker")
+            row(f"speaker_follower_cells_demo_film2_{tag}", "speaker-follower on the labels of the front-cell speaker "
+                f"chosen on its valid labels demonstrated, each seed its own teacher's, M = {m:,} pairs", m,
+                (0, 1, 2), teacher=f"speaker_cells_demo_film2_{tag}", config="speaker_follower")
             row(f"speaker_follower_goals_rescored_film2_{tag}", "speaker-follower on the labels of the front-cell "
                 "speaker taught the goal steps, rescored by the follower of its first labels, each seed its own "
                 f"teacher's chain, M = {m:,} pairs", m, (0, 1, 2), teacher=f"speaker_goals_film2_{tag}",
@@ -665,6 +673,8 @@ _BOSSLOCAL_CURVE_SEEDS = {
     # a teacher for the long trajectories: the front-cell speaker also taught the steps that complete a goal, and
     # each seed's student on its own teacher's labels
     "speaker_goals_film2_m1k": (0, 1, 2), "speaker_follower_goals_film2_m1k": (0, 1, 2),
+    # the front-cell speaker chosen on what its labels are for: the valid trajectories that demonstrate them
+    "speaker_cells_demo_film2_m1k": (0, 1, 2), "speaker_follower_cells_demo_film2_m1k": (0, 1, 2),
     # the budget confound at the target's two points: each seed continued to 10,000 updates
     "follower_film2_m3k_u10k": (0, 1, 2), "speaker_follower_cells_film2_m1k_u10k": (0,),
     "speaker_follower_cells_own_film2_m1k_u10k": (1, 2),
@@ -672,7 +682,8 @@ _BOSSLOCAL_CURVE_SEEDS = {
 BOSSLOCAL_CURVE_ROWS = {name: replace(PAIRS_CURVE_ROWS[name], seeds=seeds)
                         for name, seeds in _BOSSLOCAL_CURVE_SEEDS.items()}
 #: The rows of BossLocal's curve with three seeds: its followers', the front-cell speaker's on 1,000 pairs and their
-#: students', the goal-steps speaker's and its students', and the kept labels' students.
+#: students', the goal-steps speaker's and its students', the kept labels' students, and the front-cell speaker chosen
+#: on its labels demonstrated and its students.
 BOSSLOCAL_THREE_SEEDS = tuple(name for name, row in BOSSLOCAL_CURVE_ROWS.items() if row.seeds == (0, 1, 2))
 
 

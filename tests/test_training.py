@@ -100,6 +100,35 @@ def test_baseline_runs(baseline_runs, model_type):
     assert sorted(scalars["train/loss"]) == [1, 2, 3, 4]
 
 
+def test_speaker_chosen_on_its_labels_replayed(tiny_demos, tmp_path):
+    """speaker_metric demonstrated: every validation logs BLEU and the labels' replays, best/ holds the first
+    checkpoint with the most valid trajectories that demonstrate their label, and those labels, spoken again by
+    best/ and replayed one by one through the level's verifier and bot, give that share."""
+    import gymnasium as gym
+    from datasets import load_from_disk
+
+    from msvae_hf.envs.missions import carries_out, demonstrates
+    from msvae_hf.evaluation.evaluate import describe_dataset
+    from msvae_hf.hub.cards import render_run_card
+
+    run = tmp_path / "speaker"
+    results = train_tiny("speaker", run, tiny_demos, speaker_metric="demonstrated", max_updates=6, bleu_examples=6)
+    history = results["history"]
+    assert all(0 <= h["valid/demonstrated"] <= h["valid/carried_out"] <= 1 and "valid/bleu" in h for h in history)
+    best = max(h["valid/demonstrated"] for h in history)
+    assert results["best"] == {"step": next(h["step"] for h in history if h["valid/demonstrated"] == best),
+                               "score": best}
+    valid = load_from_disk(str(tiny_demos))["valid"].select(range(6))
+    labels = describe_dataset(AutoModel.from_pretrained(run / "best"), valid)
+    env = gym.make(valid[0]["level"])
+    rows = list(zip(valid["seed"], valid["actions"], labels, strict=True))
+    assert sum(demonstrates(env, *row) for row in rows) / 6 == best
+    carried = [h["valid/carried_out"] for h in history if h["step"] == results["best"]["step"]]
+    assert carried == [sum(carries_out(env, *row) for row in rows) / 6]
+    card = str(render_run_card(run, "someone/tiny"))  # the card names what chose the pushed weights
+    assert "best checkpoint by the share of validation trajectories that demonstrate their label" in card
+
+
 def test_msvae_with_unpaired_from_baselines(baseline_runs, tiny_demos, tmp_path):
     run = tmp_path / "msvae"
     follower, speaker = (baseline_runs[k] / "best" for k in ("follower", "speaker"))
@@ -595,6 +624,8 @@ def test_command_line_values_keep_their_type(tmp_path):
         1e-3, 5.0, -200.0, 100.0, "-e5", ".e5", "1e", "e3"]  # no digit before the e: a string, not a crash
     with pytest.raises(ValueError, match="mixed_precision must be no, bf16 or fp16, got 'fp8'"):
         load_config(None, {"mixed_precision": "fp8"})
+    with pytest.raises(ValueError, match=r"speaker_metric must be one of \['bleu', 'demonstrated'\], got 'meteor'"):
+        load_config(None, {"speaker_metric": "meteor"})
 
 
 def test_resume_with_another_model_type(baseline_runs, tiny_demos, tmp_path):

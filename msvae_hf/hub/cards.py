@@ -23,7 +23,7 @@ from huggingface_hub.utils import validate_repo_id
 from ..envs.seeds import TEST_SEED_START, VALID_SEED_START
 from ..models.configuration_msvae import FOLLOWER_FIELDS
 from ..training.train_config import with_follower
-from ..utils.run_folder import primary_metric, read_json
+from ..utils.run_folder import read_json, selections
 from .card_templates import template_path
 from .repo_ids import is_hub_repo_id
 
@@ -196,11 +196,16 @@ def run_training_command(run_dir: str | Path) -> str:
         "python scripts/train.py --config train_config.json"
 
 
-def _chosen_by(train_config: Mapping[str, Any]) -> str:
-    """The validation metric that chose the run's ``best/`` (:func:`~msvae_hf.utils.run_folder.primary_metric`), in
-    words."""
-    metric = primary_metric(str(train_config.get("model_type")))
-    return {"valid/bleu": "validation BLEU", "valid/success_rate": "validation SR"}[metric]
+#: Each validation metric that can choose a checkpoint, in words.
+METRIC_WORDS = {"valid/bleu": "validation BLEU", "valid/success_rate": "validation SR",
+                "valid/demonstrated": "the share of validation trajectories that demonstrate their label"}
+
+
+def _chosen_by(train_config: Mapping[str, Any], folder: str = "best") -> str:
+    """The validation metric that chose the run's ``folder`` (``best`` or MS-VAE's ``best_speaker``;
+    :func:`~msvae_hf.utils.run_folder.selections`), in words."""
+    chosen = selections(str(train_config.get("model_type")), str(train_config.get("speaker_metric", "bleu")))
+    return METRIC_WORDS[chosen[folder]]
 
 
 def _test_sr_protocol(results: Mapping[str, Any], train_config: Mapping[str, Any]) -> str:
@@ -250,11 +255,12 @@ def run_metrics(results: Mapping[str, Any], train_config: Mapping[str, Any]) -> 
     if results.get("paper_protocol_valid_sr") is not None:
         metrics["paper-protocol valid SR (max of 5-eval moving average)"] = results["paper_protocol_valid_sr"]
     if results.get("test_bleu") is not None:
-        # the card describes the pushed weights (best/); MS-VAE also keeps best_speaker/, chosen by BLEU
+        # the card describes the pushed weights (best/); MS-VAE also keeps best_speaker/, its speaker's choice
         metrics["bleu"] = results.get("test_bleu_of_best", results["test_bleu"])
         metrics["bleu protocol"] = _test_bleu_protocol(train_config)
         if "test_bleu_of_best" in results:
-            metrics["bleu of the run's best_speaker/ checkpoint (best by validation BLEU)"] = results["test_bleu"]
+            chosen = _chosen_by(train_config, "best_speaker")
+            metrics[f"bleu of the run's best_speaker/ checkpoint (best by {chosen})"] = results["test_bleu"]
     if results.get("best"):
         metrics["best validation step"] = results["best"]["step"]
     metrics["updates"] = results.get("updates")

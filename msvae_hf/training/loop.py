@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from ..data.collator import DemoCollator
 from ..data.demos import load_demos, with_goal_steps
 from ..data.prefetch import UpdateBatches, prefetched
-from ..data.pseudo_labels import load_pseudo_labels, pseudo_labels_record
+from ..data.pseudo_labels import label_replays, load_pseudo_labels, pseudo_labels_record, replay_shares
 from ..data.sampler import StepSampler
 from ..envs.levels import resolve_level
 from ..envs.seeds import TEST_SEED_START, VALID_SEED_START
@@ -272,8 +272,10 @@ def continue_run(checkpoint: Path, output_dir: Path) -> None:
 # ---------------------------------------------------------------------------------------------- evaluation
 def validate(model: Any, cfg: TrainConfig, level: str, valid: Any) -> dict[str, float]:
     """Validation on fixed seeds (followers, MS-VAE: :func:`evaluate_follower`'s metrics), the teacher-forced
-    action accuracy on the valid pairs with their own and with another pair's instruction (followers, MS-VAE) and
-    BLEU on the valid split (speakers, MS-VAE).
+    action accuracy on the valid pairs with their own and with another pair's instruction (followers, MS-VAE), and
+    for speakers and MS-VAE the greedy labels of the first ``bleu_examples`` valid pairs: their BLEU-4 and the
+    shares of those trajectories that carry out and that demonstrate their label, replayed in their episode
+    (:func:`~msvae_hf.data.pseudo_labels.label_replays`).
 
     Runs under ``torch.random.fork_rng`` so evaluating never changes the training RNG stream.
     """
@@ -288,7 +290,9 @@ def validate(model: Any, cfg: TrainConfig, level: str, valid: Any) -> dict[str, 
                 metrics["valid/action_accuracy"] = use["accuracy_own"]
                 metrics["valid/action_accuracy_other_instruction"] = use["accuracy_other"]
         if cfg.model_type in ("speaker", "msvae") and valid is not None and len(valid):
-            metrics["valid/bleu"], _ = evaluate_speaker(model, valid, max_examples=cfg.bleu_examples)
+            metrics["valid/bleu"], labels = evaluate_speaker(model, valid, max_examples=cfg.bleu_examples)
+            replays = label_replays(valid.select(range(len(labels))), labels)
+            metrics.update({f"valid/{key}": share for key, share in replay_shares(replays).items()})
     return metrics
 
 
@@ -296,7 +300,7 @@ def keep_best(state: dict, metrics: dict[str, float], step: int, cfg: TrainConfi
     """Add a validation to ``state["history"]`` and save ``model`` into each :func:`selections` folder whose
     metric it improves (``state[folder]`` holds the step and score kept)."""
     state["history"].append({"step": step, **metrics})
-    for name, metric in selections(cfg.model_type).items():
+    for name, metric in selections(cfg.model_type, cfg.speaker_metric).items():
         score, kept = metrics.get(metric), state.get(name)
         if score is not None and (kept is None or score > kept["score"]):
             state[name] = {"step": step, "score": score}

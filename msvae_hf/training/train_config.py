@@ -20,6 +20,7 @@ import yaml
 
 from ..envs.levels import level_folder, resolve_level
 from ..models.configuration_msvae import CONDITIONINGS, FOLLOWER_FIELDS, MODEL_TYPE_CONFIGS, ModulesConfig
+from ..utils.run_folder import SPEAKER_METRICS
 
 #: The models a run trains (msvae_hf.training.loop.MODEL_TYPES gives their classes).
 MODEL_TYPE_NAMES = tuple(MODEL_TYPE_CONFIGS)
@@ -80,7 +81,12 @@ class TrainConfig:
         "validation also rolls out each seed told another episode's mission and another mission of its room (SR "
         "told another, SR on the same room: each as long as the rollout on the own missions); false: the own "
         "missions only. The best model is chosen on SR either way"))
-    bleu_examples: int = option(500, "pairs of the valid / test split scored for BLEU-4")
+    bleu_examples: int = option(500, (
+        "pairs of the valid / test split scored for BLEU-4; the valid ones also for their labels' replays"))
+    speaker_metric: str = option("bleu", (
+        "the validation metric that chooses a speaker's best/ (MS-VAE's best_speaker/): bleu (BLEU-4 against the "
+        "bot's instructions) or demonstrated (the share of the valid trajectories that demonstrate the speaker's "
+        "greedy label, replayed in their episode: what its labels are for). Both are logged either way"))
     test_episodes: int = option(1000, "test episodes for the final success rate (seeds from 1e9)")
     log_every: int = option(10, "log the loss terms to TensorBoard every this many updates")
     checkpoint_every: int = option(250, "write a checkpoint every this many updates (and at the last one)")
@@ -119,6 +125,8 @@ class TrainConfig:
         check_field_types(self)
         if self.model_type not in MODEL_TYPE_NAMES:
             raise ValueError(f"model_type must be one of {sorted(MODEL_TYPE_NAMES)}, got {self.model_type!r}")
+        if self.speaker_metric not in SPEAKER_METRICS:
+            raise ValueError(f"speaker_metric must be one of {sorted(SPEAKER_METRICS)}, got {self.speaker_metric!r}")
         if self.mixed_precision not in ("no", "bf16", "fp16"):
             raise ValueError(f"mixed_precision must be no, bf16 or fp16, got {self.mixed_precision!r}")
         for name in POSITIVE_FIELDS:

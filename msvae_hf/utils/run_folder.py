@@ -6,8 +6,9 @@ Layout (``output_dir/``)::
     .lock                      the running trainer's lock (RunLock), naming it
     checkpoints/step-000500/   accelerate save_state: model, optimizer, RNG states + train_state.json
     best/                      save_pretrained of the best model by validation (config, safetensors, tokenizer):
-                               by SR for followers and MS-VAE, by BLEU for speakers (selections)
-    best_speaker/              MS-VAE only: the best by validation BLEU, the checkpoint of its speaker role
+                               by SR for followers and MS-VAE, by speaker_metric for speakers (BLEU unless
+                               told; selections)
+    best_speaker/              MS-VAE only: the best by speaker_metric, the checkpoint of its speaker role
     tb/                        TensorBoard logs
     train_config.json          the run's TrainConfig; command.txt: each command line that started or resumed it
     results.json               validation history, App. D's smoothed max, test SR / BLEU; on pseudo-labels, their
@@ -410,18 +411,23 @@ def save_best(model: Any, output_dir: str, name: str = "best") -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def primary_metric(model_type: str) -> str:
-    """The validation metric that chooses ``best/``: BLEU for a speaker, SR for followers and MS-VAE."""
-    return "valid/bleu" if model_type == "speaker" else "valid/success_rate"
+#: What ``speaker_metric`` names (a training config's): the validation metric that chooses a speaker.
+SPEAKER_METRICS = {"bleu": "valid/bleu", "demonstrated": "valid/demonstrated"}
 
 
-def selections(model_type: str) -> dict[str, str]:
+def primary_metric(model_type: str, speaker_metric: str = "bleu") -> str:
+    """The validation metric that chooses ``best/``: a speaker's ``speaker_metric`` (:data:`SPEAKER_METRICS`; BLEU
+    unless told), SR for followers and MS-VAE."""
+    return SPEAKER_METRICS[speaker_metric] if model_type == "speaker" else "valid/success_rate"
+
+
+def selections(model_type: str, speaker_metric: str = "bleu") -> dict[str, str]:
     """Which folder keeps the best model by which validation metric.
 
     MS-VAE is both a follower and a speaker (Sec. 5.1 evaluates it by SR and by BLEU), so it keeps one
     checkpoint per role, each chosen by its own metric, as the baseline follower and speaker are.
     """
-    chosen = {"best": primary_metric(model_type)}
+    chosen = {"best": primary_metric(model_type, speaker_metric)}
     if model_type == "msvae":
-        chosen["best_speaker"] = "valid/bleu"
+        chosen["best_speaker"] = SPEAKER_METRICS[speaker_metric]
     return chosen

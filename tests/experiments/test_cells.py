@@ -168,7 +168,8 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
                                           "follower_film2_m100k", "speaker_cells_film2_m1k",
                                           "speaker_follower_cells_film2_m1k", "speaker_follower_cells_film2_m10k",
                                           "follower_film2_m3k_u10k", "speaker_follower_cells_rescored_top30_film2_m1k",
-                                          "speaker_goals_film2_m1k", "speaker_follower_goals_film2_m1k"}
+                                          "speaker_goals_film2_m1k", "speaker_follower_goals_film2_m1k",
+                                          "speaker_cells_demo_film2_m1k", "speaker_follower_cells_demo_film2_m1k"}
     own, rescored = "speaker_follower_cells_own_film2_m1k", "speaker_follower_cells_rescored_own_film2_m1k"
     third = "speaker_follower_cells_rescored2_own_film2_m1k"
     for row in BOSSLOCAL_CURVE_ROWS:
@@ -197,6 +198,16 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
     assert student.pseudo_labels == "data/pseudo_labels/bosslocal/speaker_cells_film2_m10k"
     assert student.num_paired == 10_000
     assert set(cells["labels/speaker_cells_film2_m10k"].needs) == {"speaker_cells_film2_m10k/seed0", "demos_curve"}
+    # the front-cell speaker chosen on its labels: the front-cell run's training, another choice of best/
+    for seed in (0, 1, 2):
+        chosen, front = (train_config(cells[f"{row}/seed{seed}"])
+                         for row in ("speaker_cells_demo_film2_m1k", "speaker_cells_film2_m1k"))
+        assert (chosen.speaker_metric, front.speaker_metric) == ("demonstrated", "bleu")
+        assert dataclasses.replace(chosen, speaker_metric="bleu", output_dir=front.output_dir) == front
+        tag = "" if seed == 0 else f"_seed{seed}"
+        student = cells[f"speaker_follower_cells_demo_film2_m1k/seed{seed}"]
+        assert f"labels/speaker_cells_demo_film2_m1k{tag}" in student.needs
+        assert train_config(student).pseudo_labels == f"data/pseudo_labels/bosslocal/speaker_cells_demo_film2_m1k{tag}"
     # the goal-steps speaker's students: each seed on its own seed's speaker's labels
     for seed in (0, 1, 2):
         suffix = f"_seed{seed}" if seed else ""
