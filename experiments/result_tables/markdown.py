@@ -37,6 +37,7 @@ from .pairs_curve import (
     table_pairs_curve,
     table_pairs_verdict,
     table_reading_history,
+    table_speaker_choice,
 )
 from .paper import (
     table_claims_film2,
@@ -105,7 +106,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "follower_scale": table_follower_scale, "follower_failures": table_follower_failures,
     "pairs_curve": table_pairs_curve, "pairs_verdict": table_pairs_verdict, "label_accuracy": table_label_accuracy,
     "labels_by_goal_count": table_labels_by_goal_count,
-    "kept_labels": table_kept_labels, "kept_verdict": table_kept_verdict,
+    "kept_labels": table_kept_labels, "kept_verdict": table_kept_verdict, "speaker_choice": table_speaker_choice,
     "reading_history": table_reading_history, "latent_probe": table_latent_probe,
 }
 

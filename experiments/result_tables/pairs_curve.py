@@ -12,6 +12,7 @@ from cells import CURVE_PAIRS, CURVE_ROUTES, curve_tag, level_rows, run_row
 
 from .records import (
     RESULTS,
+    fmt,
     load_records,
     mean_sd,
     p_cell,
@@ -260,6 +261,54 @@ def table_label_accuracy(level: str, root: Path = RESULTS) -> list[str]:
         if kept := record.get("kept"):
             speaker += f", the {100 * kept['fraction']:g} % it was surest of"
         lines.append(f"| {path.stem} | {speaker} | {accuracy['labels']:,} | " + " | ".join(cells) + " |")
+    return lines
+
+
+#: Speakers whose best/ another validation metric chose from the same training: (row chosen so, the row chosen on
+#: BLEU, what chose it), at M = 1,000.
+SPEAKER_CHOICES = (("speaker_cells_demo_film2_m1k", "speaker_cells_film2_m1k", "valid labels demonstrated"),)
+
+
+def _label_record(level: str, run: str, root: Path) -> dict:
+    """``label_accuracy`` of the labels ``run``'s speaker wrote (results/<level>/labels/<run>.json; {} if none)."""
+    path = root / level / "labels" / f"{run}.json"
+    return json.loads(path.read_text()).get("label_accuracy") or {} if path.is_file() else {}
+
+
+def table_speaker_choice(level: str, root: Path = RESULTS) -> list[str]:
+    """Each seed's speaker run chosen on BLEU beside the same seed's run chosen otherwise (:data:`SPEAKER_CHOICES`):
+    the update each chose, its validation BLEU and valid labels demonstrated (both from the second run's history, the
+    same training where the two histories' BLEU agree entry for entry), test BLEU, and the shares of its labels of
+    the unpaired trajectories that are demonstrations and the same mission; then the difference in demonstrations
+    over the seeds, paired by seed (one-sided [two-sided] p)."""
+    records = load_records(level, root)
+    lines = ["| speaker | seed | chosen on | update | valid BLEU | valid labels demonstrated % | same training | "
+             "test BLEU | labels demonstrated % | labels same mission % |", "| --- " * 10 + "|"]
+    for chosen_row, bleu_row, chosen_on in SPEAKER_CHOICES:
+        shares: dict[str, dict[int, float]] = {chosen_row: {}, bleu_row: {}}
+        for seed in (0, 1, 2):
+            runs = [row if seed == 0 else f"{row}_seed{seed}" for row in (chosen_row, bleu_row)]
+            if not all(run in records for run in runs):
+                continue
+            history = {h["step"]: h for h in records[runs[0]]["history"]}
+            same = [h.get("valid/bleu") for h in records[runs[1]]["history"]] == [
+                h.get("valid/bleu") for h in records[runs[0]]["history"]]
+            for run, row, on in ((runs[1], bleu_row, "validation BLEU"), (runs[0], chosen_row, chosen_on)):
+                step = records[run]["best"]["step"]
+                at = history.get(step, {}) if same else {}
+                labels = _label_record(level, run, root)
+                if "demonstrated" in labels:
+                    shares[row][seed] = 100 * labels["demonstrated"]
+                lines.append(f"| {row} | {seed} | {on} | {step} | {fmt(at.get('valid/bleu'), '.2f')} | "
+                             f"{fmt(at.get('valid/demonstrated') and 100 * at['valid/demonstrated'], '.1f')} | "
+                             f"{'yes' if same else 'no'} | {fmt(records[run].get('test_bleu'), '.2f')} | "
+                             f"{fmt(labels.get('demonstrated') and 100 * labels['demonstrated'], '.1f')} | "
+                             f"{fmt(labels.get('same_mission') and 100 * labels['same_mission'], '.1f')} |")
+        ours, theirs = shares[chosen_row], shares[bleu_row]
+        if seeds := sorted(ours.keys() & theirs.keys()):
+            gain = statistics.fmean(ours[k] - theirs[k] for k in seeds)
+            lines.append(f"| {chosen_row} against {bleu_row} | {len(seeds)} seeds | | | | | | | {gain:+.1f}, p = "
+                         f"{p_cell(*p_greater_paired(ours, theirs))} (paired by seed) | |")
     return lines
 
 
