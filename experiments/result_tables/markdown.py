@@ -38,6 +38,7 @@ from .pairs_curve import (
     table_pairs_verdict,
     table_reading_history,
     table_speaker_choice,
+    table_teacher_verdict,
 )
 from .paper import (
     table_claims_film2,
@@ -107,6 +108,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "pairs_curve": table_pairs_curve, "pairs_verdict": table_pairs_verdict, "label_accuracy": table_label_accuracy,
     "labels_by_goal_count": table_labels_by_goal_count,
     "kept_labels": table_kept_labels, "kept_verdict": table_kept_verdict, "speaker_choice": table_speaker_choice,
+    "teacher_verdict": table_teacher_verdict,
     "reading_history": table_reading_history, "latent_probe": table_latent_probe,
 }
 

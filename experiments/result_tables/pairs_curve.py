@@ -45,7 +45,9 @@ CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS
                  ("speaker_follower_goals_film2", "speaker-follower on the labels of the front-cell speaker taught the "
                   "goal steps, each seed its own teacher's"),
                  ("speaker_follower_goals_rescored_film2", "speaker-follower on the goal-steps speaker's labels "
-                  "rescored by the follower of its first labels, each seed its own teacher's chain"))
+                  "rescored by the follower of its first labels, each seed its own teacher's chain"),
+                 ("speaker_follower_cells_demo_film2", "speaker-follower on the labels of the front-cell speaker "
+                  "chosen on its valid labels demonstrated, each seed its own teacher's"))
 #: The second round's students on a share of their labels (experiments/cells.py ``KEEP_SHARE``): those the rescoring
 #: was surest of, and as many drawn blind. They ask whether the surest labels teach more than all of them, so their
 #: tables set them beside the second round (:func:`table_kept_labels`, :func:`table_kept_verdict`), not on the curve
@@ -56,6 +58,12 @@ KEPT_METHODS = (("speaker_follower_cells_rescored_top30_film2", "speaker-followe
                  "labels the rescoring was surest of, each seed its own teacher's chain"),
                 ("speaker_follower_cells_rescored_first30k_film2", "speaker-follower on the first 30,000 of the second "
                  "round's labels (drawn blind), each seed its own teacher's chain"))
+#: The front-cell route's first round, each seed on its own teacher's labels, and the students of other teachers from
+#: the same 1,000 pairs: the speaker taught the goal steps, and the front-cell speaker chosen on its valid labels
+#: demonstrated. Their verdict (:func:`table_teacher_verdict`) sets each beside the first round, seed by seed.
+FIRST_ROUND = ("speaker_follower_cells_own_film2", dict(CURVE_METHODS)["speaker_follower_cells_own_film2"])
+TEACHER_METHODS = tuple((row, dict(CURVE_METHODS)[row]) for row in ("speaker_follower_goals_film2",
+                                                                     "speaker_follower_cells_demo_film2"))
 #: The budget confound: a curve row's runs continued to 10,000 updates, (row suffix, what the method's label gains).
 BUDGET_SUFFIX = ("_u10k", ", 10,000 updates")
 
@@ -147,21 +155,35 @@ def table_kept_labels(level: str, root: Path = RESULTS) -> list[str]:
 
 
 def table_kept_verdict(level: str, root: Path = RESULTS) -> list[str]:
-    """Each student on a share of the second round's labels against the second round's student of the same seed:
-    SR by reading and SR, the means (n; the second round's over the seeds both rows have), the difference and the p
-    that the share does better, paired by seed (one-sided [two-sided]; none with fewer than two seeds in common)."""
-    rows = curve_rows(level, root, (SECOND_ROUND, *KEPT_METHODS))
-    second = {m: records for label, m, _, records in rows if label == SECOND_ROUND[1]}
-    lines = ["| method | M pairs | SR by reading (points) | the second round's | difference | p, paired by seed | "
-             "SR % | the second round's | difference | p, paired by seed |", "| --- " * 10 + "|"]
+    """Each student on a share of the second round's labels against the second round's student of the same seed
+    (:func:`paired_verdict`)."""
+    return paired_verdict(level, SECOND_ROUND, KEPT_METHODS, "the second round's", root)
+
+
+def table_teacher_verdict(level: str, root: Path = RESULTS) -> list[str]:
+    """Each student of another front-cell teacher (:data:`TEACHER_METHODS`) against the student of the same seed on
+    the front-cell speaker's own labels (:func:`paired_verdict`)."""
+    return paired_verdict(level, FIRST_ROUND, TEACHER_METHODS, "the front-cell teacher's", root)
+
+
+def paired_verdict(level: str, baseline: tuple[str, str], methods: tuple[tuple[str, str], ...], theirs_header: str,
+                   root: Path = RESULTS) -> list[str]:
+    """Each of ``methods``' rows against ``baseline``'s row of the same M, seed by seed: SR by reading and SR, the
+    means (n; the baseline's over the seeds both rows have), the difference and the p that the method does better,
+    paired by seed (one-sided [two-sided]; none with fewer than two seeds in common). Runs continued to a larger
+    budget are left out: their rows compare at their budget."""
+    rows = [r for r in curve_rows(level, root, (baseline, *methods)) if not r[2].endswith(BUDGET_SUFFIX[0])]
+    base = {m: records for label, m, _, records in rows if label == baseline[1]}
+    lines = [f"| method | M pairs | SR by reading (points) | {theirs_header} | difference | p, paired by seed | "
+             f"SR % | {theirs_header} | difference | p, paired by seed |", "| --- " * 10 + "|"]
     for label, m, _, records in rows:
-        if label == SECOND_ROUND[1] or m not in second:
+        if label == baseline[1] or m not in base:
             continue
         cells = []
         for key in ("reading", "success_rate"):
             ours, theirs = ({run_row(r["run"])[1]: 100 * v for r in runs if (v := test_value(r, key)) is not None}
-                            for runs in (records, second[m]))
-            both = sorted(ours.keys() & theirs.keys())  # the second round on the seeds the share's row has
+                            for runs in (records, base[m]))
+            both = sorted(ours.keys() & theirs.keys())  # the baseline on the seeds the method's row has
             cells += [mean_sd(list(ours.values())), mean_sd([theirs[k] for k in both]),
                       f"{statistics.fmean(ours[k] - theirs[k] for k in both):+.1f}" if both else "-",
                       p_cell(*p_greater_paired(ours, theirs))]
