@@ -240,15 +240,16 @@ def table_pairs_verdict(level: str, root: Path = RESULTS) -> list[str]:
     """Each curve row beside the supervised follower on the same M pairs and on 3M (where the curve has it): SR by
     reading (mean over seeds, n), the difference, and the p that the row reads more, over seeds (Student's t, pooled
     variance, one-sided [two-sided]; a row of one seed tested against the other's spread) and over the test
-    episodes (one-sided, :func:`p_episodes`). The budget rows (runs continued to more updates) are tested alike:
-    against the supervised follower of the curve's budget, which says what the updates add, and against the
-    supervised follower at the same budget (its own budget row), where the curve has it."""
+    episodes (one-sided, :func:`p_episodes`), and the one-sided p over seeds times the number of tests the table
+    holds (Bonferroni: each test of what unpaired data adds to pairs counted, capped at 1). The budget rows (runs
+    continued to more updates) are tested alike: against the supervised follower of the curve's budget, which says
+    what the updates add, and against the supervised follower at the same budget (its own budget row), where the
+    curve has it."""
     rows = curve_rows(level, root)
     budget = BUDGET_SUFFIX[0]
     supervised = {(m, suffix): readings(records) for _, m, row, records in rows for suffix in ("", budget)
                   if row == supervised_row(m, suffix)}
-    lines = ["| method | M pairs | SR by reading (points) | against the supervised follower on | its reading | "
-             "difference | p, seeds | p, test episodes |", "| --- " * 8 + "|"]
+    tests: list[tuple[str, float | None, float | None, str]] = []  # (the row's cells, p one-sided, two-sided, tail)
     for label, m, row, records in rows:
         ours = [] if row == supervised_row(m) else readings(records)  # the supervised rows are the yardstick
         if not ours:
@@ -259,10 +260,15 @@ def table_pairs_verdict(level: str, root: Path = RESULTS) -> list[str]:
                 continue
             xs, ys = [r for r, _ in ours], [r for r, _ in theirs]
             yardstick = f"{against:,} pairs" + (BUDGET_SUFFIX[1] if suffix else "")
-            lines.append(f"| {label} | {m:,} | {mean_sd(xs)} | {yardstick} | {mean_sd(ys)} | "
-                         f"{statistics.fmean(xs) - statistics.fmean(ys):+.1f} | "
-                         f"{p_cell(*p_greater(xs, ys, allow_single=True))} | "
-                         f"{p_text(p_episodes(ours, theirs))} |")
+            tests.append((f"| {label} | {m:,} | {mean_sd(xs)} | {yardstick} | {mean_sd(ys)} | "
+                          f"{statistics.fmean(xs) - statistics.fmean(ys):+.1f} | ",
+                          *p_greater(xs, ys, allow_single=True), f" | {p_text(p_episodes(ours, theirs))} |"))
+    counted = sum(one is not None for _, one, _, _ in tests)
+    lines = ["| method | M pairs | SR by reading (points) | against the supervised follower on | its reading | "
+             f"difference | p, seeds | p, seeds, x {counted} tests | p, test episodes |", "| --- " * 9 + "|"]
+    for cells, one, two, tail in tests:
+        corrected = p_text(min(1.0, counted * one)) if one is not None else "-"
+        lines.append(f"{cells}{p_cell(one, two)} | {corrected}{tail}")
     return lines
 
 

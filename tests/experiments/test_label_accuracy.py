@@ -160,11 +160,32 @@ def test_the_verdict_tests_each_row_against_the_supervised_follower_on_m_and_3m(
     z = 10 / math.sqrt(4.575 + 4.85 / 2)
     p_episodes = 0.5 * math.erfc(z / math.sqrt(2))
     assert lines[2] == ("| MS-VAE full, gamma = 1 | 1,000 | 25.0 (n = 1) | 1,000 pairs | 15.0 +- 7.1 (n = 2) | "
-                        f"+10.0 | {p_seeds:.2g} [{2 * p_seeds:.2g}] | {p_episodes:.2g} |")
+                        f"+10.0 | {p_seeds:.2g} [{2 * p_seeds:.2g}] | {p_seeds:.2g} | {p_episodes:.2g} |")
     # one seed against one: no spread to test by over seeds, the episodes' alone
     z = -5 / math.sqrt(4.575 + 10 * (0.21 + 0.24))
-    assert lines[3] == (f"| MS-VAE full, gamma = 1 | 1,000 | 25.0 (n = 1) | 3,000 pairs | 30.0 (n = 1) | -5.0 | - | "
+    assert lines[3] == (f"| MS-VAE full, gamma = 1 | 1,000 | 25.0 (n = 1) | 3,000 pairs | 30.0 (n = 1) | -5.0 | - | - | "
                         f"{0.5 * math.erfc(z / math.sqrt(2)):.2g} |")
+    assert "| p, seeds | p, seeds, x 1 tests |" in lines[0]  # one test with a p over seeds: counted once
+
+
+def test_the_verdict_multiplies_each_p_over_seeds_by_the_tests_it_holds(tmp_path):
+    """Bonferroni over the table: two tests with a p over seeds, each p doubled (capped at 1)."""
+    runs = tmp_path / "gotoseqlocal" / "runs"
+    runs.mkdir(parents=True)
+    for name, own in (("follower_film2_m1k", 0.5), ("follower_film2_m1k_seed1", 0.6), ("follower_film2_m3k", 0.7),
+                      ("follower_film2_m3k_seed1", 0.8), ("msvae_film2_m1k_gamma1", 0.7),
+                      ("msvae_film2_m1k_gamma1_seed1", 0.75)):
+        other = 0.45 if name.startswith("msvae") else 0.4
+        test = {"success_rate": own, "success_rate_other_mission": other, "episodes": 1000}
+        (runs / f"{name}.json").write_text(json.dumps({"test": test}))
+    lines = table_pairs_verdict("gotoseqlocal", tmp_path)
+    assert "| p, seeds, x 2 tests |" in lines[0]
+    # reading 25 and 30 against 10 and 20 (M) and 30 and 40 (3M); pooled variance 31.25 on 2 degrees of freedom
+    for line, difference in zip(lines[2:], (12.5, -7.5), strict=True):
+        t = difference / math.sqrt(31.25)
+        one = 0.5 * (1 - t / math.sqrt(t * t + 2))  # Student's t with 2 degrees of freedom, upper tail
+        assert line.split(" | ")[6:8] == [f"{one:.2g} [{2 * min(one, 1 - one):.2g}]",
+                                          f"{2 * one:.2g}" if 2 * one < 0.99 else "> 0.99"]
 
 
 def test_the_kept_rows_are_set_beside_the_second_round_paired_by_seed_and_kept_off_the_curve(tmp_path):
