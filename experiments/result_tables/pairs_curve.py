@@ -335,7 +335,8 @@ def table_speaker_choice(level: str, root: Path = RESULTS) -> list[str]:
         ours, theirs = shares[chosen_row], shares[bleu_row]
         if seeds := sorted(ours.keys() & theirs.keys()):
             gain = statistics.fmean(ours[k] - theirs[k] for k in seeds)
-            lines.append(f"| {chosen_row} against {bleu_row} | {len(seeds)} seeds | | | | | | | {gain:+.1f}, p = "
+            lines.append(f"| {chosen_row} against {bleu_row} | {len(seeds)} seed{'s' * (len(seeds) > 1)} | | | | | | | "
+                         f"{gain:+.1f}, p = "
                          f"{p_cell(*p_greater_paired(ours, theirs))} (paired by seed) | |")
     return lines
 
