@@ -19,7 +19,6 @@ from msvae_hf.data import sampler
 from msvae_hf.data.demos import load_demos
 from msvae_hf.data.pseudo_labels import pseudo_labels_record, relabel_command, scored_labels
 from msvae_hf.envs.missions import carries_out, demonstrates, goals, parse_mission, regenerate_missions, score_labels
-from msvae_hf.envs.seeds import TEST_SEED_START
 from msvae_hf.evaluation.evaluate import describe_dataset
 from msvae_hf.models.modeling_baselines import SpeakerModel
 from msvae_hf.models.tokenization_msvae import MSVAETokenizer
@@ -226,22 +225,30 @@ def test_the_record_scores_the_labels_against_the_true_missions(pseudo):
 
 
 def test_training_never_regenerates_a_demonstrations_mission(pseudo, tiny_demos, tmp_path, monkeypatch):
-    """The true missions of the unpaired trajectories are for scoring labels only: with every level refusing to
-    reset on a demonstration's seed (below the first test seed), a speaker-follower and MS-VAE train to the end."""
+    """The true missions of the trajectories training reads are for scoring labels only: with every level refusing
+    to reset on a seed of the paired or unpaired split, a speaker-follower and MS-VAE train to the end (validation
+    replays the valid pairs, whose missions are theirs to read, and never a training split's)."""
+    from datasets import load_from_disk
+
+    splits = load_from_disk(str(tiny_demos))
+    trained = {int(seed) for split in ("paired", "unpaired") for seed in splits[split]["seed"]}
+    assert trained.isdisjoint(int(seed) for seed in splits["valid"]["seed"])
     reset = RoomGridLevel.reset
 
     def refusing_reset(self, *, seed=None, **kwargs):
-        if seed is not None and seed < TEST_SEED_START:
-            raise AssertionError(f"a level was reset on demonstration seed {seed} during training")
+        if seed is not None and int(seed) in trained:
+            raise AssertionError(f"a level was reset on training seed {seed} during training")
         return reset(self, seed=seed, **kwargs)
 
     monkeypatch.setattr(RoomGridLevel, "reset", refusing_reset)
-    with pytest.raises(AssertionError, match="demonstration seed 5"):
-        regenerate_missions(TINY_LEVEL, [5])  # the guard is live
+    unpaired = int(splits["unpaired"]["seed"][0])
+    with pytest.raises(AssertionError, match=f"training seed {unpaired}"):
+        regenerate_missions(TINY_LEVEL, [unpaired])  # the guard is live
     follower = train_tiny("follower", tmp_path / "sf", tiny_demos, pseudo_labels=str(pseudo), max_updates=2,
                           eval_every=2, checkpoint_every=2)
     msvae = train_tiny("msvae", tmp_path / "msvae", tiny_demos, max_updates=2, eval_every=2, checkpoint_every=2)
     assert follower["test"]["episodes"] > 0 and msvae["test"]["episodes"] > 0
+    assert "valid/demonstrated" in msvae["history"][-1]  # the valid pairs were replayed
 
 
 def test_a_speaker_on_goal_steps_refuses_pseudo_labels_before_anything_is_written(pseudo, tiny_demos, tmp_path):
