@@ -8,7 +8,7 @@ import math
 import statistics
 from pathlib import Path
 
-from cells import CURVE_PAIRS, CURVE_ROUTES, curve_tag, level_rows, run_row
+from cells import CURVE_PAIRS, CURVE_ROUTES, curve_tag, level_rows, run_dir, run_row
 
 from .records import (
     RESULTS,
@@ -303,6 +303,11 @@ def _label_record(level: str, run: str, root: Path) -> dict:
     return json.loads(path.read_text()).get("label_accuracy") or {} if path.is_file() else {}
 
 
+def _percent(share: float | None) -> str:
+    """A share as a percentage to one decimal, ``-`` for none."""
+    return fmt(None if share is None else 100 * share, ".1f")
+
+
 def table_speaker_choice(level: str, root: Path = RESULTS) -> list[str]:
     """Each seed's speaker run chosen on BLEU beside the same seed's run chosen otherwise (:data:`SPEAKER_CHOICES`):
     the update each chose, its validation BLEU and valid labels demonstrated (both from the second run's history, the
@@ -315,7 +320,7 @@ def table_speaker_choice(level: str, root: Path = RESULTS) -> list[str]:
     for chosen_row, bleu_row, chosen_on in SPEAKER_CHOICES:
         shares: dict[str, dict[int, float]] = {chosen_row: {}, bleu_row: {}}
         for seed in (0, 1, 2):
-            runs = [row if seed == 0 else f"{row}_seed{seed}" for row in (chosen_row, bleu_row)]
+            runs = [run_dir(level, row, seed).name for row in (chosen_row, bleu_row)]
             if not all(run in records for run in runs):
                 continue
             history = {h["step"]: h for h in records[runs[0]]["history"]}
@@ -328,10 +333,9 @@ def table_speaker_choice(level: str, root: Path = RESULTS) -> list[str]:
                 if "demonstrated" in labels:
                     shares[row][seed] = 100 * labels["demonstrated"]
                 lines.append(f"| {row} | {seed} | {on} | {step} | {fmt(at.get('valid/bleu'), '.2f')} | "
-                             f"{fmt(at.get('valid/demonstrated') and 100 * at['valid/demonstrated'], '.1f')} | "
-                             f"{'yes' if same else 'no'} | {fmt(records[run].get('test_bleu'), '.2f')} | "
-                             f"{fmt(labels.get('demonstrated') and 100 * labels['demonstrated'], '.1f')} | "
-                             f"{fmt(labels.get('same_mission') and 100 * labels['same_mission'], '.1f')} |")
+                             f"{_percent(at.get('valid/demonstrated'))} | {'yes' if same else 'no'} | "
+                             f"{fmt(records[run].get('test_bleu'), '.2f')} | {_percent(labels.get('demonstrated'))} | "
+                             f"{_percent(labels.get('same_mission'))} |")
         ours, theirs = shares[chosen_row], shares[bleu_row]
         if seeds := sorted(ours.keys() & theirs.keys()):
             gain = statistics.fmean(ours[k] - theirs[k] for k in seeds)
