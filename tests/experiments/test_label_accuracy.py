@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import label_accuracy
 import pytest
@@ -18,6 +19,8 @@ from result_tables.pairs_curve import (
     table_pairs_curve,
     table_pairs_verdict,
     table_reading_history,
+    table_speaker_choice,
+    table_teacher_verdict,
 )
 from transformers import AutoModel
 
@@ -446,3 +449,66 @@ def test_by_confidence_scores_the_share_of_labels_their_labelling_was_surest_of(
     with pytest.raises(SystemExit):
         label_accuracy.main([str(labels), "--shares", "0.5"])  # --shares goes with --by-confidence
     assert not (tmp_path / "no.json").exists()
+
+
+def test_the_teacher_verdict_pairs_each_student_with_the_front_cell_student_of_its_seed(tmp_path):
+    """Each other teacher's students against the front-cell students of the same seed (seed 0 the one-teacher row's
+    run): a row of three seeds gets scipy's paired t, a row of one seed its difference and no p."""
+    runs = tmp_path / "bosslocal" / "runs"
+    runs.mkdir(parents=True)
+    for name, own, other in (("speaker_follower_cells_film2_m1k", 0.70, 0.40),
+                             ("speaker_follower_cells_own_film2_m1k_seed1", 0.68, 0.36),
+                             ("speaker_follower_cells_own_film2_m1k_seed2", 0.71, 0.40),
+                             ("speaker_follower_goals_film2_m1k", 0.76, 0.44),
+                             ("speaker_follower_goals_film2_m1k_seed1", 0.72, 0.40),
+                             ("speaker_follower_goals_film2_m1k_seed2", 0.77, 0.43),
+                             ("speaker_follower_cells_demo_film2_m1k", 0.705, 0.434)):
+        test = {"success_rate": own, "success_rate_other_mission": other, "episodes": 1000, "mean_steps": 50.0,
+                "bot_mean_steps": 12.0}
+        (runs / f"{name}.json").write_text(json.dumps({"run": name, "test": test}))
+    lines = table_teacher_verdict("bosslocal", tmp_path)
+    assert len(lines) == 4 and "the front-cell teacher's" in lines[0]
+    # reading: (32, 32, 34) against (30, 32, 31); SR: (76, 72, 77) against (70, 68, 71)
+    reading, sr = statistics_t([2.0, 0.0, 3.0]), statistics_t([6.0, 4.0, 6.0])
+    assert lines[2].endswith(f"| 1,000 | 32.7 +- 1.2 (n = 3) | 31.0 +- 1.0 (n = 3) | +1.7 | "
+                             f"{reading[0]:.2g} [{reading[1]:.2g}] | 75.0 +- 2.6 (n = 3) | 69.7 +- 1.5 (n = 3) | "
+                             f"+5.3 | {sr[0]:.2g} [{sr[1]:.2g}] |")
+    assert lines[2].startswith("| speaker-follower on the labels of the front-cell speaker taught the goal steps")
+    assert lines[3].endswith("| 27.1 (n = 1) | 30.0 (n = 1) | -2.9 | - | 70.5 (n = 1) | 70.0 (n = 1) | +0.5 | - |")
+
+
+def _speaker_record(runs: Path, name: str, best: int, bleu: list[float], demonstrated: list[float],
+                    test_bleu: float) -> None:
+    """A speaker run's record: a validation every 150 updates with BLEU and valid labels demonstrated."""
+    history = [{"step": 150 * (i + 1), "valid/bleu": b, "valid/demonstrated": d}
+               for i, (b, d) in enumerate(zip(bleu, demonstrated, strict=True))]
+    (runs / f"{name}.json").write_text(json.dumps({"run": name, "best": {"step": best}, "history": history,
+                                                   "test_bleu": test_bleu}))
+
+
+def test_the_speaker_choice_reads_each_seeds_histories_and_labels_and_pairs_the_gain_by_seed(tmp_path):
+    """Seed 0: the same training (BLEU histories equal), both label records, its validation read at each chosen
+    update. Seed 1: the histories differ, so its validation cells are left blank and the flag says no. Seed 2: the
+    chosen run has no label record, so its labels are '-' and the seed leaves the paired gain."""
+    runs, labels = tmp_path / "bosslocal" / "runs", tmp_path / "bosslocal" / "labels"
+    runs.mkdir(parents=True)
+    labels.mkdir()
+    bleu, chosen = "speaker_cells_film2_m1k", "speaker_cells_demo_film2_m1k"
+    for seed, suffix in enumerate(("", "_seed1", "_seed2")):
+        _speaker_record(runs, bleu + suffix, 150, [40.0, 38.0], [0.20, 0.30], 39.0)
+        _speaker_record(runs, chosen + suffix, 300, [40.0, 38.0 - (seed == 1)], [0.20, 0.30], 37.5)
+        for name, demonstrated in ((bleu + suffix, 0.19 + 0.01 * seed), (chosen + suffix, 0.23 + 0.02 * seed)):
+            if not (seed == 2 and name.startswith(chosen)):
+                (labels / f"{name}.json").write_text(json.dumps(
+                    {"label_accuracy": {"demonstrated": demonstrated, "same_mission": 0.08}}))
+    lines = table_speaker_choice("bosslocal", tmp_path)
+    assert len(lines) == 2 + 6 + 1
+    assert lines[2:4] == [
+        f"| {bleu} | 0 | validation BLEU | 150 | 40.00 | 20.0 | yes | 39.00 | 19.0 | 8.0 |",
+        f"| {chosen} | 0 | valid labels demonstrated | 300 | 38.00 | 30.0 | yes | 37.50 | 23.0 | 8.0 |"]
+    assert lines[4:6] == [f"| {bleu} | 1 | validation BLEU | 150 | - | - | no | 39.00 | 20.0 | 8.0 |",
+                          f"| {chosen} | 1 | valid labels demonstrated | 300 | - | - | no | 37.50 | 25.0 | 8.0 |"]
+    assert lines[7] == f"| {chosen} | 2 | valid labels demonstrated | 300 | 38.00 | 30.0 | yes | 37.50 | - | - |"
+    gain = statistics_t([4.0, 5.0])  # seeds 0 and 1: 23 - 19 and 25 - 20 points
+    assert lines[8] == (f"| {chosen} against {bleu} | 2 seeds | | | | | | | +4.5, p = {gain[0]:.2g} [{gain[1]:.2g}] "
+                        "(paired by seed) | |")
