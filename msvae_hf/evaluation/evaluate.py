@@ -147,12 +147,7 @@ def goal_step_accuracy(speaker: Any, dataset: Any, batch_size: int = 64,
     if len(truth) != len(dataset):
         raise ValueError(f"{len(truth)} lists of goal steps for {len(dataset)} trajectories: one each")
     marked = [set(steps) for steps in truth]
-    predicted: list[set[int]] = []
-    with evaluating(speaker):
-        for batch in trajectory_batches(speaker, dataset, batch_size):
-            logits = speaker.goal_step_logits(batch["observations"], batch["directions"], batch["actions"],
-                                              batch["trajectory_mask"])
-            predicted += [set(torch.nonzero(row > 0).flatten().tolist()) for row in logits.cpu()]
+    predicted = [set(steps) for steps in predicted_goal_steps(speaker, dataset, batch_size)]
     lengths = [len(actions) for actions in dataset["actions"]]
     pairs = list(zip(predicted, marked, strict=True))
     hits = sum(len(p & t) for p, t in pairs)
@@ -166,6 +161,21 @@ def goal_step_accuracy(speaker: Any, dataset: Any, batch_size: int = 64,
             "precision": hits / max(sum(map(len, predicted)), 1), "recall": hits / max(sum(map(len, marked)), 1),
             "by_goal_steps": {str(k): {"trajectories": len(v), "exact": sum(v) / len(v)}
                               for k, v in sorted(groups.items())}}
+
+
+@torch.no_grad()
+def predicted_goal_steps(speaker: Any, dataset: Any, batch_size: int = 64) -> list[list[int]]:
+    """The steps of each trajectory of ``dataset`` where the speaker's goal-step read-out
+    (``SpeakerModel.goal_step_logits``) has a logit above 0, in order: where it finds a goal of the trajectory's
+    mission completed."""
+    check_goal_step_read_out(speaker)
+    predicted: list[list[int]] = []
+    with evaluating(speaker):
+        for batch in trajectory_batches(speaker, dataset, batch_size):
+            logits = speaker.goal_step_logits(batch["observations"], batch["directions"], batch["actions"],
+                                              batch["trajectory_mask"])
+            predicted += [torch.nonzero(row > 0).flatten().tolist() for row in logits.cpu()]
+    return predicted
 
 
 @contextlib.contextmanager
