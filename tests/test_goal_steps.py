@@ -279,3 +279,25 @@ def test_goal_step_logits_are_refused_without_a_read_out_and_pad_to_minus_infini
         goal_step_accuracy(tiny_speaker(tok, 0.0), valid)
     with pytest.raises(ValueError, match="one each"):
         goal_step_accuracy(tiny_speaker(tok, 1.0), valid, truth=[[0]])
+
+
+def test_predicted_goal_steps_are_the_read_outs_positive_logits_for_any_batch(tiny_demos, tok) -> None:
+    """Each trajectory's predicted steps are where its read-out's logit is above 0, padding never, whatever the
+    batch; a speaker without a read-out is refused."""
+    from msvae_hf.evaluation.evaluate import predicted_goal_steps
+
+    rows = load_demos(tiny_demos)["paired"].select(range(5))
+    speaker = tiny_speaker(tok, 1.0)
+    with torch.no_grad():
+        speaker.goal_step_head.bias.fill_(0.1)  # some steps predicted, not all of them
+    expected = []
+    for row in rows:
+        batch = DemoCollator(tok)([row])
+        with torch.no_grad():
+            logits = speaker.goal_step_logits(batch["observations"], batch["directions"], batch["actions"],
+                                              batch["trajectory_mask"])[0]
+        expected.append([t for t in range(len(row["actions"])) if logits[t] > 0])
+    assert predicted_goal_steps(speaker, rows, batch_size=2) == predicted_goal_steps(speaker, rows) == expected
+    assert any(expected) and all(max(s, default=-1) < len(a) for s, a in zip(expected, rows["actions"], strict=True))
+    with pytest.raises(ValueError, match="no goal-step read-out"):
+        predicted_goal_steps(tiny_speaker(tok, 0.0), rows)

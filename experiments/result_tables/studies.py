@@ -1,5 +1,5 @@
 """Tables of the study's tools' outputs under ``results/<level>/``: compare_speakers, pragmatic_speakers,
-probe_speaker, probe_follower, objective_gradients, validation_table and bleu_scales."""
+probe_speaker, probe_follower, objective_gradients, validation_table, bleu_scales and label_by_parts."""
 
 from __future__ import annotations
 
@@ -97,6 +97,33 @@ def table_follower_probe_by_goals(level: str, name: str, root: Path = RESULTS) -
                          f"{mean_sd([a - b for a, b in zip(own, other, strict=True)])} |")
     return lines
 
+
+#: label_by_parts.py's labellings, in the table's words.
+PARTS_LABELLINGS = {"whole": "whole trajectories", "verifier_steps": "by parts, cut at the verifier's goal steps",
+                    "read_out_steps": "by parts, cut where its read-out finds goals"}
+
+
+def table_labels_by_parts(level: str, name: str, root: Path = RESULTS) -> list[str]:
+    """experiments/label_by_parts.py's JSON: for each speaker, its labels of the whole trajectories and by parts
+    (each cut: the parts described, the whole labels kept), each as the share of the labels that are
+    demonstrations, carried out and the same mission, and demonstrations among the trajectories of each number of
+    goals in their true mission."""
+    data = read_json(level, name, root)
+    counts = sorted({int(k) for m in data["models"].values() for s in m["labels"].values()
+                     for k in s["by_goal_count"]})
+    lines = [f"| speaker | labels of {data['num_unpaired']:,} unpaired trajectories | parts (whole labels kept) | "
+             "demonstrated % | carried out % | same mission % | "
+             + " | ".join(f"demonstrated, {n} goal{'s' * (n > 1)} %" for n in counts) + " |",
+             "| --- " * (6 + len(counts)) + "|"]
+    for model, entry in data["models"].items():
+        for labelling, scores in entry["labels"].items():
+            cut = entry["cuts"].get(labelling)
+            parts = f"{cut['parts']:,} ({cut['whole_kept']:,})" if cut else "-"
+            by_count = [scores["by_goal_count"].get(str(n), {}).get("demonstrated") for n in counts]
+            lines.append(f"| {model} | {PARTS_LABELLINGS[labelling]} | {parts} | "
+                         + " | ".join(f"{100 * scores[k]:.1f}" for k in ("demonstrated", "carried_out", "same_mission"))
+                         + " | " + " | ".join("-" if v is None else f"{100 * v:.1f}" for v in by_count) + " |")
+    return lines
 
 def table_gradients(level: str, name: str, root: Path = RESULTS) -> list[str]:
     """benchmarks/objective_gradients.py's JSON: gradient norms of each objective term on the trajectory
