@@ -586,6 +586,18 @@ def _pairs_curve_rows() -> dict[str, Row]:
             row(f"speaker_follower_cells_demo_film2_{tag}", "speaker-follower on the labels of the front-cell speaker "
                 f"chosen on its valid labels demonstrated, each seed its own teacher's, M = {m:,} pairs", m,
                 (0, 1, 2), teacher=f"speaker_cells_demo_film2_{tag}", config="speaker_follower")
+            # the front-cell speaker chosen so, taught also on its pairs' parts: each multi-goal pair cut after each
+            # goal step, each part with the words of the goal it completes (experiments/paired_parts.py)
+            rows[f"speaker_cells_parts_film2_{tag}"] = Row(
+                "supervised speaker reading the front cells, chosen on its valid labels demonstrated, taught also on "
+                f"its pairs' parts, M = {m:,} pairs", "pairs_curve", (), (0, 1, 2),
+                (*_FILM2, "--demos", f"data/{{level}}_parts_{tag}", "--num-paired", "null", "--max-updates",
+                 str(CURVE_UPDATES),
+                 "--model.trajectory_front_cells", "true", "--speaker-metric", "demonstrated"),
+                demos=f"demos_parts_{tag}", config="speaker")
+            row(f"speaker_follower_cells_parts_film2_{tag}", "speaker-follower on the labels of the front-cell "
+                f"speaker taught also on its pairs' parts, each seed its own teacher's, M = {m:,} pairs", m, (0, 1, 2),
+                teacher=f"speaker_cells_parts_film2_{tag}", config="speaker_follower")
             row(f"speaker_follower_goals_rescored_film2_{tag}", "speaker-follower on the labels of the front-cell "
                 "speaker taught the goal steps, rescored by the follower of its first labels, each seed its own "
                 f"teacher's chain, M = {m:,} pairs", m, (0, 1, 2), teacher=f"speaker_goals_film2_{tag}",
@@ -675,6 +687,8 @@ _BOSSLOCAL_CURVE_SEEDS = {
     "speaker_goals_film2_m1k": (0, 1, 2), "speaker_follower_goals_film2_m1k": (0, 1, 2),
     # the front-cell speaker chosen on what its labels are for: the valid trajectories that demonstrate them
     "speaker_cells_demo_film2_m1k": (0, 1, 2), "speaker_follower_cells_demo_film2_m1k": (0, 1, 2),
+    # that speaker taught also on its pairs' parts, and its student
+    "speaker_cells_parts_film2_m1k": (0,), "speaker_follower_cells_parts_film2_m1k": (0,),
     # the budget confound at the target's two points: each seed continued to 10,000 updates
     "follower_film2_m3k_u10k": (0, 1, 2), "speaker_follower_cells_film2_m1k_u10k": (0,),
     "speaker_follower_cells_own_film2_m1k_u10k": (1, 2),
@@ -800,6 +814,12 @@ def level_cells(level: str, seeds: tuple[int, ...] | None = None, threads: int =
              str(demos_dir(level, "demos_curve"))),
             demos_dir(level, "demos_curve") / "README.md", question="pairs_curve",
         ))
+    for parts in sorted({spec.demos for spec in rows.values() if spec.demos.startswith("demos_parts_m")}):
+        m = next(k for k in CURVE_PAIRS if curve_tag(k) == parts.removeprefix("demos_parts_"))
+        cells.append(Cell(
+            parts, ("python", "experiments/paired_parts.py", "--demos", str(demos_dir(level, "demos_curve")),
+                    "--num-paired", str(m), "--out", str(demos_dir(level, parts))),
+            demos_dir(level, parts) / "stats.json", ("demos_curve",), question="pairs_curve"))
     row_seeds = {row: tuple(k for k in (spec.seeds if seeds is None or not spec.seeds else sorted({0, *seeds}))
                             if k or not spec.seed0)  # a shared seed 0 (Row.seed0) is the other row's run
                  for row, spec in rows.items()}

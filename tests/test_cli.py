@@ -51,7 +51,7 @@ def test_entry_points_are_installed_and_run() -> None:
     assert "--no-retain-freed-memory" in done.stdout
 
 
-def config_says(tmp_path: Path, **values: bool) -> str:
+def config_says(tmp_path: Path, **values: object) -> str:
     """A config file setting ``values`` (JSON, which YAML reads)."""
     path = tmp_path / "config.yaml"
     path.write_text(json.dumps(values))
@@ -74,6 +74,14 @@ def test_bool_flags_override_the_config_both_ways(tmp_path: Path) -> None:
     assert parsed(["--config", off, "--retain-freed-memory"]).retain_freed_memory is True
     assert parsed(["--config", off]).retain_freed_memory is False
     assert parsed([]).retain_freed_memory is True  # no file, no flag: TrainConfig's default
+
+
+def test_a_flag_given_null_sets_its_field_to_none_and_one_not_given_keeps_the_files(tmp_path: Path) -> None:
+    """``--num-paired null`` trains on every pair even where the config file names M; no flag keeps the file's M."""
+    some = config_says(tmp_path, num_paired=1000, seed=3)
+    assert parsed(["--config", some, "--num-paired", "null"]).num_paired is None
+    assert parsed(["--config", some]).num_paired == 1000 and parsed(["--config", some]).seed == 3
+    assert parsed(["--config", some, "--num-paired", "20"]).num_paired == 20
 
 
 def test_a_misspelt_flag_is_refused_even_where_it_begins_a_real_one(capsys: pytest.CaptureFixture) -> None:

@@ -252,7 +252,8 @@ def field_help(f: dataclasses.Field) -> str:
 def train_arg_parser(description: str | None = None) -> argparse.ArgumentParser:
     """The training scripts' parser: ``--config`` and one flag per TrainConfig field (``--max-updates``), its help
     the field's docstring; a bool field is ``--resume`` / ``--no-resume``, unset (None) leaving the config file's
-    value. ``--model.KEY VALUE`` flags are read by :func:`parse_train_args`."""
+    value. A flag not given is absent from the parsed flags, so that one given as ``null`` sets its field to None
+    (``--num-paired null``: every pair). ``--model.KEY VALUE`` flags are read by :func:`parse_train_args`."""
     # allow_abbrev=False: a misspelt flag that begins a real one (`--max-update`) is an error, not that flag
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      allow_abbrev=False)
@@ -264,9 +265,9 @@ def train_arg_parser(description: str | None = None) -> argparse.ArgumentParser:
         if f.type in ("bool", bool):
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=doc)
         elif is_text_field(f):  # as typed: YAML would read `--mixed-precision no` as False
-            parser.add_argument(flag, dest=f.name, type=str, default=None, help=doc)
+            parser.add_argument(flag, dest=f.name, type=str, default=argparse.SUPPRESS, help=doc)
         else:
-            parser.add_argument(flag, dest=f.name, type=parse_yaml, default=None, help=doc)
+            parser.add_argument(flag, dest=f.name, type=parse_yaml, default=argparse.SUPPRESS, help=doc)
     return parser
 
 
@@ -275,7 +276,8 @@ def parse_train_args(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[
     number), ``--model.KEY VALUE`` reaches the model config, and an unknown flag is the parser's error."""
     args, rest = parser.parse_known_args(argv)
     names = {f.name for f in dataclasses.fields(TrainConfig)}
-    overrides = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    bools = {f.name for f in dataclasses.fields(TrainConfig) if f.type in ("bool", bool)}
+    overrides = {k: v for k, v in vars(args).items() if k in names and (v is not None or k not in bools)}
     i = 0
     while i < len(rest):
         key = rest[i]

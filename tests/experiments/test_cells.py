@@ -14,6 +14,7 @@ from cells import (
     BOSSLOCAL_THREE_SEEDS,
     LEVELS,
     QUESTIONS,
+    demos_dir,
     level_cells,
     level_rows,
     row_config,
@@ -177,9 +178,10 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
                  else (0,))
         assert {n for n in cells if n.startswith(f"{row}/seed")} == {f"{row}/seed{k}" for k in seeds}
         config = train_config(cells[f"{row}/seed{seeds[0]}"])
-        assert config.demos == "data/bosslocal_curve"
+        demos = "demos_parts_m1k" if row == "speaker_cells_parts_film2_m1k" else "demos_curve"  # the pairs and parts
+        assert config.demos == str(demos_dir("bosslocal", demos))
         assert config.max_updates == (10_000 if row.endswith("_u10k") else 4000)
-        assert "demos_curve" in cells[f"{row}/seed{seeds[0]}"].needs
+        assert demos in cells[f"{row}/seed{seeds[0]}"].needs
     # the budget rows continue each seed's 4000-update run, on the same pairs and labels, to 10,000 updates
     for row, seed in (("follower_film2_m3k", 0), ("follower_film2_m3k", 2), (own, 1), (own, 2),
                       ("speaker_follower_cells_film2_m1k", 0)):
@@ -208,6 +210,21 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
         student = cells[f"speaker_follower_cells_demo_film2_m1k/seed{seed}"]
         assert f"labels/speaker_cells_demo_film2_m1k{tag}" in student.needs
         assert train_config(student).pseudo_labels == f"data/pseudo_labels/bosslocal/speaker_cells_demo_film2_m1k{tag}"
+    # the chosen speaker taught also on its pairs' parts: all of the parts folder's pairs, made from the curve's
+    # first 1,000; its student learns from the curve's 1,000 pairs and its labels of the curve's unpaired trajectories
+    parts, chosen = (train_config(cells[f"{row}/seed0"])
+                     for row in ("speaker_cells_parts_film2_m1k", "speaker_cells_demo_film2_m1k"))
+    assert (parts.demos, parts.num_paired) == ("data/bosslocal_parts_m1k", None)
+    assert dataclasses.replace(parts, demos=chosen.demos, num_paired=1000, output_dir=chosen.output_dir) == chosen
+    assert cells["demos_parts_m1k"].command == (
+        "python", "experiments/paired_parts.py", "--demos", "data/bosslocal_curve", "--num-paired", "1000", "--out",
+        "data/bosslocal_parts_m1k")
+    assert cells["demos_parts_m1k"].needs == ("demos_curve",)
+    student = cells["speaker_follower_cells_parts_film2_m1k/seed0"]
+    assert set(student.needs) == {"demos_curve", "labels/speaker_cells_parts_film2_m1k"}
+    assert (train_config(student).demos, train_config(student).num_paired) == ("data/bosslocal_curve", 1000)
+    assert cells["labels/speaker_cells_parts_film2_m1k"].command[
+        cells["labels/speaker_cells_parts_film2_m1k"].command.index("--demos") + 1] == "data/bosslocal_curve"
     # the goal-steps speaker's students: each seed on its own seed's speaker's labels
     for seed in (0, 1, 2):
         suffix = f"_seed{seed}" if seed else ""
