@@ -47,7 +47,9 @@ CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS
                  ("speaker_follower_goals_rescored_film2", "speaker-follower on the goal-steps speaker's labels "
                   "rescored by the follower of its first labels, each seed its own teacher's chain"),
                  ("speaker_follower_cells_demo_film2", "speaker-follower on the labels of the front-cell speaker "
-                  "chosen on its valid labels demonstrated, each seed its own teacher's"))
+                  "chosen on its valid labels demonstrated, each seed its own teacher's"),
+                 ("speaker_follower_cells_parts_film2", "speaker-follower on the labels of the front-cell speaker "
+                  "taught also on its pairs' parts, each seed its own teacher's"))
 #: The second round's students on a share of their labels (experiments/cells.py ``KEEP_SHARE``): those the rescoring
 #: was surest of, and as many drawn blind. They ask whether the surest labels teach more than all of them, so their
 #: tables set them beside the second round (:func:`table_kept_labels`, :func:`table_kept_verdict`), not on the curve
@@ -59,11 +61,13 @@ KEPT_METHODS = (("speaker_follower_cells_rescored_top30_film2", "speaker-followe
                 ("speaker_follower_cells_rescored_first30k_film2", "speaker-follower on the first 30,000 of the second "
                  "round's labels (drawn blind), each seed its own teacher's chain"))
 #: The front-cell route's first round, each seed on its own teacher's labels, and the students of other teachers from
-#: the same 1,000 pairs: the speaker taught the goal steps, and the front-cell speaker chosen on its valid labels
-#: demonstrated. Their verdict (:func:`table_teacher_verdict`) sets each beside the first round, seed by seed.
+#: the same 1,000 pairs: the speaker taught the goal steps, the front-cell speaker chosen on its valid labels
+#: demonstrated, and that speaker taught also on its pairs' parts. Their verdict (:func:`table_teacher_verdict`) sets
+#: each beside the first round, seed by seed.
 FIRST_ROUND = ("speaker_follower_cells_own_film2", dict(CURVE_METHODS)["speaker_follower_cells_own_film2"])
 TEACHER_METHODS = tuple((row, dict(CURVE_METHODS)[row]) for row in ("speaker_follower_goals_film2",
-                                                                     "speaker_follower_cells_demo_film2"))
+                                                                     "speaker_follower_cells_demo_film2",
+                                                                     "speaker_follower_cells_parts_film2"))
 #: The budget confound: a curve row's runs continued to 10,000 updates, (row suffix, what the method's label gains).
 BUDGET_SUFFIX = ("_u10k", ", 10,000 updates")
 
