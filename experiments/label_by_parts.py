@@ -31,15 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from datasets import Dataset
-from transformers import AutoModel
+from named_models import load_named, write_report
 
 import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.collator import CELLS_PER_FRAME
 from msvae_hf.data.demos import load_demos, with_goal_steps
 from msvae_hf.data.pseudo_labels import scored_labels, true_missions
 from msvae_hf.evaluation.evaluate import describe_dataset, predicted_goal_steps
-from msvae_hf.utils.run_folder import write_json
-from msvae_hf.utils.runtime import add_threads_flag, provenance, set_threads, unwritable_folder
+from msvae_hf.utils.runtime import add_threads_flag, set_threads, unwritable_folder
 
 #: The most goals an instruction of the grammar holds: "A and B, then C and D".
 MOST_GOALS = 4
@@ -104,6 +103,12 @@ def labels_by_parts(speaker: Any, rows: Dataset, steps: list[list[int]], whole: 
     return labels, {"parts": len(parts), "whole_kept": sum(len(d) > MOST_GOALS for d in descriptions)}
 
 
+def check_speaks(model: Any) -> None:
+    """ValueError unless ``model`` can describe trajectories (a speaker, or MS-VAE)."""
+    if not hasattr(model, "describe"):
+        raise ValueError(f"it holds a {model.config.model_type} model, which cannot speak")
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--demos", required=True)
@@ -121,15 +126,7 @@ def main(argv: list[str] | None = None) -> dict:
     demos = load_demos(args.demos)
     if len(demos.get("unpaired") or []) == 0:
         sys.exit(f"error: {args.demos} has no unpaired trajectories to label")
-    speakers = {}
-    for spec in args.model:  # every model loaded before any labelling
-        name, _, path = spec.rpartition("=")
-        try:
-            speakers[name or path] = (path, AutoModel.from_pretrained(path))
-        except (OSError, ValueError) as err:
-            sys.exit(f"error: {path}: {err}")
-        if not hasattr(model := speakers[name or path][1], "describe"):
-            sys.exit(f"error: {path} holds a {model.config.model_type} model, which cannot speak")
+    speakers = load_named(args.model, check_speaks)  # every model checked before any labelling
     started = time.perf_counter()
     rows = demos["unpaired"].select(range(min(args.num_unpaired, len(demos["unpaired"]))))
     missions = true_missions(rows)
@@ -149,11 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
         for labelling, scores in entry["labels"].items():
             print(json.dumps({"model": name, "labels": labelling, "demonstrated": scores["demonstrated"],
                               "by_goal_count": {k: v["demonstrated"] for k, v in scores["by_goal_count"].items()}}))
-    report |= {"wall_time_s": time.perf_counter() - started, **provenance()}
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        write_json(args.out, report)
-    return report
+    return write_report(report, args.out, started)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from transformers import AutoModel
+from named_models import load_named, write_report
 
 import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.demos import load_demos, with_goal_steps
 from msvae_hf.evaluation.evaluate import check_goal_step_read_out, goal_step_accuracy
-from msvae_hf.utils.run_folder import write_json
-from msvae_hf.utils.runtime import add_threads_flag, provenance, set_threads, unwritable_folder
+from msvae_hf.utils.runtime import add_threads_flag, set_threads, unwritable_folder
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -40,14 +39,7 @@ def main(argv: list[str] | None = None) -> dict:
     demos = load_demos(args.demos)
     if args.split not in demos:
         sys.exit(f"error: {args.demos} has no split {args.split!r}; it has {sorted(demos)}")
-    speakers = {}
-    for spec in args.model:  # every model checked before any replay
-        name, _, path = spec.rpartition("=")
-        try:
-            speakers[name or path] = (path, AutoModel.from_pretrained(path))
-            check_goal_step_read_out(speakers[name or path][1])
-        except (OSError, ValueError) as err:
-            sys.exit(f"error: {path}: {err}")
+    speakers = load_named(args.model, check_goal_step_read_out)  # every model checked before any replay
     started = time.perf_counter()
     split = demos[args.split]
     try:
@@ -59,11 +51,7 @@ def main(argv: list[str] | None = None) -> dict:
         scores = goal_step_accuracy(speaker, split, truth=truth)
         report["models"][name] = {"path": path, **scores}
         print(json.dumps({"model": name, **scores}))
-    report |= {"wall_time_s": time.perf_counter() - started, **provenance()}
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        write_json(args.out, report)
-    return report
+    return write_report(report, args.out, started)
 
 
 if __name__ == "__main__":
