@@ -8,16 +8,18 @@ against the true missions as every labelling is (``label_accuracy``: replays and
 
 Two cuts, beside the speaker's labels of whole trajectories:
 
-- ``verifier_steps``: the steps the level's verifier marks in each episode replayed from its seed
-  (:func:`msvae_hf.data.demos.with_goal_steps`). This reads each trajectory's true mission, which no labelling may:
-  it is the diagnostic of a perfect cut, asking whether parts are described more often right than wholes.
+- ``verifier_steps``: the steps the level's verifier marks in each episode replayed from its seed, each with the
+  number of goals it completes (:func:`verifier_marks`). This reads each trajectory's true mission, which no
+  labelling may: it is the diagnostic of a perfect cut, asking whether parts are described more often right than
+  wholes.
 - ``read_out_steps``: the steps the speaker's own goal-step read-out finds (a speaker trained with
-  ``goal_steps_weight``; :func:`msvae_hf.evaluation.evaluate.predicted_goal_steps`), a labelling that reads nothing
-  but the trajectory.
+  ``goal_steps_weight``; :func:`msvae_hf.evaluation.evaluate.predicted_goal_steps`), one goal each: a labelling that
+  reads nothing but the trajectory.
 
-A part's description is kept to its last goal in the order of execution (the goal whose completion ends the part:
-:func:`last_goal`), and the parts are joined in order (:func:`joined`). The grammar says at most four goals
-("A and B, then C and D"); a trajectory cut into more parts keeps its whole label (``whole_kept``).
+A part's description is kept to its last goals in the order it asks for them (:func:`goals_in_order`), as many as the
+step that ends the part completes (the goals whose completion ends it), and the goals are joined in order
+(:func:`joined`). The grammar says at most four goals ("A and B, then C and D"); a trajectory whose parts make more
+keeps its whole label (``whole_kept``).
 Prints one line a model and cut; writes ``--out`` (JSON).
 """
 
@@ -30,13 +32,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 from datasets import Dataset
 from named_models import load_named, write_report
 
 import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.collator import CELLS_PER_FRAME
-from msvae_hf.data.demos import load_demos, with_goal_steps
+from msvae_hf.data.demos import load_demos
 from msvae_hf.data.pseudo_labels import scored_labels, true_missions
+from msvae_hf.envs.levels import resolve_level
+from msvae_hf.envs.missions import completed_goals
 from msvae_hf.evaluation.evaluate import describe_dataset, predicted_goal_steps
 from msvae_hf.utils.runtime import add_threads_flag, set_threads, unwritable_folder
 
@@ -71,14 +76,15 @@ def cut(rows: Dataset, steps: list[list[int]]) -> tuple[Dataset, list[int]]:
     return Dataset.from_dict(parts, features=features), owner
 
 
-def last_goal(text: str) -> str:
-    """The goal an instruction asks for last ("A, then B": B; "A after you B": A; "A and B": B), as its words."""
+def goals_in_order(text: str) -> list[str]:
+    """The goals of an instruction as its words, in the order it asks for them ("A, then B" and "B after you A": A,
+    B; an "and" as written, either order carrying it out)."""
     first, then, second = text.partition(", then ")
     if not then:
         second, after, first = text.partition(" after you ")
         if not after:
-            second = text
-    return second.rpartition(" and ")[2].strip()
+            first, second = text, ""
+    return [goal.strip() for piece in (first, second) if piece for goal in piece.split(" and ")]
 
 
 def joined(descriptions: list[str]) -> str:
@@ -91,16 +97,37 @@ def joined(descriptions: list[str]) -> str:
     return ", then ".join(" and ".join(group) for group in (descriptions[:half], descriptions[half:]))
 
 
-def labels_by_parts(speaker: Any, rows: Dataset, steps: list[list[int]], whole: list[str],
+def labels_by_parts(speaker: Any, rows: Dataset, marked: list[dict[int, int]], whole: list[str],
                     batch_size: int = 256) -> tuple[list[str], dict[str, int]]:
-    """Each trajectory's label from its parts (module docstring), or its ``whole`` label where it is cut into more
-    than :data:`MOST_GOALS` parts; with the number of parts described and of whole labels kept."""
-    parts, owner = cut(rows, steps)
-    descriptions: list[list[str]] = [[] for _ in range(len(rows))]
-    for i, text in zip(owner, describe_dataset(speaker, parts, batch_size=batch_size), strict=True):
-        descriptions[i].append(last_goal(text))
-    labels = [joined(d) if len(d) <= MOST_GOALS else w for d, w in zip(descriptions, whole, strict=True)]
-    return labels, {"parts": len(parts), "whole_kept": sum(len(d) > MOST_GOALS for d in descriptions)}
+    """Each trajectory's label from its parts (module docstring): cut after the steps ``marked`` ({step: the goals
+    its action completes}; the last part ends at the last step, one goal where it is not marked), each part's
+    description kept to as many of its last goals as its end completes, all joined; its ``whole`` label where that
+    makes more than :data:`MOST_GOALS` goals. With the number of parts described and of whole labels kept."""
+    parts, owner = cut(rows, [sorted(m) for m in marked])
+    ends = [(i, m.get(end, 1)) for i, (m, actions) in enumerate(zip(marked, rows["actions"], strict=True))
+            for end in part_ends(sorted(m), len(actions))]
+    goals: list[list[str]] = [[] for _ in range(len(rows))]
+    for (i, count), text in zip(ends, describe_dataset(speaker, parts, batch_size=batch_size), strict=True):
+        goals[i] += goals_in_order(text)[-count:]
+    labels = [joined(g) if len(g) <= MOST_GOALS else w for g, w in zip(goals, whole, strict=True)]
+    return labels, {"parts": len(parts), "whole_kept": sum(len(g) > MOST_GOALS for g in goals)}
+
+
+def verifier_marks(rows: Dataset) -> list[dict[int, int]]:
+    """For each trajectory, the steps the level's verifier marks as completing goals of its true mission, with how
+    many each completes (:func:`msvae_hf.envs.missions.completed_goals`): the diagnostic cut, which reads the
+    mission."""
+    columns = rows.select_columns(["level", "seed", "actions"])
+    marks: list[dict[int, int]] = []
+    envs: dict[str, gym.Env] = {}
+    try:
+        for level, seed, actions in zip(columns["level"], columns["seed"], columns["actions"], strict=True):
+            env = envs.setdefault(level, gym.make(resolve_level(level)))
+            marks.append({step: len(words) for step, words in completed_goals(env, seed, actions)})
+    finally:
+        for env in envs.values():
+            env.close()
+    return marks
 
 
 def check_speaks(model: Any) -> None:
@@ -123,21 +150,25 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(f"error: --num-unpaired must be at least 1, got {args.num_unpaired}")
     if args.out and (why := unwritable_folder(Path(args.out).parent)):
         sys.exit(f"error: {why}")
-    demos = load_demos(args.demos)
+    try:
+        demos = load_demos(args.demos)
+    except (OSError, ValueError) as err:
+        sys.exit(f"error: {err}")
     if len(demos.get("unpaired") or []) == 0:
         sys.exit(f"error: {args.demos} has no unpaired trajectories to label")
     speakers = load_named(args.model, check_speaks)  # every model checked before any labelling
     started = time.perf_counter()
     rows = demos["unpaired"].select(range(min(args.num_unpaired, len(demos["unpaired"]))))
     missions = true_missions(rows)
-    verifier = list(with_goal_steps(rows)["goal_steps"])  # the true missions' steps: the diagnostic cut only
+    verifier = verifier_marks(rows)  # the true missions' steps: the diagnostic cut only
     report: dict = {"demos": args.demos, "num_unpaired": len(rows), "models": {}}
     for name, (path, speaker) in speakers.items():
         whole = describe_dataset(speaker, rows, batch_size=args.batch_size)
         entry: dict = {"path": path, "labels": {"whole": scored_labels(rows, whole, missions)}, "cuts": {}}
         cuts = {"verifier_steps": verifier}
         if getattr(speaker, "goal_step_head", None) is not None:
-            cuts["read_out_steps"] = predicted_goal_steps(speaker, rows, args.batch_size)
+            cuts["read_out_steps"] = [dict.fromkeys(steps, 1)
+                                      for steps in predicted_goal_steps(speaker, rows, args.batch_size)]
         for cut_name, steps in cuts.items():
             labels, counts = labels_by_parts(speaker, rows, steps, whole, args.batch_size)
             entry["labels"][cut_name] = scored_labels(rows, labels, missions)

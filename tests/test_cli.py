@@ -82,6 +82,17 @@ def test_a_flag_given_null_sets_its_field_to_none_and_one_not_given_keeps_the_fi
     assert parsed(["--config", some, "--num-paired", "null"]).num_paired is None
     assert parsed(["--config", some]).num_paired == 1000 and parsed(["--config", some]).seed == 3
     assert parsed(["--config", some, "--num-paired", "20"]).num_paired == 20
+    given = config_says(tmp_path, init_from="runs/x/best", mixed_precision="bf16")  # text fields alike
+    assert parsed(["--config", given, "--init-from", "null"]).init_from is None
+    assert parsed(["--config", given, "--mixed-precision", "no"]).mixed_precision == "no"  # as typed, not YAML's
+
+
+@pytest.mark.parametrize("flag", ["--num-paired", "--init-from"])
+def test_an_empty_flag_value_is_refused_not_read_as_none(flag: str, capsys: pytest.CaptureFixture) -> None:
+    """``--num-paired "$M"`` with M unset would train on every pair; it is the parser's error instead."""
+    with pytest.raises(SystemExit):
+        parsed([flag, ""])
+    assert "an empty value: give one, or null for none" in capsys.readouterr().err
 
 
 def test_a_misspelt_flag_is_refused_even_where_it_begins_a_real_one(capsys: pytest.CaptureFixture) -> None:

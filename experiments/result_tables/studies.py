@@ -125,6 +125,7 @@ def table_labels_by_parts(level: str, name: str, root: Path = RESULTS) -> list[s
                          + " | " + " | ".join("-" if v is None else f"{100 * v:.1f}" for v in by_count) + " |")
     return lines
 
+
 def table_gradients(level: str, name: str, root: Path = RESULTS) -> list[str]:
     """benchmarks/objective_gradients.py's JSON: gradient norms of each objective term on the trajectory
     encoder and the sliced-Wasserstein distances between batches."""

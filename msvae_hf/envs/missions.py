@@ -465,7 +465,47 @@ def goal_steps(env: gym.Env, seed: int, actions: Sequence[int]) -> list[int]:
     return steps
 
 
-__all__ = ["Goal", "InstructionError", "LABEL_ACCURACY_FIELDS", "carries_out", "connectives", "draw_same_room_mission",
+def _goal_statuses(instr: Instr) -> list[tuple[ActionInstr, Any]]:
+    """Each action of a mission with the reading of its status (True once the verifier holds it done), in the order
+    the instruction says them: a part of a sequence or an "and" keeps its status on its parent (``a_done``,
+    ``b_done``); a lone action has none (None): its end is the episode's."""
+    if isinstance(instr, ActionInstr):
+        return [(instr, None)]
+    out: list[tuple[ActionInstr, Any]] = []
+    for part, field in ((instr.instr_a, "a_done"), (instr.instr_b, "b_done")):
+        if isinstance(part, ActionInstr):
+            out.append((part, lambda parent=instr, field=field: getattr(parent, field) == "success"))
+        else:
+            out += _goal_statuses(part)
+    return out
+
+
+def completed_goals(env: gym.Env, seed: int, actions: Sequence[int]) -> list[tuple[int, list[str]]]:
+    """:func:`goal_steps` with the goals each step completes, as the level's instruction objects say them
+    (``surface`` at the episode's start, the mission's own words), in the order the instruction says them: the
+    verifier's statuses are sticky, and the step where it holds the whole mission done completes every goal not done
+    before it."""
+    env.reset(seed=int(seed))
+    level: Any = env.unwrapped
+    statuses = _goal_statuses(level.instrs)
+    words = [goal.surface(level) for goal, _ in statuses]
+    done = [False] * len(statuses)
+    out: list[tuple[int, list[str]]] = []
+    for step, action in enumerate(actions):
+        _, reward, terminated, truncated, _ = env.step(int(action))
+        now = [True] * len(statuses) if terminated and reward > 0 else [
+            was or (status is not None and status()) for was, (_, status) in zip(done, statuses, strict=True)]
+        new = [text for text, was, is_ in zip(words, done, now, strict=True) if is_ and not was]
+        if new:
+            out.append((step, new))
+        done = now
+        if terminated or truncated:
+            break
+    return out
+
+
+__all__ = ["Goal", "InstructionError", "LABEL_ACCURACY_FIELDS", "carries_out", "completed_goals", "connectives",
+           "draw_same_room_mission",
            "goal_steps", "goals", "parse_mission", "regenerate_missions", "room_objects", "score_labels", "set_mission",
            "bot_is_quicker", "demonstrates", "replay_each", "replay_label", "replay_labels", "REPLAY_FIELDS",
            "goal_count", "rows_by_goal_count"]

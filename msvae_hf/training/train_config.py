@@ -203,6 +203,20 @@ def parse_yaml(text: str | IO[str]) -> Any:
     return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 (a SafeLoader subclass)
 
 
+def flag_value(text: str) -> Any:
+    """A command-line value as YAML; an empty one is refused (``--num-paired ""`` is a missing value, not none)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty value: give one, or null for none")
+    return parse_yaml(text)
+
+
+def flag_text(text: str) -> str | None:
+    """A text field's command-line value as typed (``--mixed-precision no`` stays "no"), ``null`` for none."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty value: give one, or null for none")
+    return None if text == "null" else text
+
+
 def is_text_field(f: dataclasses.Field) -> bool:
     """A TrainConfig field that holds text (a path, a name, a mode): scripts/train.py keeps its command-line
     value a string, and load_config turns a number that YAML read for it back into text."""
@@ -265,9 +279,9 @@ def train_arg_parser(description: str | None = None) -> argparse.ArgumentParser:
         if f.type in ("bool", bool):
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=doc)
         elif is_text_field(f):  # as typed: YAML would read `--mixed-precision no` as False
-            parser.add_argument(flag, dest=f.name, type=str, default=argparse.SUPPRESS, help=doc)
+            parser.add_argument(flag, dest=f.name, type=flag_text, default=argparse.SUPPRESS, help=doc)
         else:
-            parser.add_argument(flag, dest=f.name, type=parse_yaml, default=argparse.SUPPRESS, help=doc)
+            parser.add_argument(flag, dest=f.name, type=flag_value, default=argparse.SUPPRESS, help=doc)
     return parser
 
 

@@ -15,7 +15,7 @@ from msvae_hf import FollowerConfig, FollowerModel, SpeakerConfig, SpeakerModel
 from msvae_hf.data.collator import CELLS_PER_FRAME
 from msvae_hf.data.demos import load_demos, with_goal_steps
 from msvae_hf.data.pseudo_labels import scored_labels, true_missions
-from msvae_hf.envs.missions import connectives, goals, parse_mission
+from msvae_hf.envs.missions import connectives, goal_count, goals, parse_mission
 from msvae_hf.evaluation.evaluate import describe_dataset
 
 
@@ -65,19 +65,43 @@ def test_joined_goals_are_one_instruction_carried_out_in_their_order():
     for n in (0, 5):
         with pytest.raises(ValueError, match=f"1 to 4 goals, not {n}"):
             label_by_parts.joined((said * 2)[:n])
-    assert [label_by_parts.last_goal(t) for t in ("go to a key, then pick up the ball",
-                                                  "go to a key after you pick up the ball",
-                                                  "go to a key and pick up the ball", "open a door")] == [
-        "pick up the ball", "go to a key", "pick up the ball", "open a door"]
+    assert [label_by_parts.goals_in_order(t) for t in ("go to a key, then pick up the ball",
+                                                       "go to a key after you pick up the ball",
+                                                       "go to a key and pick up the ball", "open a door")] == [
+        ["go to a key", "pick up the ball"], ["pick up the ball", "go to a key"],
+        ["go to a key", "pick up the ball"], ["open a door"]]
 
 
 def test_an_uncut_trajectory_is_labelled_with_its_whole_labels_last_goal(folders, tiny_demos):
     speaker = SpeakerModel.from_pretrained(folders["plain"])
     rows = load_demos(tiny_demos)["unpaired"]
     whole = describe_dataset(speaker, rows, batch_size=3)
-    labels, counts = label_by_parts.labels_by_parts(speaker, rows, [[] for _ in range(len(rows))], whole, 5)
-    assert labels == [label_by_parts.last_goal(text) for text in whole]
+    labels, counts = label_by_parts.labels_by_parts(speaker, rows, [{} for _ in range(len(rows))], whole, 5)
+    assert labels == [label_by_parts.goals_in_order(text)[-1] for text in whole]
     assert counts == {"parts": len(rows), "whole_kept": 0}
+
+
+def test_a_part_keeps_as_many_of_its_last_goals_as_its_end_completes(tiny_demos, monkeypatch):
+    """A step completing two goals keeps the part's last two; the last part, unmarked, one; more than four goals in
+    all give the whole label."""
+    rows = load_demos(tiny_demos)["unpaired"].select(range(3))
+    said = iter(["go to a key, then open a door", "pick up the ball and go to the red box",  # trajectory 0
+                 "go to a key",  # trajectory 1, uncut
+                 "a and b, then c", "d and e"])  # trajectory 2: five goals
+    monkeypatch.setattr(label_by_parts, "describe_dataset",
+                        lambda speaker, parts, batch_size: [next(said) for _ in range(len(parts))])
+    length = [len(actions) for actions in rows["actions"]]
+    marked = [{0: 2}, {}, {0: 3, length[2] - 1: 2}]
+    labels, counts = label_by_parts.labels_by_parts(None, rows, marked, ["w0", "w1", "w2"])
+    assert labels == ["go to a key and open a door, then go to the red box", "go to a key", "w2"]
+    assert counts == {"parts": 5, "whole_kept": 1}
+
+
+def test_the_verifiers_marks_count_every_goal_of_the_true_mission(tiny_demos):
+    rows = load_demos(tiny_demos)["unpaired"]
+    marks = label_by_parts.verifier_marks(rows)
+    assert [sorted(m) for m in marks] == list(with_goal_steps(rows)["goal_steps"])
+    assert [sum(m.values()) for m in marks] == [goal_count(mission) for mission in true_missions(rows)]
 
 
 def test_writes_each_speakers_labellings_and_cuts(folders, tiny_demos, tmp_path, capsys):

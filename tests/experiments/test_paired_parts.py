@@ -14,7 +14,7 @@ from label_by_parts import joined
 from msvae_hf.data.demos import load_demos
 from msvae_hf.data.pseudo_labels import label_replays
 from msvae_hf.envs.levels import resolve_level
-from msvae_hf.envs.missions import goal_count, goal_steps
+from msvae_hf.envs.missions import completed_goals, goal_count, goal_steps
 
 
 def test_each_goal_is_completed_once_at_the_verifiers_step_and_the_parts_words_say_the_mission(tiny_demos):
@@ -25,7 +25,7 @@ def test_each_goal_is_completed_once_at_the_verifiers_step_and_the_parts_words_s
     rows, labels = [], []
     try:
         for i, row in enumerate(pairs):
-            found = paired_parts.completed_goals(env, row["seed"], row["actions"])
+            found = completed_goals(env, row["seed"], row["actions"])
             assert [step for step, _ in found] == goal_steps(env, row["seed"], row["actions"])
             assert sum(len(words) for _, words in found) == goal_count(row["instruction"])
             if all(len(words) == 1 for _, words in found):
@@ -48,11 +48,17 @@ def test_writes_the_pairs_then_their_parts_and_the_other_splits_as_they_were(tin
     pairs, parts = written["paired"].select(range(6)), written["paired"].select(range(6, len(written["paired"])))
     assert pairs.to_dict() == source["paired"].select(range(6)).to_dict()
     assert len(parts) > 0 and all(goal_count(text) == 1 for text in parts["instruction"] if " and " not in text)
-    for pair in pairs:  # a multi-goal pair's parts, in order, are its trajectory
-        mine = [p for p in parts if p["seed"] == pair["seed"]]
-        if mine:
-            assert b"".join(p["observations"] for p in mine) == pair["observations"]
-            assert sum((p["actions"] for p in mine), []) == pair["actions"]
+    env = gym.make(resolve_level(pairs[0]["level"]))
+    try:
+        for pair in pairs:  # a multi-goal pair's parts, in order, are its trajectory, each with the goals it completes
+            found = completed_goals(env, pair["seed"], pair["actions"])
+            mine = [p for p in parts if p["seed"] == pair["seed"]]
+            assert [p["instruction"] for p in mine] == ([" and ".join(w) for _, w in found] if len(found) > 1 else [])
+            if mine:
+                assert b"".join(p["observations"] for p in mine) == pair["observations"]
+                assert sum((p["actions"] for p in mine), []) == pair["actions"]
+    finally:
+        env.close()
     stats = json.loads((out / "stats.json").read_text())
     assert stats["command"] == f"python experiments/paired_parts.py --demos {tiny_demos} --num-paired 6 --out {out}"
     assert (stats["num_paired"], stats["parts"], stats["splits"]["paired"]["episodes"]) == (6, len(parts),
@@ -68,6 +74,9 @@ def test_bad_input_is_one_line_before_anything_is_written(tiny_demos, tmp_path, 
     assert not out.exists()
     out.mkdir()
     (out / "kept.txt").write_text("mine")
-    with pytest.raises(SystemExit, match="is not empty"):
+    with pytest.raises(SystemExit, match="is not an empty folder"):
         paired_parts.main(["--demos", str(tiny_demos), "--num-paired", "2", "--out", str(out)])
     assert [p.name for p in out.iterdir()] == ["kept.txt"]
+    with pytest.raises(SystemExit, match="is not an empty folder"):
+        paired_parts.main(["--demos", str(tiny_demos), "--num-paired", "2", "--out", str(out / "kept.txt")])
+    assert (out / "kept.txt").read_text() == "mine"
