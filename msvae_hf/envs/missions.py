@@ -436,33 +436,13 @@ def replay_labels(level_id: str, seeds: Sequence[int], actions: Sequence[Sequenc
     return {key: sum(replay[key] for replay in replays) for key in REPLAY_FIELDS}
 
 
-def _goals_done(instr: Instr) -> int:
-    """How many of ``instr``'s goals its verifier holds done: a sequencing or "and" instruction keeps each part's
-    status (``a_done``, ``b_done``); a lone action's is the episode's end, which :func:`goal_steps` reads."""
-    if isinstance(instr, ActionInstr):
-        return 0
-    return sum(len(goals(part)) if status == "success" else _goals_done(part)
-               for part, status in ((instr.instr_a, instr.a_done), (instr.instr_b, instr.b_done)))
-
-
 def goal_steps(env: gym.Env, seed: int, actions: Sequence[int]) -> list[int]:
     """The steps (0-based action indices) whose action the level's verifier judges to complete a goal of episode
     ``seed``'s own mission ("go to the red ball, then open a door": the step that faces the ball, the one that opens
     the door); a step completing two goals at once is listed once. For a demonstration the last step is the last
     goal's. Nothing but the episode's seed and actions is read: training reads these steps where a model is asked
-    for them (``SpeakerConfig.goal_steps_weight``), never the mission's text."""
-    env.reset(seed=int(seed))
-    level: Any = env.unwrapped
-    total, done, steps = len(goals(level.instrs)), 0, []
-    for step, action in enumerate(actions):
-        _, reward, terminated, truncated, _ = env.step(int(action))
-        now = total if terminated and reward > 0 else _goals_done(level.instrs)
-        if now > done:
-            steps.append(step)
-            done = now
-        if (terminated or truncated) and step < len(actions) - 1:
-            raise ValueError(f"episode of seed {seed} ended at step {step}, before its {len(actions)} actions")
-    return steps
+    for them (``SpeakerConfig.goal_steps_weight``), never the mission's text (:func:`completed_goals`' steps)."""
+    return [step for step, _ in completed_goals(env, seed, actions)]
 
 
 def _goal_statuses(instr: Instr) -> list[tuple[ActionInstr, Any]]:
@@ -484,7 +464,7 @@ def completed_goals(env: gym.Env, seed: int, actions: Sequence[int]) -> list[tup
     """:func:`goal_steps` with the goals each step completes, as the level's instruction objects say them
     (``surface`` at the episode's start, the mission's own words), in the order the instruction says them: the
     verifier's statuses are sticky, and the step where it holds the whole mission done completes every goal not done
-    before it."""
+    before it. An episode that ends before its last action is a ValueError."""
     env.reset(seed=int(seed))
     level: Any = env.unwrapped
     statuses = _goal_statuses(level.instrs)
@@ -499,8 +479,8 @@ def completed_goals(env: gym.Env, seed: int, actions: Sequence[int]) -> list[tup
         if new:
             out.append((step, new))
         done = now
-        if terminated or truncated:
-            break
+        if (terminated or truncated) and step < len(actions) - 1:
+            raise ValueError(f"episode of seed {seed} ended at step {step}, before its {len(actions)} actions")
     return out
 
 
