@@ -6,7 +6,7 @@
         --speaker "MS-VAE paired only=runs/bosslocal/msvae_paired/best_speaker" \\
         --speaker "MS-VAE full=runs/bosslocal/msvae/best" --out results/bosslocal_speakers.json
 
-Each ``--speaker NAME=DIR`` is a saved speaker or MS-VAE (``AutoModel``); the first is the baseline. All
+Each ``--speaker NAME=DIR`` is a saved speaker or MS-VAE (a folder or Hub id); the first is the baseline. All
 describe the first ``--examples`` trajectories of ``--split`` greedily (as training's final evaluation does),
 then sacrebleu's paired bootstrap resampling (1000 resamples, fixed seed) gives each system's corpus BLEU,
 its 95% interval and the p-value of its difference to the baseline; next to BLEU, how often each gets the
@@ -17,62 +17,43 @@ with the scores and the first five predictions of each system; prints a markdown
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
+import time
 
-from transformers import AutoModel
+from named_models import check_speaks, load_named, write_report
 
-import msvae_hf  # noqa: F401  (registers the models with AutoModel)
 from msvae_hf.data.demos import load_demos
 from msvae_hf.evaluation.evaluate import describe_dataset
 from msvae_hf.evaluation.metrics import compare_bleu, instruction_parts_match
 
 
-def parse_speaker(text: str) -> tuple[str, str]:
-    name, sep, path = text.rpartition("=")  # the last "=": names may hold one ("gamma=1=DIR")
-    if not sep or not name or not path:
-        raise argparse.ArgumentTypeError(f"--speaker takes NAME=DIR, got {text!r}")
-    return name, path
-
-
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--demos", required=True, help="a DatasetDict from scripts/make_demos.py")
-    parser.add_argument("--speaker", type=parse_speaker, action="append", required=True, metavar="NAME=DIR")
+    parser.add_argument("--speaker", action="append", required=True, metavar="NAME=DIR")
     parser.add_argument("--split", default="test")
     parser.add_argument("--examples", type=int, default=500)
     parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples")
     parser.add_argument("--out", default=None, help="write the comparison here (JSON)")
     args = parser.parse_args(argv)
-    names = [name for name, _ in args.speaker]
-    if len(set(names)) != len(names):
-        parser.error(f"speaker names must differ, got {names}")
+    started = time.perf_counter()
     demos = load_demos(args.demos)
     if args.split not in demos:
         parser.error(f"{args.demos} has no {args.split!r} split (it has {sorted(demos)})")
+    speakers = load_named(args.speaker, check_speaks)  # every speaker checked before any describes
+    names = list(speakers)
     pairs = demos[args.split].select(range(min(args.examples, len(demos[args.split]))))
     references = list(pairs["instruction"])
-    for _, path in args.speaker:
-        if not (Path(path) / "config.json").is_file():
-            parser.error(f"{path} is not a saved model (no config.json)")
-    predictions = {}
-    for name, path in args.speaker:
-        model = AutoModel.from_pretrained(path).eval()
-        if not hasattr(model, "describe"):
-            parser.error(f"{path} is a {type(model).__name__}, which cannot speak")
-        predictions[name] = describe_dataset(model, pairs)
+    predictions = {name: describe_dataset(model, pairs) for name, (_, model) in speakers.items()}
     scores = compare_bleu(predictions, references, num_samples=args.samples)
     result = {
         "demos": args.demos, "split": args.split, "examples": len(pairs), "bootstrap_samples": args.samples,
         "speakers": {name: {"path": path, **scores[name],
                             "parts_match": instruction_parts_match(predictions[name], references),
                             "examples": predictions[name][:5]}
-                     for name, path in args.speaker},
+                     for name, (path, _) in speakers.items()},
         "references": references[:5],
     }
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2))
+    write_report(result, args.out, started)
     print(f"| speaker | BLEU-4 ({len(pairs)} {args.split} pairs) | 95% CI | p vs {names[0]} "
           "| action sequence right | object sequence right |")
     print("| --- | --- | --- | --- | --- | --- |")

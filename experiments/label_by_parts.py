@@ -34,7 +34,7 @@ from typing import Any
 
 import gymnasium as gym
 from datasets import Dataset
-from named_models import load_named, write_report
+from named_models import check_speaks, load_named, write_report
 
 import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.collator import CELLS_PER_FRAME
@@ -128,12 +128,6 @@ def verifier_marks(rows: Dataset) -> list[dict[int, int]]:
         for env in envs.values():
             env.close()
     return marks
-
-
-def check_speaks(model: Any) -> None:
-    """ValueError unless ``model`` can describe trajectories (a speaker, or MS-VAE)."""
-    if not hasattr(model, "describe"):
-        raise ValueError(f"it holds a {model.config.model_type} model, which cannot speak")
 
 
 def main(argv: list[str] | None = None) -> dict:

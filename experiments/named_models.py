@@ -12,25 +12,49 @@ from typing import Any
 from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the model types)
+from msvae_hf.cli.evaluate import hub_quiet, missing_model
 from msvae_hf.utils.run_folder import write_json
 from msvae_hf.utils.runtime import provenance
 
 
+def load_checked(path: str, check: Callable[[Any], None] | None = None) -> Any:
+    """The model at ``path`` (a folder or Hub id), given to ``check`` (which raises ValueError naming what is wrong);
+    exits in one line naming ``path`` where there is none or it fails the check."""
+    if why := missing_model(path):
+        sys.exit(f"error: {why}")
+    try:
+        with hub_quiet():
+            model = AutoModel.from_pretrained(path)
+        if check is not None:
+            check(model)
+    except (OSError, ValueError) as err:
+        sys.exit(f"error: {path}: {str(err).splitlines()[0]}")
+    return model
+
+
 def load_named(specs: list[str], check: Callable[[Any], None] | None = None) -> dict[str, tuple[str, Any]]:
-    """``NAME=DIR`` (or ``DIR``, named by itself) as {name: (dir, model)}, in order: every model loaded, and given to
-    ``check`` (which raises ValueError naming what is wrong), before any is used; the first that fails exits in one
-    line naming its folder."""
+    """``NAME=DIR`` (or ``DIR``, named by itself) as {name: (dir, model)}, in order: every model loaded and checked
+    (:func:`load_checked`) before any is used; a name given twice exits in one line."""
     models = {}
     for spec in specs:
-        name, _, path = spec.rpartition("=")
-        try:
-            model = AutoModel.from_pretrained(path)
-            if check is not None:
-                check(model)
-        except (OSError, ValueError) as err:
-            sys.exit(f"error: {path}: {err}")
-        models[name or path] = (path, model)
+        name, _, path = spec.rpartition("=")  # the last "=": names may hold one ("gamma=1=DIR")
+        name = name or path
+        if name in models:
+            sys.exit(f"error: two models are named {name!r}: give each its own NAME=")
+        models[name] = (path, load_checked(path, check))
     return models
+
+
+def check_speaks(model: Any) -> None:
+    """ValueError unless ``model`` can describe trajectories (a speaker, or MS-VAE)."""
+    if not hasattr(model, "describe"):
+        raise ValueError(f"it holds a {model.config.model_type} model, which cannot speak")
+
+
+def check_follows(model: Any) -> None:
+    """ValueError unless ``model`` reads instructions to act (a follower, or MS-VAE)."""
+    if not hasattr(model, "instruction_memory"):
+        raise ValueError(f"it holds a {model.config.model_type} model, which cannot follow")
 
 
 def write_report(report: dict, out: str | None, started: float) -> dict:

@@ -18,14 +18,12 @@ the first; per seed, sacrebleu's paired bootstrap of rescored against greedy on 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import time
 from collections import defaultdict
-from pathlib import Path
 
-from transformers import AutoModel
+from named_models import check_follows, check_speaks, load_checked, write_report
 
-import msvae_hf  # noqa: F401  (registers the models with AutoModel)
 from msvae_hf.data.demos import load_demos
 from msvae_hf.evaluation.evaluate import describe_dataset
 from msvae_hf.evaluation.metrics import bleu, compare_bleu
@@ -41,16 +39,6 @@ def parse_system(text: str) -> tuple[str, str, str]:
         raise argparse.ArgumentTypeError(f"--system takes NAME=SPEAKER_DIR[,FOLLOWER_DIR], got {text!r}")
     speaker, _, follower = paths.partition(",")
     return name, speaker, follower or speaker
-
-
-def load(path: str, role: str):
-    if not (Path(path) / "config.json").is_file():
-        raise SystemExit(f"error: {path} is not a saved model (no config.json)")
-    model = AutoModel.from_pretrained(path).eval()
-    needed = "describe" if role == "speaker" else "instruction_memory"
-    if not hasattr(model, needed):
-        raise SystemExit(f"error: {path} is a {type(model).__name__}, which cannot be the {role}")
-    return model
 
 
 def seed_table(systems: dict[str, dict], metric: str) -> dict[str, dict]:
@@ -85,6 +73,7 @@ def main(argv: list[str] | None = None) -> dict:
     add_threads_flag(parser)
     parser.add_argument("--out", default=None, help="write the results here (JSON)")
     args = parser.parse_args(argv)
+    started = time.perf_counter()
     set_threads(args.threads)
     lams = [float(x) for x in args.lams.split(",")]
     names = [name for name, _, _ in args.system]
@@ -98,9 +87,11 @@ def main(argv: list[str] | None = None) -> dict:
              for split in (args.valid_split, args.test_split)}
     refs = {split: list(ds["instruction"]) for split, ds in pairs.items()}
 
+    models = {name: (load_checked(speaker_path, check_speaks), load_checked(follower_path, check_follows))
+              for name, speaker_path, follower_path in args.system}  # every model checked before any work
     systems: dict[str, dict] = {}
     for name, speaker_path, follower_path in args.system:
-        speaker, follower = load(speaker_path, "speaker"), load(follower_path, "follower")
+        speaker, follower = models[name]
         curves, chosen = {}, {}
         for split, ds in pairs.items():
             cands = score_candidates(speaker, follower, ds, num_candidates=args.candidates)
@@ -131,9 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"demos": args.demos, "candidates": args.candidates, "lams": lams, "examples": args.examples,
               "valid_split": args.valid_split, "test_split": args.test_split,
               "systems": systems, "over_seeds": over_seeds}
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2))
+    write_report(result, args.out, started)
     print("\n| system | lam (valid) | test BLEU greedy | test BLEU rescored | p (rescored vs greedy) |")
     print("| --- | --- | --- | --- | --- |")
     for name, row in systems.items():

@@ -25,13 +25,11 @@ their own mission (``by_goal_count``). Writes ``--out`` (JSON) and prints a tabl
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
+import time
 from typing import Any
 
-from transformers import AutoModel
+from named_models import check_follows, load_named, write_report
 
-import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.demos import load_demos
 from msvae_hf.envs.missions import rows_by_goal_count
 from msvae_hf.evaluation.evaluate import instruction_use, rolled_texts, same_words_as_the_one_before
@@ -83,6 +81,7 @@ def main() -> None:
     add_threads_flag(parser, default=1)
     parser.add_argument("--out", default="results/follower_probe.json")
     args = parser.parse_args()
+    started = time.perf_counter()
     set_threads(args.threads)
     if args.rollouts and not args.level:
         raise SystemExit("--rollouts needs --level (the level the demonstrations are of)")
@@ -94,13 +93,11 @@ def main() -> None:
         if args.limit < 2:
             raise SystemExit(f"--limit must be at least 2 (each pair is given another's instruction), got {args.limit}")
         dataset = dataset.select(range(min(args.limit, len(dataset))))
+    followers = load_named(args.model, check_follows)  # every model checked before any is probed
     report: dict = {"demos": args.demos, "split": args.split, "pairs": len(dataset), "models": {}}
     print("| follower | NLL / step, own instruction | another pair's | difference | action accuracy, own | "
           "another pair's |\n| --- | --- | --- | --- | --- | --- |")
-    for spec in args.model:
-        name, _, path = spec.rpartition("=")
-        name = name or path
-        model = AutoModel.from_pretrained(path)
+    for name, (path, model) in followers.items():
         result = instruction_use(model, dataset, args.batch_size)
         if args.rollouts:
             result["rollouts"] = rollouts_told_another_mission(model, args.level, args.rollouts)
@@ -116,8 +113,7 @@ def main() -> None:
             for n, g in r["by_goal_count"].items():
                 print(f"|     {n} goal(s), {g['episodes']} episodes: SR own {g['success_rate_own']:.3f}, "
                       f"told another's {g['success_rate_other']:.3f} |")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    write_report(report, args.out, started)
 
 
 if __name__ == "__main__":

@@ -26,14 +26,13 @@ the two means on the same pair against pairs rolled by one.
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
+import time
+from typing import Any
 
 import torch
+from named_models import load_named, write_report
 from probe_speaker import linear_probe
-from transformers import AutoModel
 
-import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.collator import DemoCollator, for_loader, read_rows
 from msvae_hf.data.demos import load_demos
 from msvae_hf.envs.missions import goals, parse_mission
@@ -113,6 +112,12 @@ def probe_model(model, rows: list[dict], texts: list[str]) -> dict:
     return report
 
 
+def check_posteriors(model: Any) -> None:
+    """ValueError unless ``model`` is MS-VAE, with both posteriors q(z|y) and q(z|a,o)."""
+    if not hasattr(model, "instruction_posterior_params"):
+        raise ValueError(f"it is a {model.config.model_type}, not MS-VAE: it has no posteriors")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--demos", required=True)
@@ -124,6 +129,7 @@ def main() -> None:
     add_threads_flag(parser, default=1)
     parser.add_argument("--out", default="results/latent_probe.json")
     args = parser.parse_args()
+    started = time.perf_counter()
     set_threads(args.threads)
     split = load_demos(args.demos)[args.split]
     rows = read_rows(for_loader(split), range(args.start, min(args.start + args.examples, len(split))))
@@ -131,15 +137,11 @@ def main() -> None:
         raise SystemExit(f"error: {args.split} of {args.demos} holds {len(rows)} pairs from pair {args.start}: a "
                          "probe needs at least 10")
     texts = [row["instruction"] for row in rows]
+    models = load_named(args.model, check_posteriors)  # every model checked before any is probed
     report: dict = {"demos": args.demos, "split": args.split, "start": args.start, "pairs": len(rows), "models": {}}
     print("| model | label | majority | from z_y | from z_tau | z_y -> z_tau | z_tau -> z_y |\n"
           "| --- | --- | --- | --- | --- | --- | --- |")
-    for spec in args.model:
-        name, _, path = spec.rpartition("=")
-        name = name or path
-        model = AutoModel.from_pretrained(path).eval()
-        if not hasattr(model, "instruction_posterior_params"):
-            raise SystemExit(f"error: {path} is a {model.config.model_type}, not MS-VAE: it has no posteriors")
+    for name, (path, model) in models.items():
         report["models"][name] = {"path": path, **probe_model(model, rows, texts)}
         for label, r in report["models"][name]["labels"].items():
             print(f"| {name} | {label} | {r['majority']:.3f} | {r['from z_y']:.3f} | {r['from z_tau']:.3f} | "
@@ -148,8 +150,7 @@ def main() -> None:
         print(f"{name}: own z_tau nearest to z_y in {a['top1']:.3f} of {a['pairs']} held-out pairs, median rank "
               f"share {a['median_rank_share']:.3f}; squared distance {a['mean_sq_distance_same_pair']:.2f} same pair, "
               f"{a['mean_sq_distance_rolled_pair']:.2f} another")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    write_report(report, args.out, started)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,13 @@ scored on the rest, next to the majority class. Writes ``--out`` (JSON) and prin
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
+import time
+from typing import Any
 
 import torch
 from minigrid.core.constants import OBJECT_TO_IDX
-from transformers import AutoModel
+from named_models import load_named, write_report
 
-import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.collator import DemoCollator, for_loader, read_rows
 from msvae_hf.data.demos import load_demos
 from msvae_hf.extensions.pretraining import FRONT_CELL
@@ -85,6 +84,12 @@ def linear_probe(x: torch.Tensor, y: torch.Tensor, train_fraction: float = 0.8, 
     return {**accuracy, "majority": float((y[n:] == majority).float().mean()), "test_examples": len(y) - n}
 
 
+def check_reads_trajectories(model: Any) -> None:
+    """ValueError unless ``model`` encodes trajectories (a speaker, or MS-VAE)."""
+    if not hasattr(model, "trajectory_memory"):
+        raise ValueError(f"it is a {model.config.model_type}, which reads no trajectories")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--demos", required=True)
@@ -93,15 +98,14 @@ def main() -> None:
     add_threads_flag(parser, default=1)
     parser.add_argument("--out", default="results/speaker_probe.json")
     args = parser.parse_args()
+    started = time.perf_counter()
     set_threads(args.threads)
     unpaired = load_demos(args.demos)["unpaired"]
     rows = read_rows(for_loader(unpaired), range(min(args.examples, len(unpaired))))
+    models = load_named(args.model, check_reads_trajectories)  # every model checked before any is probed
     report: dict = {"demos": args.demos, "examples": len(rows), "models": {}}
     print("| model | label | features | held-out accuracy | majority class |\n| --- | --- | --- | --- | --- |")
-    for spec in args.model:
-        name, _, path = spec.rpartition("=")
-        name = name or path
-        model = AutoModel.from_pretrained(path).eval()
+    for name, (path, model) in models.items():
         feats, cells = features(model, rows)
         report["models"][name] = {"path": path, "examples_facing_an_object": len(cells)}
         for label, channel in LABELS.items():
@@ -109,8 +113,7 @@ def main() -> None:
                 result = linear_probe(x, cells[:, channel])
                 report["models"][name][f"{label} from {feature_name}"] = result
                 print(f"| {name} | {label} | {feature_name} | {result['accuracy']:.3f} | {result['majority']:.3f} |")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    write_report(report, args.out, started)
 
 
 if __name__ == "__main__":

@@ -27,5 +27,5 @@ def test_script_chooses_lam_on_valid_and_reports_test(baseline_runs, tiny_demos,
 
 def test_script_rejects_a_follower_as_speaker(baseline_runs, tiny_demos):
     follower = baseline_runs["follower"] / "best"
-    with pytest.raises(SystemExit, match="cannot be the speaker"):
+    with pytest.raises(SystemExit, match="cannot speak"):
         pragmatic_speakers.main(["--demos", str(tiny_demos), "--system", f"x={follower}"])
