@@ -12,7 +12,8 @@ missions are read: a speaker trained on it learns one-goal descriptions from the
 Each part's goal is found by replaying its pair's episode from its seed, reading which of the mission's actions the
 level's verifier holds done after each step (:func:`msvae_hf.envs.missions.completed_goals`; its steps are
 :func:`~msvae_hf.envs.missions.goal_steps`). A part keeps its episode's seed but starts where a goal ended: nothing
-may replay it from that seed (a speaker trained on the folder with ``goal_steps_weight`` would read wrong goal steps).
+may replay it from that seed, and :func:`~msvae_hf.data.demos.with_goal_steps` refuses it (so a speaker is not trained
+on the folder with ``goal_steps_weight``).
 """
 
 from __future__ import annotations

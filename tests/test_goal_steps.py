@@ -96,6 +96,9 @@ def test_bad_goal_steps_are_one_line(tiny_demos, tok) -> None:
         with_goal_steps(paired.select([]))
     with pytest.raises(ValueError, match=r"lacks \['seed'\]"):
         with_goal_steps(paired.remove_columns("seed"))
+    cut_short = paired.select([0]).map(lambda row: {"actions": row["actions"][:-1]})  # its mission left undone
+    with pytest.raises(ValueError, match=r"row 0 \(seed \d+\): .* not completed at its last step"):
+        with_goal_steps(cut_short)
 
 
 def test_goal_step_loss_against_the_closed_form() -> None:

@@ -861,7 +861,8 @@ def replay_episode(level: str, seed: int, actions: list[int]) -> Replay:
 def with_goal_steps(dataset: Dataset, level: str | None = None) -> Dataset:
     """``dataset`` with a "goal_steps" column: for each row, the steps whose action completes a goal of its episode's
     own mission (:func:`msvae_hf.envs.missions.goal_steps`, each episode replayed from its seed on ``level``, or
-    on the rows' own "level"). What a speaker trained with ``goal_steps_weight`` reads beside the pairs."""
+    on the rows' own "level"). What a speaker trained with ``goal_steps_weight`` reads beside the pairs. Each row must
+    be a whole demonstration, its mission completed at its last step; any other is refused (ValueError)."""
     from ..envs.missions import goal_steps
 
     if len(dataset) == 0:
@@ -879,6 +880,11 @@ def with_goal_steps(dataset: Dataset, level: str | None = None) -> Dataset:
                                                                          strict=True)]
     finally:
         env.close()
+    for i, (found, actions) in enumerate(zip(steps, columns["actions"], strict=True)):
+        if not found or found[-1] != len(actions) - 1:  # a bot demonstration's last step completes its mission
+            raise ValueError(f"row {i} (seed {columns['seed'][i]}): replayed from its seed, its mission is not "
+                             "completed at its last step: not a whole demonstration (a part of one, e.g. from "
+                             "experiments/paired_parts.py, starts mid-episode)")
     if "goal_steps" in dataset.column_names:
         dataset = dataset.remove_columns("goal_steps")
     return dataset.add_column("goal_steps", steps)

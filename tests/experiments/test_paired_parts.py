@@ -11,7 +11,7 @@ import paired_parts
 import pytest
 from label_by_parts import joined
 
-from msvae_hf.data.demos import load_demos
+from msvae_hf.data.demos import load_demos, with_goal_steps
 from msvae_hf.data.pseudo_labels import label_replays
 from msvae_hf.envs.levels import resolve_level
 from msvae_hf.envs.missions import completed_goals, goal_count, goal_steps
@@ -64,6 +64,9 @@ def test_writes_the_pairs_then_their_parts_and_the_other_splits_as_they_were(tin
     assert (stats["num_paired"], stats["parts"], stats["splits"]["paired"]["episodes"]) == (6, len(parts),
                                                                                            len(written["paired"]))
     assert json.loads(capsys.readouterr().out)["parts"] == len(parts)
+    with pytest.raises(ValueError, match="not a whole demonstration"):  # a part starts mid-episode: no replay
+        with_goal_steps(written["paired"])
+    with_goal_steps(pairs)
 
 
 @pytest.mark.parametrize("num_paired, problem", [("0", "at least 1, got 0"), ("100000", "fewer than --num-paired")])
