@@ -25,6 +25,7 @@ import argparse
 import json
 import statistics
 from pathlib import Path
+from typing import Any
 
 from sacrebleu.metrics import BLEU
 
@@ -54,16 +55,12 @@ def scores(predictions: list[str], references: list[str]) -> dict[str, float]:
     return out
 
 
-def describe(path: str, demos: str, **generate_kwargs) -> tuple[list[str], list[str]]:
-    """The speaker at ``path`` on the test split of ``demos``: (its descriptions, the bot's instructions)."""
-    from transformers import AutoModel
-
-    import msvae_hf  # noqa: F401  (registers the Auto classes)
+def describe(model: Any, demos: str, **generate_kwargs) -> tuple[list[str], list[str]]:
+    """The speaker ``model`` on the test split of ``demos``: (its descriptions, the bot's instructions)."""
     from msvae_hf.data.demos import load_demos
     from msvae_hf.evaluation.evaluate import describe_dataset
 
     test = load_demos(demos)["test"]
-    model = AutoModel.from_pretrained(path)
     return describe_dataset(model, test, **generate_kwargs), list(test["instruction"])
 
 
@@ -82,19 +79,19 @@ def main() -> None:
     else:
         if not (args.demos and args.speaker and args.out):
             parser.error("give --demos, --speaker and --out (or --rescore FILE)")
+        from named_models import check_out, check_speaks, load_named  # torch only where speakers describe
+
+        check_out(args.out)
         data = {"demos": args.demos, "split": "test", "speakers": {}}
-        for item in args.speaker:
-            name, sep, path = item.partition("=")
-            if not sep:
-                parser.error(f"--speaker takes NAME=PATH, got {item!r}")
-            predictions, references = describe(path, args.demos)
+        for name, (path, model) in load_named(args.speaker, check_speaks).items():  # all checked before any work
+            predictions, references = describe(model, args.demos)
             data["references"] = references
             data["speakers"][name] = {"path": path, "decoding": "greedy", "predictions": predictions}
             if args.sample:
                 import torch
 
                 torch.manual_seed(0)
-                predictions, _ = describe(path, args.demos, do_sample=True)
+                predictions, _ = describe(model, args.demos, do_sample=True)
                 data["speakers"][f"{name} (sampled)"] = {"path": path, "decoding": "sampled, torch seed 0",
                                                          "predictions": predictions}
         out = Path(args.out)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from named_models import check_speaks, load_named, write_report
+from named_models import check_out, check_speaks, load_named, write_report
 
 from msvae_hf.data.demos import load_demos
 from msvae_hf.evaluation.evaluate import describe_dataset
@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=None, help="write the comparison here (JSON)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    check_out(args.out)
     demos = load_demos(args.demos)
     if args.split not in demos:
         parser.error(f"{args.demos} has no {args.split!r} split (it has {sorted(demos)})")

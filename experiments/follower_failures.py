@@ -14,20 +14,20 @@ within 1.2x). Writes ``results/<level>/follower_failures.json`` and prints a tab
 from __future__ import annotations
 
 import argparse
+import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import torch
 from cells import LEVELS
+from named_models import check_follows, check_out, load_named, write_report
 from result_tables.follower import STRUCTURES, failures_table
-from transformers import AutoModel
 
 import msvae_hf  # noqa: F401  (registers the Auto classes and the Local levels)
 from msvae_hf.envs.levels import resolve_level
 from msvae_hf.envs.seeds import TEST_SEED_START
 from msvae_hf.evaluation.evaluate import bot_episodes, evaluate_follower
-from msvae_hf.utils.run_folder import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,19 +68,19 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=250)
     parser.add_argument("--out", type=Path, default=None, help="default: results/<level>/follower_failures.json")
     args = parser.parse_args()
-    models = dict(spec.split("=", 1) for spec in args.model)
+    started = time.perf_counter()
+    out = args.out or ROOT / "results" / args.level / "follower_failures.json"
+    check_out(out)
+    models = load_named(args.model, check_follows)  # every model checked before any rollout
     level = resolve_level(LEVELS[args.level])
     bot = list(bot_episodes(level, args.episodes, TEST_SEED_START)[:-1])
     report = {"level": level, "seed_start": TEST_SEED_START, "episodes": args.episodes,
               "bot_mean_steps": float(np.mean([b.steps for b in bot])), "models": {}}
-    for name, path in models.items():
-        model = AutoModel.from_pretrained(path).eval()
+    for name, (path, model) in models.items():
         with torch.no_grad():
             summary, episodes = evaluate_follower(model, level, args.episodes, TEST_SEED_START, args.batch_size)
         report["models"][name] = {"path": path, "summary": summary, **breakdown(episodes, bot)}
-    out = args.out or ROOT / "results" / args.level / "follower_failures.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(out, report)
+    write_report(report, str(out), started)
     print("\n".join(failures_table(report)))
     print(f"wrote {out}")
 

@@ -29,12 +29,11 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 from datasets import Dataset
-from named_models import check_speaks, load_named, write_report
+from named_models import check_out, check_speaks, load_named, write_report
 
 import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.collator import CELLS_PER_FRAME
@@ -43,7 +42,7 @@ from msvae_hf.data.pseudo_labels import scored_labels, true_missions
 from msvae_hf.envs.levels import resolve_level
 from msvae_hf.envs.missions import completed_goals
 from msvae_hf.evaluation.evaluate import describe_dataset, predicted_goal_steps
-from msvae_hf.utils.runtime import add_threads_flag, set_threads, unwritable_folder
+from msvae_hf.utils.runtime import add_threads_flag, set_threads
 
 #: The most goals an instruction of the grammar holds: "A and B, then C and D".
 MOST_GOALS = 4
@@ -142,8 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
     set_threads(args.threads)
     if args.num_unpaired < 1:
         sys.exit(f"error: --num-unpaired must be at least 1, got {args.num_unpaired}")
-    if args.out and (why := unwritable_folder(Path(args.out).parent)):
-        sys.exit(f"error: {why}")
+    check_out(args.out)
     try:
         demos = load_demos(args.demos)
     except (OSError, ValueError) as err:

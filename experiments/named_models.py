@@ -1,5 +1,6 @@
 """What the study's probes share: models named on the command line (``--model NAME=DIR``), each loaded and checked
-before any work, and the JSON report each writes with its wall time and provenance."""
+before any work, the report's folder checked before any work, and the JSON report each writes with its wall time and
+provenance."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from transformers import AutoModel
 import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.cli.evaluate import hub_quiet, missing_model
 from msvae_hf.utils.run_folder import write_json
-from msvae_hf.utils.runtime import provenance
+from msvae_hf.utils.runtime import provenance, unwritable_folder
 
 
 def load_checked(path: str, check: Callable[[Any], None] | None = None) -> Any:
@@ -28,7 +29,7 @@ def load_checked(path: str, check: Callable[[Any], None] | None = None) -> Any:
         if check is not None:
             check(model)
     except (OSError, ValueError) as err:
-        sys.exit(f"error: {path}: {str(err).splitlines()[0]}")
+        sys.exit(f"error: {path}: {(str(err).splitlines() or [type(err).__name__])[0]}")
     return model
 
 
@@ -55,6 +56,24 @@ def check_follows(model: Any) -> None:
     """ValueError unless ``model`` reads instructions to act (a follower, or MS-VAE)."""
     if not hasattr(model, "instruction_memory"):
         raise ValueError(f"it holds a {model.config.model_type} model, which cannot follow")
+
+
+def check_reads_trajectories(model: Any) -> None:
+    """ValueError unless ``model`` encodes trajectories (a speaker, or MS-VAE)."""
+    if not hasattr(model, "trajectory_memory"):
+        raise ValueError(f"it holds a {model.config.model_type} model, which reads no trajectories")
+
+
+def check_posteriors(model: Any) -> None:
+    """ValueError unless ``model`` is MS-VAE, with both posteriors q(z|y) and q(z|a,o)."""
+    if not hasattr(model, "instruction_posterior_params"):
+        raise ValueError(f"it holds a {model.config.model_type} model, not MS-VAE: it has no posteriors")
+
+
+def check_out(out: str | Path | None) -> None:
+    """Exit in one line, before any work, where the report's folder cannot be written."""
+    if out and (why := unwritable_folder(Path(out).parent)):
+        sys.exit(f"error: {why}")
 
 
 def write_report(report: dict, out: str | None, started: float) -> dict:

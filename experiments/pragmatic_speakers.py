@@ -22,7 +22,7 @@ import statistics
 import time
 from collections import defaultdict
 
-from named_models import check_follows, check_speaks, load_checked, write_report
+from named_models import check_follows, check_out, check_speaks, load_checked, write_report
 
 from msvae_hf.data.demos import load_demos
 from msvae_hf.evaluation.evaluate import describe_dataset
@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=None, help="write the results here (JSON)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    check_out(args.out)
     set_threads(args.threads)
     lams = [float(x) for x in args.lams.split(",")]
     names = [name for name, _, _ in args.system]

@@ -28,7 +28,7 @@ import argparse
 import time
 from typing import Any
 
-from named_models import check_follows, load_named, write_report
+from named_models import check_follows, check_out, load_named, write_report
 
 from msvae_hf.data.demos import load_demos
 from msvae_hf.envs.missions import rows_by_goal_count
@@ -82,6 +82,7 @@ def main() -> None:
     parser.add_argument("--out", default="results/follower_probe.json")
     args = parser.parse_args()
     started = time.perf_counter()
+    check_out(args.out)
     set_threads(args.threads)
     if args.rollouts and not args.level:
         raise SystemExit("--rollouts needs --level (the level the demonstrations are of)")

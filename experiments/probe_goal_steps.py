@@ -15,14 +15,13 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
-from named_models import load_named, write_report
+from named_models import check_out, load_named, write_report
 
 import msvae_hf  # noqa: F401  (registers the model types)
 from msvae_hf.data.demos import load_demos, with_goal_steps
 from msvae_hf.evaluation.evaluate import check_goal_step_read_out, goal_step_accuracy
-from msvae_hf.utils.runtime import add_threads_flag, set_threads, unwritable_folder
+from msvae_hf.utils.runtime import add_threads_flag, set_threads
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -34,8 +33,7 @@ def main(argv: list[str] | None = None) -> dict:
     add_threads_flag(parser, default=1)
     args = parser.parse_args(argv)
     set_threads(args.threads)
-    if args.out and (why := unwritable_folder(Path(args.out).parent)):
-        sys.exit(f"error: {why}")
+    check_out(args.out)
     demos = load_demos(args.demos)
     if args.split not in demos:
         sys.exit(f"error: {args.demos} has no split {args.split!r}; it has {sorted(demos)}")

@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 import torch
-from named_models import load_named, write_report
+from named_models import check_out, check_posteriors, load_named, write_report
 from probe_speaker import linear_probe
 
 from msvae_hf.data.collator import DemoCollator, for_loader, read_rows
@@ -112,12 +111,6 @@ def probe_model(model, rows: list[dict], texts: list[str]) -> dict:
     return report
 
 
-def check_posteriors(model: Any) -> None:
-    """ValueError unless ``model`` is MS-VAE, with both posteriors q(z|y) and q(z|a,o)."""
-    if not hasattr(model, "instruction_posterior_params"):
-        raise ValueError(f"it is a {model.config.model_type}, not MS-VAE: it has no posteriors")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--demos", required=True)
@@ -130,6 +123,7 @@ def main() -> None:
     parser.add_argument("--out", default="results/latent_probe.json")
     args = parser.parse_args()
     started = time.perf_counter()
+    check_out(args.out)
     set_threads(args.threads)
     split = load_demos(args.demos)[args.split]
     rows = read_rows(for_loader(split), range(args.start, min(args.start + args.examples, len(split))))

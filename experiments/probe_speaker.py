@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 import torch
 from minigrid.core.constants import OBJECT_TO_IDX
-from named_models import load_named, write_report
+from named_models import check_out, check_reads_trajectories, load_named, write_report
 
 from msvae_hf.data.collator import DemoCollator, for_loader, read_rows
 from msvae_hf.data.demos import load_demos
@@ -84,12 +83,6 @@ def linear_probe(x: torch.Tensor, y: torch.Tensor, train_fraction: float = 0.8, 
     return {**accuracy, "majority": float((y[n:] == majority).float().mean()), "test_examples": len(y) - n}
 
 
-def check_reads_trajectories(model: Any) -> None:
-    """ValueError unless ``model`` encodes trajectories (a speaker, or MS-VAE)."""
-    if not hasattr(model, "trajectory_memory"):
-        raise ValueError(f"it is a {model.config.model_type}, which reads no trajectories")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--demos", required=True)
@@ -99,6 +92,7 @@ def main() -> None:
     parser.add_argument("--out", default="results/speaker_probe.json")
     args = parser.parse_args()
     started = time.perf_counter()
+    check_out(args.out)
     set_threads(args.threads)
     unpaired = load_demos(args.demos)["unpaired"]
     rows = read_rows(for_loader(unpaired), range(min(args.examples, len(unpaired))))

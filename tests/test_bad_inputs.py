@@ -101,6 +101,18 @@ def test_evaluate_on_a_missing_path_says_no_model_there(
     assert evaluate_error(evaluate, capsys, model) == f"evaluate.py: error: no model at {model}"
 
 
+def test_a_mistyped_folder_beside_its_parent_is_not_asked_of_the_hub(
+    evaluate: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """"runs/typo" has a Hub id's shape, but runs/ is here: the folder was mistyped, and the Hub is never asked."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    for auto in (evaluate.AutoConfig, evaluate.AutoModel):
+        monkeypatch.setattr(auto, "from_pretrained", pytest.fail)
+    assert evaluate_error(evaluate, capsys, "runs/typo") == (
+        "evaluate.py: error: no model at runs/typo (the folder runs is here, and holds no typo)")
+
+
 def test_evaluate_tries_the_hub_only_for_a_user_name_id(
     evaluate: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

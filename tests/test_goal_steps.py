@@ -97,8 +97,14 @@ def test_bad_goal_steps_are_one_line(tiny_demos, tok) -> None:
     with pytest.raises(ValueError, match=r"lacks \['seed'\]"):
         with_goal_steps(paired.remove_columns("seed"))
     cut_short = paired.select([0]).map(lambda row: {"actions": row["actions"][:-1]})  # its mission left undone
-    with pytest.raises(ValueError, match=r"row 0 \(seed \d+\): .* not completed at its last step"):
+    with pytest.raises(ValueError, match=r"row 0: episode of seed \d+: its \d+ actions do not complete its mission"):
         with_goal_steps(cut_short)
+    # a multi-goal pair's steps up to its first goal: a goal completed at the last step, the mission not
+    steps = list(with_goal_steps(paired)["goal_steps"])
+    i = next(i for i, found in enumerate(steps) if len(found) > 1)
+    first_part = paired.select([i]).map(lambda row: {"actions": row["actions"][: steps[i][0] + 1]})
+    with pytest.raises(ValueError, match="row 0: .* do not complete its mission"):
+        with_goal_steps(first_part)
 
 
 def test_goal_step_loss_against_the_closed_form() -> None:

@@ -55,6 +55,8 @@ def missing_model(path: str) -> str | None:
         hint = f": did you mean {folder.parent}?" if (folder.parent / "config.json").is_file() else ""
         return f"{path} is a file, not a model folder{hint}"
     if HUB_ID.fullmatch(path) and not path.endswith((".", "-")) and ".." not in path:
+        if folder.parent.is_dir():  # "runs/typo" beside a runs/ folder: a local path mistyped, not a Hub id
+            return f"no model at {path} (the folder {folder.parent} is here, and holds no {folder.name})"
         return None  # not here: a Hub id
     return f"no model at {path}"
 

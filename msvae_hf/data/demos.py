@@ -862,7 +862,8 @@ def with_goal_steps(dataset: Dataset, level: str | None = None) -> Dataset:
     """``dataset`` with a "goal_steps" column: for each row, the steps whose action completes a goal of its episode's
     own mission (:func:`msvae_hf.envs.missions.goal_steps`, each episode replayed from its seed on ``level``, or
     on the rows' own "level"). What a speaker trained with ``goal_steps_weight`` reads beside the pairs. Each row must
-    be a whole demonstration, its mission completed at its last step; any other is refused (ValueError)."""
+    be a whole demonstration, its mission completed by its last action; any other is refused (ValueError naming the
+    row)."""
     from ..envs.missions import goal_steps
 
     if len(dataset) == 0:
@@ -874,17 +875,16 @@ def with_goal_steps(dataset: Dataset, level: str | None = None) -> Dataset:
     if len(levels) != 1:
         raise ValueError(f"with_goal_steps replays one level at a time; the rows hold {sorted(levels)}")
     env = gym.make(resolve_level(levels.pop()))
+    columns = dataset.select_columns(["seed", "actions"])
+    steps = []
     try:
-        columns = dataset.select_columns(["seed", "actions"])
-        steps = [goal_steps(env, seed, actions) for seed, actions in zip(columns["seed"], columns["actions"],
-                                                                         strict=True)]
+        for i, (seed, actions) in enumerate(zip(columns["seed"], columns["actions"], strict=True)):
+            try:
+                steps.append(goal_steps(env, seed, actions, demonstration=True))
+            except ValueError as err:  # e.g. a part from experiments/paired_parts.py, which starts mid-episode
+                raise ValueError(f"row {i}: {err}") from None
     finally:
         env.close()
-    for i, (found, actions) in enumerate(zip(steps, columns["actions"], strict=True)):
-        if not found or found[-1] != len(actions) - 1:  # a bot demonstration's last step completes its mission
-            raise ValueError(f"row {i} (seed {columns['seed'][i]}): replayed from its seed, its mission is not "
-                             "completed at its last step: not a whole demonstration (a part of one, e.g. from "
-                             "experiments/paired_parts.py, starts mid-episode)")
     if "goal_steps" in dataset.column_names:
         dataset = dataset.remove_columns("goal_steps")
     return dataset.add_column("goal_steps", steps)

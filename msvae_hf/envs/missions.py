@@ -436,13 +436,14 @@ def replay_labels(level_id: str, seeds: Sequence[int], actions: Sequence[Sequenc
     return {key: sum(replay[key] for replay in replays) for key in REPLAY_FIELDS}
 
 
-def goal_steps(env: gym.Env, seed: int, actions: Sequence[int]) -> list[int]:
+def goal_steps(env: gym.Env, seed: int, actions: Sequence[int], demonstration: bool = False) -> list[int]:
     """The steps (0-based action indices) whose action the level's verifier judges to complete a goal of episode
     ``seed``'s own mission ("go to the red ball, then open a door": the step that faces the ball, the one that opens
     the door); a step completing two goals at once is listed once. For a demonstration the last step is the last
     goal's. Nothing but the episode's seed and actions is read: training reads these steps where a model is asked
-    for them (``SpeakerConfig.goal_steps_weight``), never the mission's text (:func:`completed_goals`' steps)."""
-    return [step for step, _ in completed_goals(env, seed, actions)]
+    for them (``SpeakerConfig.goal_steps_weight``), never the mission's text (:func:`completed_goals`' steps; with
+    ``demonstration``, a ValueError unless the last action completes the mission)."""
+    return [step for step, _ in completed_goals(env, seed, actions, demonstration)]
 
 
 def _goal_statuses(instr: Instr) -> list[tuple[ActionInstr, Any]]:
@@ -460,11 +461,14 @@ def _goal_statuses(instr: Instr) -> list[tuple[ActionInstr, Any]]:
     return out
 
 
-def completed_goals(env: gym.Env, seed: int, actions: Sequence[int]) -> list[tuple[int, list[str]]]:
+def completed_goals(env: gym.Env, seed: int, actions: Sequence[int],
+                    demonstration: bool = False) -> list[tuple[int, list[str]]]:
     """:func:`goal_steps` with the goals each step completes, as the level's instruction objects say them
     (``surface`` at the episode's start, the mission's own words), in the order the instruction says them: the
     verifier's statuses are sticky, and the step where it holds the whole mission done completes every goal not done
-    before it. An episode that ends before its last action is a ValueError."""
+    before it. An episode that ends before its last action is a ValueError; with ``demonstration``, so is one whose
+    last action does not complete the mission (a bot demonstration's does; a part of an episode replayed from the
+    episode's seed does not)."""
     env.reset(seed=int(seed))
     level: Any = env.unwrapped
     statuses = _goal_statuses(level.instrs)
@@ -481,6 +485,9 @@ def completed_goals(env: gym.Env, seed: int, actions: Sequence[int]) -> list[tup
         done = now
         if (terminated or truncated) and step < len(actions) - 1:
             raise ValueError(f"episode of seed {seed} ended at step {step}, before its {len(actions)} actions")
+    if demonstration and not (actions and terminated and reward > 0):
+        raise ValueError(f"episode of seed {seed}: its {len(actions)} actions do not complete its mission, replayed "
+                         "from the seed (not a whole demonstration)")
     return out
 
 
