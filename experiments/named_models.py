@@ -46,28 +46,22 @@ def load_named(specs: list[str], check: Callable[[Any], None] | None = None) -> 
     return models
 
 
-def check_speaks(model: Any) -> None:
-    """ValueError unless ``model`` can describe trajectories (a speaker, or MS-VAE)."""
-    if not hasattr(model, "describe"):
-        raise ValueError(f"it holds a {model.config.model_type} model, which cannot speak")
+def requires(attribute: str, lacking: str) -> Callable[[Any], None]:
+    """A ``check`` for :func:`load_checked`: ValueError, saying what the model lacks, unless it has ``attribute``."""
+    def check(model: Any) -> None:
+        if not hasattr(model, attribute):
+            raise ValueError(f"it holds a {model.config.model_type} model, {lacking}")
+    return check
 
 
-def check_follows(model: Any) -> None:
-    """ValueError unless ``model`` reads instructions to act (a follower, or MS-VAE)."""
-    if not hasattr(model, "instruction_memory"):
-        raise ValueError(f"it holds a {model.config.model_type} model, which cannot follow")
-
-
-def check_reads_trajectories(model: Any) -> None:
-    """ValueError unless ``model`` encodes trajectories (a speaker, or MS-VAE)."""
-    if not hasattr(model, "trajectory_memory"):
-        raise ValueError(f"it holds a {model.config.model_type} model, which reads no trajectories")
-
-
-def check_posteriors(model: Any) -> None:
-    """ValueError unless ``model`` is MS-VAE, with both posteriors q(z|y) and q(z|a,o)."""
-    if not hasattr(model, "instruction_posterior_params"):
-        raise ValueError(f"it holds a {model.config.model_type} model, not MS-VAE: it has no posteriors")
+#: Can describe trajectories (a speaker, or MS-VAE).
+check_speaks = requires("describe", "which cannot speak")
+#: Reads instructions to act (a follower, or MS-VAE).
+check_follows = requires("instruction_memory", "which cannot follow")
+#: Encodes trajectories (a speaker, or MS-VAE).
+check_reads_trajectories = requires("trajectory_memory", "which reads no trajectories")
+#: MS-VAE, with both posteriors q(z|y) and q(z|a,o).
+check_posteriors = requires("instruction_posterior_params", "not MS-VAE: it has no posteriors")
 
 
 def check_out(out: str | Path | None) -> None:
