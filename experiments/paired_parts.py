@@ -24,26 +24,17 @@ import shutil
 import sys
 from pathlib import Path
 
-import gymnasium as gym
 from datasets import Dataset, DatasetDict, concatenate_datasets
 from label_by_parts import TRAJECTORY_COLUMNS, cut
 
-from msvae_hf.data.demos import load_demos, write_checksums
-from msvae_hf.envs.levels import resolve_level
-from msvae_hf.envs.missions import completed_goals
+from msvae_hf.data.demos import completed_goals_of, load_demos, write_checksums
 from msvae_hf.utils.runtime import unwritable_folder
 
 
 def parts_of_pairs(pairs: Dataset, level: str) -> Dataset:
     """Each pair of more than one goal step cut after each (:func:`completed_goals`), every part a pair of its own
     with the goals it completes ("A and B" where one step completes two), in order; one-goal pairs give none."""
-    env = gym.make(resolve_level(level))
-    try:
-        columns = pairs.select_columns(["seed", "actions"])
-        found = [completed_goals(env, seed, actions, demonstration=True)  # ValueError unless demonstrations
-                 for seed, actions in zip(columns["seed"], columns["actions"], strict=True)]
-    finally:
-        env.close()
+    found = completed_goals_of(pairs, level)  # ValueError unless demonstrations
     keep = [i for i, steps in enumerate(found) if len(steps) > 1]
     parts, _ = cut(pairs.select(keep), [[step for step, _ in found[i]] for i in keep])
     words = [" and ".join(new) for i in keep for _, new in found[i]]

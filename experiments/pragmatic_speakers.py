@@ -88,8 +88,13 @@ def main(argv: list[str] | None = None) -> dict:
              for split in (args.valid_split, args.test_split)}
     refs = {split: list(ds["instruction"]) for split, ds in pairs.items()}
 
-    models = {name: (load_checked(speaker_path, check_speaks), load_checked(follower_path, check_follows))
-              for name, speaker_path, follower_path in args.system}  # every model checked before any work
+    models = {}  # every model checked before any work; an MS-VAE that speaks and follows is loaded once
+    for name, speaker_path, follower_path in args.system:
+        if follower_path == speaker_path:
+            speaker = follower = load_checked(speaker_path, lambda model: (check_speaks(model), check_follows(model)))
+        else:
+            speaker, follower = load_checked(speaker_path, check_speaks), load_checked(follower_path, check_follows)
+        models[name] = speaker, follower
     systems: dict[str, dict] = {}
     for name, speaker_path, follower_path in args.system:
         speaker, follower = models[name]

@@ -858,14 +858,32 @@ def replay_episode(level: str, seed: int, actions: list[int]) -> Replay:
     )
 
 
+def completed_goals_of(dataset: Dataset, level: str) -> list[list[tuple[int, list[str]]]]:
+    """Each row's :func:`msvae_hf.envs.missions.completed_goals` (the steps that complete a goal of its episode's own
+    mission, with those goals' words), its episode replayed from its seed on ``level``. Each row must be a whole
+    demonstration, its mission completed by its last action; any other is refused (ValueError naming the row)."""
+    from ..envs.missions import completed_goals
+
+    env = gym.make(resolve_level(level))
+    columns = dataset.select_columns(["seed", "actions"])
+    found = []
+    try:
+        for i, (seed, actions) in enumerate(zip(columns["seed"], columns["actions"], strict=True)):
+            try:
+                found.append(completed_goals(env, seed, actions, demonstration=True))
+            except ValueError as err:  # e.g. a part from experiments/paired_parts.py, which starts mid-episode
+                raise ValueError(f"row {i}: {err}") from None
+    finally:
+        env.close()
+    return found
+
+
 def with_goal_steps(dataset: Dataset, level: str | None = None) -> Dataset:
     """``dataset`` with a "goal_steps" column: for each row, the steps whose action completes a goal of its episode's
     own mission (:func:`msvae_hf.envs.missions.goal_steps`, each episode replayed from its seed on ``level``, or
     on the rows' own "level"). What a speaker trained with ``goal_steps_weight`` reads beside the pairs. Each row must
     be a whole demonstration, its mission completed by its last action; any other is refused (ValueError naming the
-    row)."""
-    from ..envs.missions import goal_steps
-
+    row, :func:`completed_goals_of`)."""
     if len(dataset) == 0:
         raise ValueError("with_goal_steps got an empty dataset")
     missing = {"seed", "actions"} - set(dataset.column_names)
@@ -874,17 +892,7 @@ def with_goal_steps(dataset: Dataset, level: str | None = None) -> Dataset:
     levels = {level} if level is not None else set(dataset.unique("level"))
     if len(levels) != 1:
         raise ValueError(f"with_goal_steps replays one level at a time; the rows hold {sorted(levels)}")
-    env = gym.make(resolve_level(levels.pop()))
-    columns = dataset.select_columns(["seed", "actions"])
-    steps = []
-    try:
-        for i, (seed, actions) in enumerate(zip(columns["seed"], columns["actions"], strict=True)):
-            try:
-                steps.append(goal_steps(env, seed, actions, demonstration=True))
-            except ValueError as err:  # e.g. a part from experiments/paired_parts.py, which starts mid-episode
-                raise ValueError(f"row {i}: {err}") from None
-    finally:
-        env.close()
+    steps = [[step for step, _ in found] for found in completed_goals_of(dataset, levels.pop())]
     if "goal_steps" in dataset.column_names:
         dataset = dataset.remove_columns("goal_steps")
     return dataset.add_column("goal_steps", steps)
