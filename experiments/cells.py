@@ -598,6 +598,11 @@ def _pairs_curve_rows() -> dict[str, Row]:
             row(f"speaker_follower_cells_parts_film2_{tag}", "speaker-follower on the labels of the front-cell "
                 f"speaker taught also on its pairs' parts, each seed its own teacher's, M = {m:,} pairs", m, (0, 1, 2),
                 teacher=f"speaker_cells_parts_film2_{tag}", config="speaker_follower")
+            row(f"speaker_follower_cells_parts_rescored_film2_{tag}", "speaker-follower on the labels of the "
+                "front-cell speaker taught also on its pairs' parts, rescored by the follower of its first labels, "
+                f"each seed its own teacher's chain, M = {m:,} pairs", m, (0, 1, 2),
+                teacher=f"speaker_cells_parts_film2_{tag}", rescorer=f"speaker_follower_cells_parts_film2_{tag}",
+                config="speaker_follower")
             row(f"speaker_follower_goals_rescored_film2_{tag}", "speaker-follower on the labels of the front-cell "
                 "speaker taught the goal steps, rescored by the follower of its first labels, each seed its own "
                 f"teacher's chain, M = {m:,} pairs", m, (0, 1, 2), teacher=f"speaker_goals_film2_{tag}",

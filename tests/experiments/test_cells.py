@@ -297,6 +297,28 @@ def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> No
         assert labels.name in cells[f"{row}/seed0"].needs
 
 
+def test_the_parts_speakers_second_round_rescores_each_seeds_candidates_with_that_seeds_student() -> None:
+    """The parts route's second round: seed k's parts speaker's candidates of the curve's unpaired trajectories,
+    rescored by seed k's first student, made after both; seed k's student reads them on the same 1,000 pairs."""
+    cells = {c.name: c for c in level_cells("gotoseqlocal")}
+    row = "speaker_follower_cells_parts_rescored_film2_m1k"
+    assert {n for n in cells if n.startswith(f"{row}/")} == {f"{row}/seed{k}" for k in (0, 1, 2)}
+    for seed in (0, 1, 2):
+        tag = f"_seed{seed}" if seed else ""
+        labels = cells[f"labels/speaker_cells_parts_film2_m1k{tag}_rescored"]
+        command = labels.command
+        assert command[command.index("--speaker") + 1] == f"runs/gotoseqlocal/speaker_cells_parts_film2_m1k{tag}/best"
+        assert command[command.index("--rescore-with") + 1] == \
+            f"runs/gotoseqlocal/speaker_follower_cells_parts_film2_m1k{tag}/best"
+        assert command[command.index("--demos") + 1] == "data/gotoseqlocal_curve"
+        assert set(labels.needs) == {f"speaker_cells_parts_film2_m1k/seed{seed}",
+                                     f"speaker_follower_cells_parts_film2_m1k/seed{seed}", "demos_curve"}
+        student = train_config(cells[f"{row}/seed{seed}"])
+        assert student.pseudo_labels == f"data/pseudo_labels/gotoseqlocal/speaker_cells_parts_film2_m1k{tag}_rescored"
+        assert (student.seed, student.num_paired, student.max_updates) == (seed, 1000, 4000)
+        assert labels.name in cells[f"{row}/seed{seed}"].needs
+
+
 @pytest.mark.parametrize("seeds", SEED_CHOICES)
 def test_both_rounds_on_each_seeds_own_teacher_share_seed_0_and_rescore_with_seed_ks_follower(seeds) -> None:
     """The front-cell route's rows with each seed on its own teacher: seed k's speaker labels D_u, seed k's
