@@ -275,20 +275,25 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
         0, 1000, "data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_rescored2")
 
 
+def assert_rescores(labels, speaker: str, rescorer: str, seed: int) -> None:
+    """``labels`` (a GoToSeqLocal labelling cell) is seed ``seed``'s run of the row ``speaker`` labelling the curve's
+    unpaired trajectories, its candidates rescored by seed ``seed``'s run of the row ``rescorer``, made after both."""
+    command, tag = labels.command, f"_seed{seed}" if seed else ""
+    assert command[command.index("--speaker") + 1] == f"runs/gotoseqlocal/{speaker}{tag}/best"
+    assert command[command.index("--rescore-with") + 1] == f"runs/gotoseqlocal/{rescorer}{tag}/best"
+    assert command[command.index("--demos") + 1] == "data/gotoseqlocal_curve"
+    assert set(labels.needs) == {f"{speaker}/seed{seed}", f"{rescorer}/seed{seed}", "demos_curve"}
+
+
 def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> None:
     """The second round's labels: the front-cell speaker's candidates rescored by the follower trained on its first
     labels, made after both; the second round's students read them, on the same M pairs."""
     cells = {c.name: c for c in level_cells("gotoseqlocal")}
     for tag, m, seeds in (("m1k", 1000, {0, 1, 2}), ("m10k", 10_000, {0})):
         labels = cells[f"labels/speaker_cells_film2_{tag}_rescored"]
-        command = labels.command
-        assert command[command.index("--speaker") + 1] == f"runs/gotoseqlocal/speaker_cells_film2_{tag}/best"
-        assert command[command.index("--rescore-with") + 1] == \
-            f"runs/gotoseqlocal/speaker_follower_cells_film2_{tag}/best"
+        assert_rescores(labels, f"speaker_cells_film2_{tag}", f"speaker_follower_cells_film2_{tag}", 0)
         # the speaker's candidates kept for the next round (label_unpaired.py --candidates-cache)
-        assert command[command.index("--candidates-cache") + 1] == "data/candidates/gotoseqlocal"
-        assert set(labels.needs) == {f"speaker_cells_film2_{tag}/seed0", f"speaker_follower_cells_film2_{tag}/seed0",
-                                     "demos_curve"}
+        assert labels.command[labels.command.index("--candidates-cache") + 1] == "data/candidates/gotoseqlocal"
         row = f"speaker_follower_cells_rescored_film2_{tag}"
         assert {int(n.rsplit("seed", 1)[1]) for n in cells if n.startswith(f"{row}/seed")} == seeds
         student = train_config(cells[f"{row}/seed0"])
@@ -306,13 +311,7 @@ def test_the_parts_speakers_second_round_rescores_each_seeds_candidates_with_tha
     for seed in (0, 1, 2):
         tag = f"_seed{seed}" if seed else ""
         labels = cells[f"labels/speaker_cells_parts_film2_m1k{tag}_rescored"]
-        command = labels.command
-        assert command[command.index("--speaker") + 1] == f"runs/gotoseqlocal/speaker_cells_parts_film2_m1k{tag}/best"
-        assert command[command.index("--rescore-with") + 1] == \
-            f"runs/gotoseqlocal/speaker_follower_cells_parts_film2_m1k{tag}/best"
-        assert command[command.index("--demos") + 1] == "data/gotoseqlocal_curve"
-        assert set(labels.needs) == {f"speaker_cells_parts_film2_m1k/seed{seed}",
-                                     f"speaker_follower_cells_parts_film2_m1k/seed{seed}", "demos_curve"}
+        assert_rescores(labels, "speaker_cells_parts_film2_m1k", "speaker_follower_cells_parts_film2_m1k", seed)
         student = train_config(cells[f"{row}/seed{seed}"])
         assert student.pseudo_labels == f"data/pseudo_labels/gotoseqlocal/speaker_cells_parts_film2_m1k{tag}_rescored"
         assert (student.seed, student.num_paired, student.max_updates) == (seed, 1000, 4000)
