@@ -14,6 +14,7 @@ from cells import (
     BOSSLOCAL_THREE_SEEDS,
     LEVELS,
     QUESTIONS,
+    Cell,
     demos_dir,
     level_cells,
     level_rows,
@@ -275,7 +276,7 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
         0, 1000, "data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_rescored2")
 
 
-def assert_rescores(labels, speaker: str, rescorer: str, seed: int) -> None:
+def assert_rescores(labels: Cell, speaker: str, rescorer: str, seed: int) -> None:
     """``labels`` (a GoToSeqLocal labelling cell) is seed ``seed``'s run of the row ``speaker`` labelling the curve's
     unpaired trajectories, its candidates rescored by seed ``seed``'s run of the row ``rescorer``, made after both."""
     command, tag = labels.command, f"_seed{seed}" if seed else ""
