@@ -694,6 +694,8 @@ _BOSSLOCAL_CURVE_SEEDS = {
     "speaker_cells_demo_film2_m1k": (0, 1, 2), "speaker_follower_cells_demo_film2_m1k": (0, 1, 2),
     # that speaker taught also on its pairs' parts, and each seed's student on its own teacher's labels
     "speaker_cells_parts_film2_m1k": (0, 1, 2), "speaker_follower_cells_parts_film2_m1k": (0, 1, 2),
+    # its second round: each seed's parts speaker's candidates rescored by that seed's student
+    "speaker_follower_cells_parts_rescored_film2_m1k": (0, 1, 2),
     # the budget confound at the target's two points: each seed continued to 10,000 updates
     "follower_film2_m3k_u10k": (0, 1, 2), "speaker_follower_cells_film2_m1k_u10k": (0,),
     "speaker_follower_cells_own_film2_m1k_u10k": (1, 2),
@@ -702,7 +704,8 @@ BOSSLOCAL_CURVE_ROWS = {name: replace(PAIRS_CURVE_ROWS[name], seeds=seeds)
                         for name, seeds in _BOSSLOCAL_CURVE_SEEDS.items()}
 #: The rows of BossLocal's curve with three seeds: its followers', the front-cell speaker's on 1,000 pairs and their
 #: students', the goal-steps speaker's and its students', the kept labels' students, the front-cell speaker chosen
-#: on its labels demonstrated and its students, and that speaker taught also on its pairs' parts and its students.
+#: on its labels demonstrated and its students, and that speaker taught also on its pairs' parts and its students'
+#: two rounds.
 BOSSLOCAL_THREE_SEEDS = tuple(name for name, row in BOSSLOCAL_CURVE_ROWS.items() if row.seeds == (0, 1, 2))
 
 

@@ -172,7 +172,8 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
                                           "follower_film2_m3k_u10k", "speaker_follower_cells_rescored_top30_film2_m1k",
                                           "speaker_goals_film2_m1k", "speaker_follower_goals_film2_m1k",
                                           "speaker_cells_demo_film2_m1k", "speaker_follower_cells_demo_film2_m1k",
-                                          "speaker_cells_parts_film2_m1k", "speaker_follower_cells_parts_film2_m1k"}
+                                          "speaker_cells_parts_film2_m1k", "speaker_follower_cells_parts_film2_m1k",
+                                          "speaker_follower_cells_parts_rescored_film2_m1k"}
     own, rescored = "speaker_follower_cells_own_film2_m1k", "speaker_follower_cells_rescored_own_film2_m1k"
     third = "speaker_follower_cells_rescored2_own_film2_m1k"
     for row in BOSSLOCAL_CURVE_ROWS:
