@@ -257,12 +257,8 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
         assert student.pseudo_labels == f"data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_seed{seed}_rescored2"
     # the second round's seed 0: seed 0's speaker's candidates rescored by the one-teacher row's seed-0 student
     assert level_rows("bosslocal")[rescored].seed0 == "speaker_follower_cells_rescored_film2_m1k"
-    labels = cells["labels/speaker_cells_film2_m1k_rescored"]
-    assert labels.command[labels.command.index("--speaker") + 1] == "runs/bosslocal/speaker_cells_film2_m1k/best"
-    assert labels.command[labels.command.index("--rescore-with") + 1] == \
-        "runs/bosslocal/speaker_follower_cells_film2_m1k/best"
-    assert set(labels.needs) == {"speaker_cells_film2_m1k/seed0", "speaker_follower_cells_film2_m1k/seed0",
-                                 "demos_curve"}
+    assert_rescores(cells["labels/speaker_cells_film2_m1k_rescored"], "speaker_cells_film2_m1k",
+                    "speaker_follower_cells_film2_m1k", 0, level="bosslocal")
     second = train_config(cells["speaker_follower_cells_rescored_film2_m1k/seed0"])
     assert (second.seed, second.num_paired, second.max_updates) == (0, 1000, 4000)
     assert second.pseudo_labels == "data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_rescored"
@@ -277,13 +273,13 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
         0, 1000, "data/pseudo_labels/bosslocal/speaker_cells_film2_m1k_rescored2")
 
 
-def assert_rescores(labels: Cell, speaker: str, rescorer: str, seed: int) -> None:
-    """``labels`` (a GoToSeqLocal labelling cell) is seed ``seed``'s run of the row ``speaker`` labelling the curve's
+def assert_rescores(labels: Cell, speaker: str, rescorer: str, seed: int, level: str = "gotoseqlocal") -> None:
+    """``labels`` (a labelling cell of ``level``) is seed ``seed``'s run of the row ``speaker`` labelling the curve's
     unpaired trajectories, its candidates rescored by seed ``seed``'s run of the row ``rescorer``, made after both."""
     command, tag = labels.command, f"_seed{seed}" if seed else ""
-    assert command[command.index("--speaker") + 1] == f"runs/gotoseqlocal/{speaker}{tag}/best"
-    assert command[command.index("--rescore-with") + 1] == f"runs/gotoseqlocal/{rescorer}{tag}/best"
-    assert command[command.index("--demos") + 1] == "data/gotoseqlocal_curve"
+    assert command[command.index("--speaker") + 1] == f"runs/{level}/{speaker}{tag}/best"
+    assert command[command.index("--rescore-with") + 1] == f"runs/{level}/{rescorer}{tag}/best"
+    assert command[command.index("--demos") + 1] == f"data/{level}_curve"
     assert set(labels.needs) == {f"{speaker}/seed{seed}", f"{rescorer}/seed{seed}", "demos_curve"}
 
 
@@ -304,18 +300,20 @@ def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> No
         assert labels.name in cells[f"{row}/seed0"].needs
 
 
-def test_the_parts_speakers_second_round_rescores_each_seeds_candidates_with_that_seeds_student() -> None:
-    """The parts route's second round: seed k's parts speaker's candidates of the curve's unpaired trajectories,
-    rescored by seed k's first student, made after both; seed k's student reads them on the same 1,000 pairs."""
-    cells = {c.name: c for c in level_cells("gotoseqlocal")}
+@pytest.mark.parametrize("level", ["gotoseqlocal", "bosslocal"])
+def test_the_parts_speakers_second_round_rescores_each_seeds_candidates_with_that_seeds_student(level: str) -> None:
+    """The parts route's second round, on each level: seed k's parts speaker's candidates of the curve's unpaired
+    trajectories, rescored by seed k's first student, made after both; seed k's student reads them on the same 1,000
+    pairs."""
+    cells = {c.name: c for c in level_cells(level)}
     row = "speaker_follower_cells_parts_rescored_film2_m1k"
     assert {n for n in cells if n.startswith(f"{row}/")} == {f"{row}/seed{k}" for k in (0, 1, 2)}
     for seed in (0, 1, 2):
         tag = f"_seed{seed}" if seed else ""
         labels = cells[f"labels/speaker_cells_parts_film2_m1k{tag}_rescored"]
-        assert_rescores(labels, "speaker_cells_parts_film2_m1k", "speaker_follower_cells_parts_film2_m1k", seed)
+        assert_rescores(labels, "speaker_cells_parts_film2_m1k", "speaker_follower_cells_parts_film2_m1k", seed, level)
         student = train_config(cells[f"{row}/seed{seed}"])
-        assert student.pseudo_labels == f"data/pseudo_labels/gotoseqlocal/speaker_cells_parts_film2_m1k{tag}_rescored"
+        assert student.pseudo_labels == f"data/pseudo_labels/{level}/speaker_cells_parts_film2_m1k{tag}_rescored"
         assert (student.seed, student.num_paired, student.max_updates) == (seed, 1000, 4000)
         assert labels.name in cells[f"{row}/seed{seed}"].needs
 
