@@ -540,7 +540,8 @@ def _pairs_curve_rows() -> dict[str, Row]:
     speaker-follower (at M = 1,000 also on them rescored by the student of that second round, and the three rounds
     again with each seed on its own teacher's chain), and MS-VAE (gamma = 1) from that speaker, whose q(z|a,o) then
     reads the cells; at M = 1,000 the front-cell speaker also taught the steps that complete a goal, and two rounds
-    of its students."""
+    of its students, and that speaker chosen on its labels demonstrated, also taught on its pairs' parts, and three
+    rounds of its students."""
     rows: dict[str, Row] = {}
 
     def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES,
@@ -602,6 +603,12 @@ def _pairs_curve_rows() -> dict[str, Row]:
                 "front-cell speaker taught also on its pairs' parts, rescored by the follower of its first labels, "
                 f"each seed its own teacher's chain, M = {m:,} pairs", m, (0, 1, 2),
                 teacher=f"speaker_cells_parts_film2_{tag}", rescorer=f"speaker_follower_cells_parts_film2_{tag}",
+                config="speaker_follower")
+            row(f"speaker_follower_cells_parts_rescored2_film2_{tag}", "speaker-follower on the labels of the "
+                "front-cell speaker taught also on its pairs' parts, rescored by the second round's student, each "
+                f"seed its own teacher's chain, M = {m:,} pairs", m, (0, 1, 2),
+                teacher=f"speaker_cells_parts_film2_{tag}",
+                rescorer=f"speaker_follower_cells_parts_rescored_film2_{tag}", rescored="rescored2",
                 config="speaker_follower")
             row(f"speaker_follower_goals_rescored_film2_{tag}", "speaker-follower on the labels of the front-cell "
                 "speaker taught the goal steps, rescored by the follower of its first labels, each seed its own "

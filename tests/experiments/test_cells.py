@@ -318,6 +318,27 @@ def test_the_parts_speakers_second_round_rescores_each_seeds_candidates_with_tha
         assert labels.name in cells[f"{row}/seed{seed}"].needs
 
 
+def test_the_parts_speakers_third_round_rescores_each_seeds_candidates_with_that_seeds_second_student() -> None:
+    """The parts route's third round on GoToSeqLocal: seed k's parts speaker's candidates rescored by seed k's
+    second-round student, into labels of their own (``_rescored2``), which seed k's student reads on the same 1,000
+    pairs; BossLocal does not run it."""
+    cells = {c.name: c for c in level_cells("gotoseqlocal")}
+    row = "speaker_follower_cells_parts_rescored2_film2_m1k"
+    assert {n for n in cells if n.startswith(f"{row}/")} == {f"{row}/seed{k}" for k in (0, 1, 2)}
+    for seed in (0, 1, 2):
+        tag = f"_seed{seed}" if seed else ""
+        labels = cells[f"labels/speaker_cells_parts_film2_m1k{tag}_rescored2"]
+        assert_rescores(labels, "speaker_cells_parts_film2_m1k", "speaker_follower_cells_parts_rescored_film2_m1k",
+                        seed)
+        assert labels.command[labels.command.index("--out") + 1] == \
+            f"data/pseudo_labels/gotoseqlocal/speaker_cells_parts_film2_m1k{tag}_rescored2"
+        student = train_config(cells[f"{row}/seed{seed}"])
+        assert student.pseudo_labels == f"data/pseudo_labels/gotoseqlocal/speaker_cells_parts_film2_m1k{tag}_rescored2"
+        assert (student.seed, student.num_paired, student.max_updates) == (seed, 1000, 4000)
+        assert labels.name in cells[f"{row}/seed{seed}"].needs
+    assert not any(n.startswith(row) for n in (c.name for c in level_cells("bosslocal")))
+
+
 @pytest.mark.parametrize("seeds", SEED_CHOICES)
 def test_both_rounds_on_each_seeds_own_teacher_share_seed_0_and_rescore_with_seed_ks_follower(seeds) -> None:
     """The front-cell route's rows with each seed on its own teacher: seed k's speaker labels D_u, seed k's
