@@ -51,7 +51,9 @@ CURVE_METHODS = ((SUPERVISED, "supervised follower"), ("msvae_paired_film2", "MS
                  ("speaker_follower_cells_parts_film2", "speaker-follower on the labels of the front-cell speaker "
                   "taught also on its pairs' parts, each seed its own teacher's"),
                  ("speaker_follower_cells_parts_rescored_film2", "speaker-follower on the parts speaker's labels "
-                  "rescored by the follower of its first labels, each seed its own teacher's chain"))
+                  "rescored by the follower of its first labels, each seed its own teacher's chain"),
+                 ("speaker_follower_cells_parts_rescored2_film2", "speaker-follower on the parts speaker's labels "
+                  "rescored by the second round's student, each seed its own teacher's chain"))
 #: The second round's students on a share of their labels (experiments/cells.py ``KEEP_SHARE``): those the rescoring
 #: was surest of, and as many drawn blind. They ask whether the surest labels teach more than all of them, so their
 #: tables set them beside the second round (:func:`table_kept_labels`, :func:`table_kept_verdict`), not on the curve
