@@ -540,8 +540,8 @@ def _pairs_curve_rows() -> dict[str, Row]:
     speaker-follower (at M = 1,000 also on them rescored by the student of that second round, and the three rounds
     again with each seed on its own teacher's chain), and MS-VAE (gamma = 1) from that speaker, whose q(z|a,o) then
     reads the cells; at M = 1,000 the front-cell speaker also taught the steps that complete a goal, and two rounds
-    of its students, and that speaker chosen on its labels demonstrated, also taught on its pairs' parts, and three
-    rounds of its students."""
+    of its students, the front-cell speaker chosen on its labels demonstrated and its students, and that speaker
+    taught also on its pairs' parts and three rounds of its students."""
     rows: dict[str, Row] = {}
 
     def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES,
@@ -701,7 +701,8 @@ _BOSSLOCAL_CURVE_SEEDS = {
     "speaker_cells_demo_film2_m1k": (0, 1, 2), "speaker_follower_cells_demo_film2_m1k": (0, 1, 2),
     # that speaker taught also on its pairs' parts, and each seed's student on its own teacher's labels
     "speaker_cells_parts_film2_m1k": (0, 1, 2), "speaker_follower_cells_parts_film2_m1k": (0, 1, 2),
-    # its second round: each seed's parts speaker's candidates rescored by that seed's student
+    # its second round: each seed's parts speaker's candidates rescored by that seed's student (its third round,
+    # ``speaker_follower_cells_parts_rescored2_film2_m1k``, is GoToSeqLocal's only)
     "speaker_follower_cells_parts_rescored_film2_m1k": (0, 1, 2),
     # the budget confound at the target's two points: each seed continued to 10,000 updates
     "follower_film2_m3k_u10k": (0, 1, 2), "speaker_follower_cells_film2_m1k_u10k": (0,),
