@@ -300,44 +300,38 @@ def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> No
         assert labels.name in cells[f"{row}/seed0"].needs
 
 
-@pytest.mark.parametrize("level", ["gotoseqlocal", "bosslocal"])
-def test_the_parts_speakers_second_round_rescores_each_seeds_candidates_with_that_seeds_student(level: str) -> None:
-    """The parts route's second round, on each level: seed k's parts speaker's candidates of the curve's unpaired
-    trajectories, rescored by seed k's first student, made after both; seed k's student reads them on the same 1,000
-    pairs."""
+_PARTS = "speaker_follower_cells_parts_film2_m1k"
+_PARTS_SECOND = "speaker_follower_cells_parts_rescored_film2_m1k"
+
+
+@pytest.mark.parametrize(("level", "row", "rescorer", "rescored"), [
+    ("gotoseqlocal", _PARTS_SECOND, _PARTS, "rescored"),
+    ("bosslocal", _PARTS_SECOND, _PARTS, "rescored"),
+    ("gotoseqlocal", "speaker_follower_cells_parts_rescored2_film2_m1k", _PARTS_SECOND, "rescored2"),
+])
+def test_each_round_of_the_parts_route_rescores_each_seeds_candidates_with_that_seeds_last_student(
+        level: str, row: str, rescorer: str, rescored: str) -> None:
+    """The parts route's second round (both levels) and third round (GoToSeqLocal): seed k's parts speaker's
+    candidates of the curve's unpaired trajectories, read from the cache the first rescoring kept, rescored by seed
+    k's student of the round before into labels of their own (``_<rescored>``), made after both; seed k's student
+    reads them on the same 1,000 pairs."""
     cells = {c.name: c for c in level_cells(level)}
-    row = "speaker_follower_cells_parts_rescored_film2_m1k"
     assert {n for n in cells if n.startswith(f"{row}/")} == {f"{row}/seed{k}" for k in (0, 1, 2)}
     for seed in (0, 1, 2):
         tag = f"_seed{seed}" if seed else ""
-        labels = cells[f"labels/speaker_cells_parts_film2_m1k{tag}_rescored"]
-        assert_rescores(labels, "speaker_cells_parts_film2_m1k", "speaker_follower_cells_parts_film2_m1k", seed, level)
+        labels = cells[f"labels/speaker_cells_parts_film2_m1k{tag}_{rescored}"]
+        assert_rescores(labels, "speaker_cells_parts_film2_m1k", rescorer, seed, level)
+        out = f"data/pseudo_labels/{level}/speaker_cells_parts_film2_m1k{tag}_{rescored}"
+        assert labels.command[labels.command.index("--out") + 1] == out
+        assert labels.command[labels.command.index("--candidates-cache") + 1] == f"data/candidates/{level}"
         student = train_config(cells[f"{row}/seed{seed}"])
-        assert student.pseudo_labels == f"data/pseudo_labels/{level}/speaker_cells_parts_film2_m1k{tag}_rescored"
+        assert student.pseudo_labels == out
         assert (student.seed, student.num_paired, student.max_updates) == (seed, 1000, 4000)
         assert labels.name in cells[f"{row}/seed{seed}"].needs
 
 
-def test_the_parts_speakers_third_round_rescores_each_seeds_candidates_with_that_seeds_second_student() -> None:
-    """The parts route's third round on GoToSeqLocal: seed k's parts speaker's candidates rescored by seed k's
-    second-round student, into labels of their own (``_rescored2``), which seed k's student reads on the same 1,000
-    pairs; BossLocal does not run it."""
-    cells = {c.name: c for c in level_cells("gotoseqlocal")}
-    row = "speaker_follower_cells_parts_rescored2_film2_m1k"
-    assert {n for n in cells if n.startswith(f"{row}/")} == {f"{row}/seed{k}" for k in (0, 1, 2)}
-    for seed in (0, 1, 2):
-        tag = f"_seed{seed}" if seed else ""
-        labels = cells[f"labels/speaker_cells_parts_film2_m1k{tag}_rescored2"]
-        assert_rescores(labels, "speaker_cells_parts_film2_m1k", "speaker_follower_cells_parts_rescored_film2_m1k",
-                        seed)
-        assert labels.command[labels.command.index("--out") + 1] == \
-            f"data/pseudo_labels/gotoseqlocal/speaker_cells_parts_film2_m1k{tag}_rescored2"
-        # the speaker's candidates, spoken for the second round, are read from the cache it kept
-        assert labels.command[labels.command.index("--candidates-cache") + 1] == "data/candidates/gotoseqlocal"
-        student = train_config(cells[f"{row}/seed{seed}"])
-        assert student.pseudo_labels == f"data/pseudo_labels/gotoseqlocal/speaker_cells_parts_film2_m1k{tag}_rescored2"
-        assert (student.seed, student.num_paired, student.max_updates) == (seed, 1000, 4000)
-        assert labels.name in cells[f"{row}/seed{seed}"].needs
+def test_the_parts_routes_third_round_is_gotoseqlocals_only() -> None:
+    """BossLocal defines neither the parts route's third round nor its labels."""
     assert not [c.name for c in level_cells("bosslocal") if "parts" in c.name and "rescored2" in c.name]
 
 
