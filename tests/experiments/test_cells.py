@@ -275,10 +275,12 @@ def test_bosslocals_pairs_curve_runs_gotoseqlocals_rows_on_its_own_demonstration
 
 def assert_rescores(labels: Cell, speaker: str, rescorer: str, seed: int, level: str = "gotoseqlocal") -> None:
     """``labels`` (a labelling cell of ``level``) is seed ``seed``'s run of the row ``speaker`` labelling the curve's
-    unpaired trajectories, its candidates rescored by seed ``seed``'s run of the row ``rescorer``, made after both."""
+    unpaired trajectories, its candidates rescored by seed ``seed``'s run of the row ``rescorer`` and kept for the
+    next round (label_unpaired.py ``--candidates-cache``), made after both."""
     command, tag = labels.command, f"_seed{seed}" if seed else ""
     assert command[command.index("--speaker") + 1] == f"runs/{level}/{speaker}{tag}/best"
     assert command[command.index("--rescore-with") + 1] == f"runs/{level}/{rescorer}{tag}/best"
+    assert command[command.index("--candidates-cache") + 1] == f"data/candidates/{level}"
     assert command[command.index("--demos") + 1] == f"data/{level}_curve"
     assert set(labels.needs) == {f"{speaker}/seed{seed}", f"{rescorer}/seed{seed}", "demos_curve"}
 
@@ -290,8 +292,6 @@ def test_the_rescored_round_reads_labels_the_first_rounds_follower_chose() -> No
     for tag, m, seeds in (("m1k", 1000, {0, 1, 2}), ("m10k", 10_000, {0})):
         labels = cells[f"labels/speaker_cells_film2_{tag}_rescored"]
         assert_rescores(labels, f"speaker_cells_film2_{tag}", f"speaker_follower_cells_film2_{tag}", 0)
-        # the speaker's candidates kept for the next round (label_unpaired.py --candidates-cache)
-        assert labels.command[labels.command.index("--candidates-cache") + 1] == "data/candidates/gotoseqlocal"
         row = f"speaker_follower_cells_rescored_film2_{tag}"
         assert {int(n.rsplit("seed", 1)[1]) for n in cells if n.startswith(f"{row}/seed")} == seeds
         student = train_config(cells[f"{row}/seed0"])
@@ -323,7 +323,6 @@ def test_each_round_of_the_parts_route_rescores_each_seeds_candidates_with_that_
         assert_rescores(labels, "speaker_cells_parts_film2_m1k", rescorer, seed, level)
         out = f"data/pseudo_labels/{level}/speaker_cells_parts_film2_m1k{tag}_{rescored}"
         assert labels.command[labels.command.index("--out") + 1] == out
-        assert labels.command[labels.command.index("--candidates-cache") + 1] == f"data/candidates/{level}"
         student = train_config(cells[f"{row}/seed{seed}"])
         assert student.pseudo_labels == out
         assert (student.seed, student.num_paired, student.max_updates) == (seed, 1000, 4000)
