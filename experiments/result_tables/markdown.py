@@ -121,7 +121,7 @@ def render(level: str, spec: str, root: Path = RESULTS) -> str:
     if name not in TABLES:
         raise SystemExit(f"unknown table {name!r}; known: {', '.join(TABLES)}")
     table = TABLES[name]
-    return "\n".join(table(level, argument, root) if argument else table(level, root)) + "\n"
+    return "\n".join(table(level, argument, root=root) if argument else table(level, root=root)) + "\n"
 
 
 def refresh(document: Path, root: Path = RESULTS) -> tuple[str, list[str]]:

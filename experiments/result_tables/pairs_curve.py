@@ -403,11 +403,11 @@ def table_reading_history(level: str, argument: str, root: Path = RESULTS) -> li
     return lines
 
 
-def table_latent_probe(level: str, root: Path = RESULTS) -> list[str]:
-    """What MS-VAE's two posteriors hold (results/<level>/latent_probe.json, experiments/probe_latent.py): each
-    label's held-out accuracy from the mean of q(z|y) and of q(z|a,o), across, and the majority class's; then how
-    near each pair's two means lie."""
-    path = root / level / "latent_probe.json"
+def table_latent_probe(level: str, name: str = "latent_probe", root: Path = RESULTS) -> list[str]:
+    """What MS-VAE's two posteriors hold (results/<level>/<name>.json, experiments/probe_latent.py): each label's
+    held-out accuracy from the mean of q(z|y) and of q(z|a,o), across, and the majority class's; then how near each
+    pair's two means lie."""
+    path = root / level / f"{name}.json"
     if not path.exists():
         raise SystemExit(f"no latent probe at {path}: run experiments/probe_latent.py --out {path}")
     report = json.loads(path.read_text())

@@ -66,7 +66,7 @@ def test_the_table_reads_the_probe_record(tmp_path):
     from result_tables.pairs_curve import table_latent_probe
 
     with pytest.raises(SystemExit, match="no latent probe at"):
-        table_latent_probe("gotoseqlocal", tmp_path)
+        table_latent_probe("gotoseqlocal", root=tmp_path)
     label = {"majority": 0.4, "from z_y": 0.998, "from z_tau": 0.582, "fit on z_y, scored on z_tau": 0.262,
              "fit on z_tau, scored on z_y": 0.215}
     alignment = {"pairs": 400, "top1": 0.0, "median_rank_share": 0.482, "mean_sq_distance_same_pair": 87.83,
@@ -74,6 +74,28 @@ def test_the_table_reads_the_probe_record(tmp_path):
     (tmp_path / "gotoseqlocal").mkdir()
     (tmp_path / "gotoseqlocal" / "latent_probe.json").write_text(json.dumps(
         {"models": {"m10k": {"labels": {"goal count": label}, "alignment": alignment}}}))
-    lines = table_latent_probe("gotoseqlocal", tmp_path)
+    lines = table_latent_probe("gotoseqlocal", root=tmp_path)
     assert lines[2] == "| m10k | goal count | 40.0 | 99.8 | 58.2 | 26.2 | 21.5 |"
     assert lines[-1] == "| m10k | 400 | 0.0 | 0.482 | 87.83 | 87.89 |"
+
+
+def test_a_named_probe_record_is_its_own_table(tmp_path):
+    """``--table latent_probe:<name>`` reads results/<level>/<name>.json, a probe of other models beside the first."""
+    import json
+
+    from result_tables.markdown import render
+
+    label = {"majority": 0.33, "from z_y": 0.8, "from z_tau": 0.5, "fit on z_y, scored on z_tau": 0.25,
+             "fit on z_tau, scored on z_y": 0.3}
+    alignment = {"pairs": 400, "top1": 0.025, "median_rank_share": 0.1, "mean_sq_distance_same_pair": 1.5,
+                 "mean_sq_distance_rolled_pair": 3.25}
+    (tmp_path / "gotoseqlocal").mkdir()
+    for name, model in (("latent_probe", "m10k"), ("latent_probe_m1k", "m1k")):
+        (tmp_path / "gotoseqlocal" / f"{name}.json").write_text(json.dumps(
+            {"models": {model: {"labels": {"goal count": label}, "alignment": alignment}}}))
+    table = render("gotoseqlocal", "latent_probe:latent_probe_m1k", tmp_path).splitlines()
+    assert table[2] == "| m1k | goal count | 33.0 | 80.0 | 50.0 | 25.0 | 30.0 |"
+    assert table[-1] == "| m1k | 400 | 2.5 | 0.100 | 1.50 | 3.25 |"
+    assert render("gotoseqlocal", "latent_probe", tmp_path).splitlines()[2].startswith("| m10k |")
+    with pytest.raises(SystemExit, match="no latent probe at .*latent_probe_m3k.json"):
+        render("gotoseqlocal", "latent_probe:latent_probe_m3k", tmp_path)
