@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -121,6 +122,8 @@ def render(level: str, spec: str, root: Path = RESULTS) -> str:
     if name not in TABLES:
         raise SystemExit(f"unknown table {name!r}; known: {', '.join(TABLES)}")
     table = TABLES[name]
+    if argument and list(inspect.signature(table).parameters)[1] == "root":  # (level, root, ...): none to take
+        raise SystemExit(f"table {name!r} takes no argument; got {spec!r}")
     return "\n".join(table(level, argument, root=root) if argument else table(level, root=root)) + "\n"
 
 

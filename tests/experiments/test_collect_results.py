@@ -329,6 +329,9 @@ def test_a_document_is_refreshed_and_checked(root, tmp_path):
     doc.write_text(mark.replace("seeds:", "nonsense:") + "<!-- end table -->\n")
     with pytest.raises(SystemExit, match="unknown table 'nonsense'"):
         refresh(doc, root)
+    doc.write_text(mark.replace("seeds:follower,msvae", "pairs_curve:m1k") + "<!-- end table -->\n")
+    with pytest.raises(SystemExit, match="table 'pairs_curve' takes no argument; got 'pairs_curve:m1k'"):
+        refresh(doc, root)
 
 
 def test_committed_documents_match_the_committed_results(monkeypatch):
