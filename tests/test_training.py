@@ -147,6 +147,15 @@ def test_msvae_with_unpaired_from_baselines(baseline_runs, tiny_demos, tmp_path)
     assert all(math.isfinite(v) for v in scalars["train/loss"].values())
     # MS-VAE started from the baselines: its speaker side's config came from them
     assert AutoModel.from_pretrained(run / "best").config.hidden_size == TINY_MODEL["hidden_size"]
+    # and its record names them: the weights by hash, the run that trained them by commit and machine
+    started = results["initialised_from"]
+    assert set(started) == {"follower", "speaker"}
+    for role, folder in (("follower", follower), ("speaker", speaker)):
+        trained = json.loads((folder.parent / "results.json").read_text())
+        assert started[role] == {"path": str(folder),
+                                 "sha256": hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest(),
+                                 "commit": trained["commit"], "machine": trained["machine"]}
+    assert "initialised_from" not in json.loads((follower.parent / "results.json").read_text())  # trained afresh
 
 
 def test_domain_distance_alone_draws_the_unpaired_batch(tiny_demos, tmp_path):

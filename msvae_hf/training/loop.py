@@ -61,6 +61,7 @@ from ..utils.run_folder import (
     save_checkpoint,
     scalar_terms,
     selections,
+    weights_source,
     write_json,
 )
 from ..utils.runtime import adam, provenance, retain_freed_memory
@@ -401,6 +402,9 @@ def start_run(run: Run, command: str | None) -> dict[str, Any]:
     commit = provenance()["commit"]  # the code that trains; final_evaluation may run under a later one
     state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,
              "wall_time": 0.0, "commits": [commit]}
+    sources = {"model": cfg.init_from, "follower": cfg.init_follower, "speaker": cfg.init_speaker}
+    if any(sources.values()):  # the weights it starts from, by hash and by the commit and machine that made them
+        state["initialised_from"] = {role: weights_source(path) for role, path in sources.items() if path}
     if run.continues is not None:
         if accelerator.is_main_process:
             continue_run(run.continues, out)
@@ -540,6 +544,8 @@ def final_evaluation(
     }
     if state.get("commits"):  # the commit each start or resume trained with; "commit" is the first
         results["commit"], results["training_commits"] = state["commits"][0], state["commits"]
+    if state.get("initialised_from"):
+        results["initialised_from"] = state["initialised_from"]
     if state.get("best_speaker"):
         results["best_speaker"] = state["best_speaker"]
     if labels_record is not None:  # who labelled D_u, how, and how long it took: part of a speaker-follower's cost

@@ -12,7 +12,8 @@ Layout (``output_dir/``)::
     tb/                        TensorBoard logs
     train_config.json          the run's TrainConfig; command.txt: each command line that started or resumed it
     results.json               validation history, App. D's smoothed max, test SR / BLEU; on pseudo-labels, their
-                               record (pseudo_labels: who labelled them, how, how long)
+                               record (pseudo_labels: who labelled them, how, how long); for a run started from
+                               saved weights, what they were (initialised_from: weights_source)
 
 A checkpoint or ``best/`` is written to a temporary folder and renamed into place, so a killed run never leaves
 a half-written one; the last ``keep_checkpoints`` are kept. Every failure here is one line naming the folder,
@@ -395,6 +396,22 @@ def register_checkpoint_hooks(accelerator: Accelerator) -> None:
     one cuDNN buffer, which accelerate's safetensors path would drop on saving and refuse on loading."""
     accelerator.register_save_state_pre_hook(own_storage)
     accelerator.register_load_state_pre_hook(load_model_weights)
+
+
+def weights_source(path: str) -> dict[str, Any]:
+    """What a run started from (``init_from``, ``init_follower``, ``init_speaker``): the path as given; for a local
+    saved model, the sha256 of its ``model.safetensors`` and, where the folder is a run's ``best/`` (or another
+    saved model beside a ``results.json``), the commit and machine that trained that run (a CPU run's draw depends
+    on the CPU)."""
+    source: dict[str, Any] = {"path": path}
+    folder = Path(path)
+    if (folder / "model.safetensors").is_file():
+        source["sha256"] = _sha256(folder / "model.safetensors")
+    results = folder.parent / "results.json"
+    if results.is_file():
+        trained = read_json(results)
+        source.update({k: trained[k] for k in ("commit", "machine") if k in trained})
+    return source
 
 
 def save_best(model: Any, output_dir: str, name: str = "best") -> None:
