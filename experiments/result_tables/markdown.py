@@ -35,6 +35,7 @@ from .pairs_curve import (
     table_label_accuracy,
     table_labels_by_goal_count,
     table_latent_probe,
+    table_one_start,
     table_pairs_curve,
     table_pairs_verdict,
     table_reading_history,
@@ -112,7 +113,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "labels_by_goal_count": table_labels_by_goal_count,
     "kept_labels": table_kept_labels, "kept_verdict": table_kept_verdict, "speaker_choice": table_speaker_choice,
     "teacher_verdict": table_teacher_verdict,
-    "reading_history": table_reading_history, "latent_probe": table_latent_probe,
+    "reading_history": table_reading_history, "latent_probe": table_latent_probe, "one_start": table_one_start,
 }
 
 

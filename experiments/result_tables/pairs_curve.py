@@ -19,6 +19,7 @@ from .records import (
     p_greater,
     p_greater_paired,
     p_text,
+    read_json,
     records_by_row,
 )
 
@@ -423,4 +424,57 @@ def table_latent_probe(level: str, name: str = "latent_probe", root: Path = RESU
         a = model["alignment"]
         lines.append(f"| {name} | {a['pairs']} | {100 * a['top1']:.1f} | {a['median_rank_share']:.3f} | "
                      f"{a['mean_sq_distance_same_pair']:.2f} | {a['mean_sq_distance_rolled_pair']:.2f} |")
+    return lines
+
+
+#: GoToSeqLocal's MS-VAE on 1,000 pairs set against the follower it starts from and against gamma = 1 from the same
+#: start, seed by seed. A record is ``runs/<run>`` or ``reruns/<run>_<commit>``: the baselines trained again on
+#: another CPU are another draw, so another start. The alignment, frames and front-cell rows start from the AMD EPYC's
+#: draws (the follower of ``reruns/follower_film2_m1k_e62aede``; seed 1 ``reruns/follower_film2_m1k_seed1_3f5b2dd``),
+#: gamma = 1, gamma = 100 and the paired-only control from the Intel Xeon's (``2a09ce0``, ``0d64827``: equal draws).
+_AMD_START = {0: "reruns/follower_film2_m1k_e62aede", 1: "reruns/follower_film2_m1k_seed1_3f5b2dd"}
+_AMD_GAMMA1 = {0: "reruns/msvae_film2_m1k_gamma1_3f5b2dd"}
+_GAMMA1, _FULL, _PAIRED = ({0: f"runs/{run}"} for run in ("msvae_film2_m1k_gamma1", "msvae_film2_m1k",
+                                                            "msvae_paired_film2_m1k"))
+_ALIGN, _FRAMES = {0: "runs/msvae_film2_m1k_gamma1_align"}, {0: "runs/msvae_film2_m1k_frames"}
+_CELLS = {0: "runs/msvae_cells_film2_m1k"}
+ONE_START = {"gotoseqlocal": (
+    ("gamma = 1", _GAMMA1, "its start", {0: "reruns/follower_film2_m1k_2a09ce0"}),
+    ("gamma = 100 (MS-VAE full)", _FULL, "its start", {0: "reruns/follower_film2_m1k_0d64827"}),
+    ("paired only", _PAIRED, "its start", {0: "reruns/follower_film2_m1k_0d64827"}),
+    ("gamma = 1", _GAMMA1, "paired only", _PAIRED),
+    ("gamma = 100 (MS-VAE full)", _FULL, "paired only", _PAIRED),
+    ("gamma = 1, AMD EPYC's start", _AMD_GAMMA1, "its start", _AMD_START),
+    ("gamma = 1, AMD EPYC's start", _AMD_GAMMA1, "gamma = 1 (another start)", _GAMMA1),
+    ("alignment route", _ALIGN, "its start", _AMD_START),
+    ("alignment route", _ALIGN, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1),
+    ("alignment route", _ALIGN, "gamma = 1 (another start)", _GAMMA1),
+    ("alignment route", _ALIGN, "paired only (another start)", _PAIRED),
+    ("frames route", _FRAMES, "its start", _AMD_START),
+    ("frames route", _FRAMES, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1),
+    ("frames route", _FRAMES, "gamma = 100 (another start)", _FULL),
+    ("front cells (gamma = 1)", _CELLS, "its start", _AMD_START),
+    ("front cells (gamma = 1)", _CELLS, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1),
+)}
+
+
+def table_one_start(level: str, root: Path = RESULTS) -> list[str]:
+    """Each comparison of the level's :data:`ONE_START` on the seeds both sides hold: SR by reading of each (mean,
+    n), the difference, the p that the first reads more from the test episodes' noise (:func:`p_episodes`) and
+    paired by seed (Student's t; two seeds or more), one-sided [two-sided], and the difference in SR."""
+    lines = ["| MS-VAE on 1,000 pairs | against | seeds | SR by reading (points) | theirs | difference | "
+             "p, test episodes | p, paired by seed | SR difference (points) |", "| --- " * 9 + "|"]
+    for label, ours, against, theirs in ONE_START.get(level, ()):
+        seeds = sorted(ours.keys() & theirs.keys())
+        runs = [[read_json(level, side[seed], root) for seed in seeds] for side in (ours, theirs)]
+        reading = [{seed: 100 * test_value(r, "reading") for seed, r in zip(seeds, side, strict=True)} for side in runs]
+        success = [[100 * test_value(r, "success_rate") for r in side] for side in runs]
+        one = p_episodes(*(readings(side) for side in runs))
+        lines.append(f"| {label} ({', '.join(f'`{ours[k]}`' for k in seeds)}) | {against} | "
+                     f"{', '.join(map(str, seeds))} | {mean_sd(list(reading[0].values()))} | "
+                     f"{mean_sd(list(reading[1].values()))} | "
+                     f"{statistics.fmean(reading[0][k] - reading[1][k] for k in seeds):+.1f} | "
+                     f"{p_cell(one, None if one is None else 2 * min(one, 1 - one))} | "
+                     f"{p_cell(*p_greater_paired(*reading))} | "
+                     f"{statistics.fmean(success[0]) - statistics.fmean(success[1]):+.1f} |")
     return lines
