@@ -24,7 +24,7 @@ run left no checkpoint when the cell starts (the same run). A training cell whos
 continues with ``--resume`` (bit-identical to an uninterrupted run); a folder with neither a checkpoint nor
 ``results.json`` (a start killed before its first checkpoint) is started again. A finished run's record goes to
 ``results/<level>/runs/<run>.json`` (config, seed, commit, machine, wall time, metrics, validation curve; for a run
-from baselines, their weights' hashes and the commit and machine that trained them) and is never overwritten; a
+from saved weights, their hashes and the commit and machine their run's record names) and is never overwritten; a
 labelling's (speaker, command, commit, machine, wall time; labels written before their record held a wall time are not
 kept) to ``results/<level>/labels/<labels>.json``, one done again beside it. Each cell logs to
 ``runs/<level>/logs/<cell>.log``.

@@ -131,7 +131,12 @@ def test_speaker_chosen_on_its_labels_replayed(tiny_demos, tmp_path):
 
 def test_msvae_with_unpaired_from_baselines(baseline_runs, tiny_demos, tmp_path):
     run = tmp_path / "msvae"
-    follower, speaker = (baseline_runs[k] / "best" for k in ("follower", "speaker"))
+    trained = {}  # each baseline's best/ beside a record of another commit and machine than this run's
+    for role in ("follower", "speaker"):
+        shutil.copytree(baseline_runs[role] / "best", tmp_path / role / "best")
+        trained[role] = {"commit": f"{role[0]}" * 40, "machine": {"cpu": f"the {role}'s CPU", "cpus": 64}}
+        (tmp_path / role / "results.json").write_text(json.dumps(trained[role]))
+    follower, speaker = (tmp_path / role / "best" for role in ("follower", "speaker"))
     train_tiny("msvae", run, tiny_demos, init_follower=str(follower), init_speaker=str(speaker),
                unpaired_batch_size=4, model={"gamma": 1.0})
     results = check_run(run, "msvae")
@@ -147,15 +152,32 @@ def test_msvae_with_unpaired_from_baselines(baseline_runs, tiny_demos, tmp_path)
     assert all(math.isfinite(v) for v in scalars["train/loss"].values())
     # MS-VAE started from the baselines: its speaker side's config came from them
     assert AutoModel.from_pretrained(run / "best").config.hidden_size == TINY_MODEL["hidden_size"]
-    # and its record names them: the weights by hash, the run that trained them by commit and machine
-    started = results["initialised_from"]
-    assert set(started) == {"follower", "speaker"}
-    for role, folder in (("follower", follower), ("speaker", speaker)):
-        trained = json.loads((folder.parent / "results.json").read_text())
-        assert started[role] == {"path": str(folder),
-                                 "sha256": hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest(),
-                                 "commit": trained["commit"], "machine": trained["machine"]}
-    assert "initialised_from" not in json.loads((follower.parent / "results.json").read_text())  # trained afresh
+    # and its record names them: the weights by hash, the run that trained them by its record's commit and machine
+    assert results["initialised_from"] == {role: {
+        "path": str(folder), "sha256": hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest(),
+        **trained[role]} for role, folder in (("follower", follower), ("speaker", speaker))}
+    assert "initialised_from" not in json.loads((baseline_runs["follower"] / "results.json").read_text())  # afresh
+
+
+def test_weights_source_names_a_folder_without_a_record_and_a_hub_ids_cached_revision(baseline_runs, tmp_path,
+                                                                                        monkeypatch):
+    """A saved model with no results.json beside it is named by path and hash; a Hub id by the revision and hash
+    of the snapshot in the local Hub cache; a Hub id not in the cache by its path alone."""
+    import huggingface_hub
+
+    from msvae_hf.utils.run_folder import weights_source
+
+    best = baseline_runs["follower"] / "best"
+    digest = hashlib.sha256((best / "model.safetensors").read_bytes()).hexdigest()
+    shutil.copytree(best, tmp_path / "loose")
+    assert weights_source(str(tmp_path / "loose")) == {"path": str(tmp_path / "loose"), "sha256": digest}
+    repo = tmp_path / "hub" / "models--someone--follower"
+    shutil.copytree(best, repo / "snapshots" / ("c" * 40))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("c" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert weights_source("someone/follower") == {"path": "someone/follower", "revision": "c" * 40, "sha256": digest}
+    assert weights_source("someone/absent") == {"path": "someone/absent"}
 
 
 def test_domain_distance_alone_draws_the_unpaired_batch(tiny_demos, tmp_path):

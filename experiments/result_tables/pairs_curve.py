@@ -427,54 +427,66 @@ def table_latent_probe(level: str, name: str = "latent_probe", root: Path = RESU
     return lines
 
 
-#: GoToSeqLocal's MS-VAE on 1,000 pairs set against the follower it starts from and against gamma = 1 from the same
-#: start, seed by seed. A record is ``runs/<run>`` or ``reruns/<run>_<commit>``: the baselines trained again on
-#: another CPU are another draw, so another start. The alignment, frames and front-cell rows start from the AMD EPYC's
-#: draws (the follower of ``reruns/follower_film2_m1k_e62aede``; seed 1 ``reruns/follower_film2_m1k_seed1_3f5b2dd``),
-#: gamma = 1, gamma = 100 and the paired-only control from the Intel Xeon's (``2a09ce0``, ``0d64827``: equal draws).
-_AMD_START = {0: "reruns/follower_film2_m1k_e62aede", 1: "reruns/follower_film2_m1k_seed1_3f5b2dd"}
+#: GoToSeqLocal's MS-VAE set against the follower it starts from and against its control from the same start (gamma = 1,
+#: or MS-VAE on the pairs alone), seed by seed: (M, label, {seed: record}, against, {seed: record}). A record is
+#: ``runs/<run>`` or ``reruns/<run>_<commit>``: the baselines trained again on another CPU are another draw, so another
+#: start. On 1,000 pairs the alignment, frames and front-cell rows start from the AMD EPYC's draws (the follower of
+#: ``reruns/follower_film2_m1k_e62aede``), gamma = 1, gamma = 100 and the paired-only control from the Intel Xeon's
+#: (``2a09ce0``, ``0d64827``: equal draws); on 10,000 pairs every row from ``runs/follower_film2_m10k``'s.
+_AMD_START = {0: "reruns/follower_film2_m1k_e62aede"}
 _AMD_GAMMA1 = {0: "reruns/msvae_film2_m1k_gamma1_3f5b2dd"}
-_GAMMA1, _FULL, _PAIRED = ({0: f"runs/{run}"} for run in ("msvae_film2_m1k_gamma1", "msvae_film2_m1k",
-                                                            "msvae_paired_film2_m1k"))
+_GAMMA1, _FULL, _PAIRED, _GAMMA1_10K, _FULL_10K, _PAIRED_10K = (
+    {0: f"runs/{run}"} for run in ("msvae_film2_m1k_gamma1", "msvae_film2_m1k", "msvae_paired_film2_m1k",
+                                   "msvae_film2_m10k_gamma1", "msvae_film2_m10k", "msvae_paired_film2_m10k"))
 _ALIGN, _FRAMES = {0: "runs/msvae_film2_m1k_gamma1_align"}, {0: "runs/msvae_film2_m1k_frames"}
 _CELLS = {0: "runs/msvae_cells_film2_m1k"}
 ONE_START = {"gotoseqlocal": (
-    ("gamma = 1", _GAMMA1, "its start", {0: "reruns/follower_film2_m1k_2a09ce0"}),
-    ("gamma = 100 (MS-VAE full)", _FULL, "its start", {0: "reruns/follower_film2_m1k_0d64827"}),
-    ("paired only", _PAIRED, "its start", {0: "reruns/follower_film2_m1k_0d64827"}),
-    ("gamma = 1", _GAMMA1, "paired only", _PAIRED),
-    ("gamma = 100 (MS-VAE full)", _FULL, "paired only", _PAIRED),
-    ("gamma = 1, AMD EPYC's start", _AMD_GAMMA1, "its start", _AMD_START),
-    ("gamma = 1, AMD EPYC's start", _AMD_GAMMA1, "gamma = 1 (another start)", _GAMMA1),
-    ("alignment route", _ALIGN, "its start", _AMD_START),
-    ("alignment route", _ALIGN, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1),
-    ("alignment route", _ALIGN, "gamma = 1 (another start)", _GAMMA1),
-    ("alignment route", _ALIGN, "paired only (another start)", _PAIRED),
-    ("frames route", _FRAMES, "its start", _AMD_START),
-    ("frames route", _FRAMES, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1),
-    ("frames route", _FRAMES, "gamma = 100 (another start)", _FULL),
-    ("front cells (gamma = 1)", _CELLS, "its start", _AMD_START),
-    ("front cells (gamma = 1)", _CELLS, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1),
+    (1000, "gamma = 1", _GAMMA1, "its start", {0: "reruns/follower_film2_m1k_2a09ce0"}),
+    (1000, "gamma = 100 (MS-VAE full)", _FULL, "its start", {0: "reruns/follower_film2_m1k_0d64827"}),
+    (1000, "paired only", _PAIRED, "its start", {0: "reruns/follower_film2_m1k_0d64827"}),
+    (1000, "gamma = 1", _GAMMA1, "paired only", _PAIRED),
+    (1000, "gamma = 100 (MS-VAE full)", _FULL, "paired only", _PAIRED),
+    (1000, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1, "its start", _AMD_START),
+    (1000, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1, "gamma = 1 (another start)", _GAMMA1),
+    (1000, "alignment route", _ALIGN, "its start", _AMD_START),
+    (1000, "alignment route", _ALIGN, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1),
+    (1000, "alignment route", _ALIGN, "gamma = 1 (another start)", _GAMMA1),
+    (1000, "alignment route", _ALIGN, "paired only (another start)", _PAIRED),
+    (1000, "frames route", _FRAMES, "its start", _AMD_START),
+    (1000, "frames route", _FRAMES, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1),
+    (1000, "frames route", _FRAMES, "gamma = 100 (another start)", _FULL),
+    (1000, "front cells (gamma = 1)", _CELLS, "its start", _AMD_START),
+    (1000, "front cells (gamma = 1)", _CELLS, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1),
+    (10_000, "gamma = 1", _GAMMA1_10K, "paired only", _PAIRED_10K),
+    (10_000, "gamma = 100 (MS-VAE full)", _FULL_10K, "paired only", _PAIRED_10K),
 )}
 
 
 def table_one_start(level: str, root: Path = RESULTS) -> list[str]:
     """Each comparison of the level's :data:`ONE_START` on the seeds both sides hold: SR by reading of each (mean,
     n), the difference, the p that the first reads more from the test episodes' noise (:func:`p_episodes`) and
-    paired by seed (Student's t; two seeds or more), one-sided [two-sided], and the difference in SR."""
-    lines = ["| MS-VAE on 1,000 pairs | against | seeds | SR by reading (points) | theirs | difference | "
-             "p, test episodes | p, paired by seed | SR difference (points) |", "| --- " * 9 + "|"]
-    for label, ours, against, theirs in ONE_START.get(level, ()):
+    paired by seed (Student's t; two seeds or more), one-sided [two-sided], and the difference in SR. An entry
+    whose sides share no seed, or a record without SR told another mission, is one line naming it."""
+    lines = ["| MS-VAE | M pairs | against | seeds | SR by reading (points) | theirs | difference | p, test episodes | "
+             "p, paired by seed | SR difference (points) |", "| --- " * 10 + "|"]
+    for m, label, ours, against, theirs in ONE_START.get(level, ()):
         seeds = sorted(ours.keys() & theirs.keys())
+        if not seeds:
+            raise SystemExit(f"one_start: {label!r} and {against!r} share no seed")
         runs = [[read_json(level, side[seed], root) for seed in seeds] for side in (ours, theirs)]
+        for side, records in zip((ours, theirs), runs, strict=True):
+            for seed, record in zip(seeds, records, strict=True):
+                if test_value(record, "reading") is None:
+                    raise SystemExit(f"one_start: {side[seed]} holds no test SR told another mission")
         reading = [{seed: 100 * test_value(r, "reading") for seed, r in zip(seeds, side, strict=True)} for side in runs]
         success = [[100 * test_value(r, "success_rate") for r in side] for side in runs]
-        one = p_episodes(*(readings(side) for side in runs))
-        lines.append(f"| {label} ({', '.join(f'`{ours[k]}`' for k in seeds)}) | {against} | "
+        ends = [readings(side) for side in runs]
+        one, other = p_episodes(*ends), p_episodes(*reversed(ends))  # each tail exact, however far
+        lines.append(f"| {label} ({', '.join(f'`{ours[k]}`' for k in seeds)}) | {m:,} | {against} | "
                      f"{', '.join(map(str, seeds))} | {mean_sd(list(reading[0].values()))} | "
                      f"{mean_sd(list(reading[1].values()))} | "
                      f"{statistics.fmean(reading[0][k] - reading[1][k] for k in seeds):+.1f} | "
-                     f"{p_cell(one, None if one is None else 2 * min(one, 1 - one))} | "
+                     f"{p_cell(one, None if one is None else 2 * min(one, other))} | "
                      f"{p_cell(*p_greater_paired(*reading))} | "
                      f"{statistics.fmean(success[0]) - statistics.fmean(success[1]):+.1f} |")
     return lines

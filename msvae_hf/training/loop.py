@@ -403,7 +403,7 @@ def start_run(run: Run, command: str | None) -> dict[str, Any]:
     state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,
              "wall_time": 0.0, "commits": [commit]}
     sources = {"model": cfg.init_from, "follower": cfg.init_follower, "speaker": cfg.init_speaker}
-    if any(sources.values()):  # the weights it starts from, by hash and by the commit and machine that made them
+    if any(sources.values()) and not (cfg.resume or run.continues is not None):  # a resume keeps its start's
         state["initialised_from"] = {role: weights_source(path) for role, path in sources.items() if path}
     if run.continues is not None:
         if accelerator.is_main_process:

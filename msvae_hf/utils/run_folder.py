@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 from accelerate.utils import extract_model_from_parallel
+from huggingface_hub import try_to_load_from_cache
 from safetensors.torch import load_file
 
 LOCK_NAME = ".lock"
@@ -399,16 +400,22 @@ def register_checkpoint_hooks(accelerator: Accelerator) -> None:
 
 
 def weights_source(path: str) -> dict[str, Any]:
-    """What a run started from (``init_from``, ``init_follower``, ``init_speaker``): the path as given; for a local
-    saved model, the sha256 of its ``model.safetensors`` and, where the folder is a run's ``best/`` (or another
-    saved model beside a ``results.json``), the commit and machine that trained that run (a CPU run's draw depends
-    on the CPU)."""
+    """What a run starts from (``init_from``, ``init_follower``, ``init_speaker``), as ``initialised_from`` records
+    it: the path as given and the sha256 of its ``model.safetensors``; for a local folder beside a ``results.json``
+    (a run's ``best/``), the commit and machine that record names (a CPU run's draw depends on the CPU); for a Hub
+    id, the revision of the cached snapshot ``from_pretrained`` read."""
     source: dict[str, Any] = {"path": path}
-    folder = Path(path)
-    if (folder / "model.safetensors").is_file():
-        source["sha256"] = _sha256(folder / "model.safetensors")
-    results = folder.parent / "results.json"
-    if results.is_file():
+    folder, results = Path(path), None
+    if folder.is_dir():
+        weights, results = folder / "model.safetensors", folder.parent / "results.json"
+    else:  # a Hub id: the local cache's snapshot, named by its commit
+        cached = try_to_load_from_cache(path, "model.safetensors")
+        weights = Path(cached) if isinstance(cached, str) else None
+        if weights is not None:
+            source["revision"] = weights.parent.name
+    if weights is not None and weights.is_file():
+        source["sha256"] = _sha256(weights)
+    if results is not None and results.is_file():
         trained = read_json(results)
         source.update({k: trained[k] for k in ("commit", "machine") if k in trained})
     return source

@@ -516,8 +516,8 @@ def test_the_speaker_choice_reads_each_seeds_histories_and_labels_and_pairs_the_
 
 def test_one_start_sets_each_run_beside_its_start_on_the_seeds_both_hold(tmp_path, monkeypatch):
     """A comparison of ONE_START reads the named records (runs/ or reruns/), keeps the seeds both sides hold, tests
-    the episodes' noise as the verdict does and pairs by seed from two seeds; a named record that is missing is one
-    line naming it."""
+    the episodes' noise as the verdict does and pairs by seed from two seeds; a missing record, a record without SR
+    told another mission and sides that share no seed are each one line naming it."""
     import result_tables.pairs_curve as pairs_curve
 
     level = tmp_path / "gotoseqlocal"
@@ -528,8 +528,9 @@ def test_one_start_sets_each_run_beside_its_start_on_the_seeds_both_hold(tmp_pat
         test = {"success_rate": own, "success_rate_other_mission": other, "episodes": 1000}
         (level / folder / f"{name}.json").write_text(json.dumps({"test": test}))
     ours, theirs = {0: "runs/a", 1: "runs/a_seed1"}, {0: "reruns/b_x", 1: "reruns/b_seed1_x", 2: "reruns/b_seed2_x"}
-    monkeypatch.setitem(pairs_curve.ONE_START, "gotoseqlocal", (("A", ours, "its start", theirs),
-                                                                ("A", {0: "runs/a"}, "B", {0: "reruns/b_x"})))
+    monkeypatch.setitem(pairs_curve.ONE_START, "gotoseqlocal", (
+        (1000, "A", ours, "its start", theirs), (10_000, "A", {0: "runs/a"}, "B", {0: "reruns/b_x"}),
+        (1000, "B", {0: "reruns/b_x"}, "A", {0: "runs/a"})))
     lines = pairs_curve.table_one_start("gotoseqlocal", tmp_path)
     # seeds 0 and 1: reading (20, 16) against (10, 10); SR (70, 66) against (60, 55). Over the episodes: each side's
     # mean variance of a run (SR and SR told another as proportions) over its two runs, the differences' normal tail
@@ -537,12 +538,20 @@ def test_one_start_sets_each_run_beside_its_start_on_the_seeds_both_hold(tmp_pat
     theirs_var = 100**2 * ((0.6 * 0.4 + 0.5 * 0.5) + (0.55 * 0.45 + 0.45 * 0.55)) / 2 / 1000 / 2
     one = 0.5 * math.erfc(8.0 / math.sqrt(2 * (ours_var + theirs_var)))
     paired = statistics_t([10.0, 6.0])
-    assert lines[2] == ("| A (`runs/a`, `runs/a_seed1`) | its start | 0, 1 | 18.0 +- 2.8 (n = 2) | 10.0 +- 0.0 (n = 2) "
-                        f"| +8.0 | {one:.2g} [{2 * one:.2g}] | {paired[0]:.2g} [{paired[1]:.2g}] | +10.5 |")
+    assert lines[2] == ("| A (`runs/a`, `runs/a_seed1`) | 1,000 | its start | 0, 1 | 18.0 +- 2.8 (n = 2) | 10.0 +- 0.0 "
+                        f"(n = 2) | +8.0 | {one:.2g} [{2 * one:.2g}] | {paired[0]:.2g} [{paired[1]:.2g}] | +10.5 |")
     variance = 100**2 * (0.7 * 0.3 + 0.5 * 0.5 + 0.6 * 0.4 + 0.5 * 0.5) / 1000  # one seed: no pairing
     single = 0.5 * math.erfc(10.0 / math.sqrt(2 * variance))
-    assert lines[3].endswith(f"| 0 | 20.0 (n = 1) | 10.0 (n = 1) | +10.0 | {single:.2g} [{2 * single:.2g}] | - "
-                             "| +10.0 |")
-    monkeypatch.setitem(pairs_curve.ONE_START, "gotoseqlocal", (("A", {0: "runs/gone"}, "B", {0: "reruns/b_x"}),))
-    with pytest.raises(SystemExit, match="no .*gotoseqlocal/runs/gone.json"):
+    assert lines[3].endswith(f"| 10,000 | B | 0 | 20.0 (n = 1) | 10.0 (n = 1) | +10.0 | {single:.2g} "
+                             f"[{2 * single:.2g}] | - | +10.0 |")
+    # the other way round: the one-sided p is the far side, the two-sided twice the near one
+    assert lines[4].endswith(f"| -10.0 | > 0.99 [{2 * single:.2g}] | - | -10.0 |")
+    for entry, problem in (((1000, "A", {0: "runs/gone"}, "B", {0: "reruns/b_x"}), "no .*gotoseqlocal/runs/gone.json"),
+                           ((1000, "A", {1: "runs/a_seed1"}, "B", {0: "reruns/b_x"}), "'A' and 'B' share no seed")):
+        monkeypatch.setitem(pairs_curve.ONE_START, "gotoseqlocal", (entry,))
+        with pytest.raises(SystemExit, match=problem):
+            pairs_curve.table_one_start("gotoseqlocal", tmp_path)
+    (level / "runs" / "speaker.json").write_text(json.dumps({"test_bleu": 30.0}))
+    monkeypatch.setitem(pairs_curve.ONE_START, "gotoseqlocal", ((1000, "A", {0: "runs/speaker"}, "B", {0: "runs/a"}),))
+    with pytest.raises(SystemExit, match="runs/speaker holds no test SR told another mission"):
         pairs_curve.table_one_start("gotoseqlocal", tmp_path)
