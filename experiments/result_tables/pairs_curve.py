@@ -475,13 +475,13 @@ def table_one_start(level: str, root: Path = RESULTS) -> list[str]:
         if not seeds:
             raise SystemExit(f"one_start: {label!r} and {against!r} share no seed")
         runs = [[read_json(level, side[seed], root) for seed in seeds] for side in (ours, theirs)]
-        for side, records in zip((ours, theirs), runs, strict=True):
-            for seed, record in zip(seeds, records, strict=True):
-                if test_value(record, "reading") is None:
-                    raise SystemExit(f"one_start: {side[seed]} holds no test SR told another mission")
-        reading = [{seed: 100 * test_value(r, "reading") for seed, r in zip(seeds, side, strict=True)} for side in runs]
+        ends = [readings(side) for side in runs]  # (reading, its episodes' variance) of each record, in seed order
+        for side, records, end in zip((ours, theirs), runs, ends, strict=True):
+            if len(end) < len(records):
+                bad = next(side[seed] for seed, record in zip(seeds, records, strict=True) if not readings([record]))
+                raise SystemExit(f"one_start: {bad} holds no test SR told another mission (or no episode count)")
+        reading = [{seed: r for seed, (r, _) in zip(seeds, end, strict=True)} for end in ends]
         success = [[100 * test_value(r, "success_rate") for r in side] for side in runs]
-        ends = [readings(side) for side in runs]
         one, other = p_episodes(*ends), p_episodes(*reversed(ends))  # each tail exact, however far
         lines.append(f"| {label} ({', '.join(f'`{ours[k]}`' for k in seeds)}) | {m:,} | {against} | "
                      f"{', '.join(map(str, seeds))} | {mean_sd(list(reading[0].values()))} | "

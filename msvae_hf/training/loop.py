@@ -402,9 +402,6 @@ def start_run(run: Run, command: str | None) -> dict[str, Any]:
     commit = provenance()["commit"]  # the code that trains; final_evaluation may run under a later one
     state = {"step": 0, "model_type": cfg.model_type, "history": [], "best": None, "best_speaker": None,
              "wall_time": 0.0, "commits": [commit]}
-    sources = {"model": cfg.init_from, "follower": cfg.init_follower, "speaker": cfg.init_speaker}
-    if any(sources.values()) and not (cfg.resume or run.continues is not None):  # a resume keeps its start's
-        state["initialised_from"] = {role: weights_source(path) for role, path in sources.items() if path}
     if run.continues is not None:
         if accelerator.is_main_process:
             continue_run(run.continues, out)
@@ -420,6 +417,10 @@ def start_run(run: Run, command: str | None) -> dict[str, Any]:
             finished = read_json(Path(cfg.continue_from) / "results.json")
             state["commits"] = finished.get("training_commits") or [finished.get("commit")]
         state.setdefault("commits", []).append(commit)
+    else:  # a first start names the saved weights it starts from; a resume keeps what its start named
+        sources = {"model": cfg.init_from, "follower": cfg.init_follower, "speaker": cfg.init_speaker}
+        if any(sources.values()):
+            state["initialised_from"] = {role: weights_source(path) for role, path in sources.items() if path}
     accelerator.init_trackers("tb", config={k: v for k, v in dataclasses.asdict(cfg).items()
                                             if isinstance(v, (int, float, str, bool))})
     if accelerator.is_main_process:
