@@ -431,16 +431,17 @@ def table_latent_probe(level: str, name: str = "latent_probe", root: Path = RESU
 #: or MS-VAE on the pairs alone), seed by seed: (M, label, {seed: record}, against, {seed: record}). A record is
 #: ``runs/<run>`` or ``reruns/<run>_<commit>``: the baselines trained again on another CPU are another draw, so another
 #: start. On 1,000 pairs the alignment, frames and front-cell rows start from the AMD EPYC's draws (the follower of
-#: ``reruns/follower_film2_m1k_e62aede``; seed 1 ``reruns/follower_film2_m1k_seed1_3f5b2dd``), gamma = 1, gamma = 100
-#: and the paired-only control from the Intel Xeon's (``2a09ce0``, ``0d64827``: equal draws); on 10,000 pairs every row
-#: from ``runs/follower_film2_m10k``'s.
-_AMD_START = {0: "reruns/follower_film2_m1k_e62aede", 1: "reruns/follower_film2_m1k_seed1_3f5b2dd"}
+#: ``reruns/follower_film2_m1k_e62aede``; seeds 1 and 2 ``reruns/follower_film2_m1k_seed1_3f5b2dd``,
+#: ``reruns/follower_film2_m1k_seed2_93db206``), gamma = 1, gamma = 100 and the paired-only control from the Intel
+#: Xeon's (``2a09ce0``, ``0d64827``: equal draws); on 10,000 pairs every row from ``runs/follower_film2_m10k``'s.
+_AMD_START = {0: "reruns/follower_film2_m1k_e62aede", 1: "reruns/follower_film2_m1k_seed1_3f5b2dd",
+              2: "reruns/follower_film2_m1k_seed2_93db206"}
 _AMD_GAMMA1 = {0: "reruns/msvae_film2_m1k_gamma1_3f5b2dd", 1: "runs/msvae_film2_m1k_gamma1_seed1"}
 _GAMMA1, _FULL, _PAIRED, _GAMMA1_10K, _FULL_10K, _PAIRED_10K = (
     {0: f"runs/{run}"} for run in ("msvae_film2_m1k_gamma1", "msvae_film2_m1k", "msvae_paired_film2_m1k",
                                    "msvae_film2_m10k_gamma1", "msvae_film2_m10k", "msvae_paired_film2_m10k"))
 _ALIGN, _FRAMES = {0: "runs/msvae_film2_m1k_gamma1_align"}, {0: "runs/msvae_film2_m1k_frames"}
-_CELLS = {0: "runs/msvae_cells_film2_m1k", 1: "runs/msvae_cells_film2_m1k_seed1"}
+_CELLS = {0: "runs/msvae_cells_film2_m1k", 1: "runs/msvae_cells_film2_m1k_seed1", 2: "runs/msvae_cells_film2_m1k_seed2"}
 ONE_START = {"gotoseqlocal": (
     (1000, "gamma = 1", _GAMMA1, "its start", {0: "reruns/follower_film2_m1k_2a09ce0"}),
     (1000, "gamma = 100 (MS-VAE full)", _FULL, "its start", {0: "reruns/follower_film2_m1k_0d64827"}),
