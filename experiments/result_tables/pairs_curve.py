@@ -436,7 +436,8 @@ def table_latent_probe(level: str, name: str = "latent_probe", root: Path = RESU
 #: Xeon's (``2a09ce0``, ``0d64827``: equal draws); on 10,000 pairs every row from ``runs/follower_film2_m10k``'s.
 _AMD_START = {0: "reruns/follower_film2_m1k_e62aede", 1: "reruns/follower_film2_m1k_seed1_3f5b2dd",
               2: "reruns/follower_film2_m1k_seed2_93db206"}
-_AMD_GAMMA1 = {0: "reruns/msvae_film2_m1k_gamma1_3f5b2dd", 1: "runs/msvae_film2_m1k_gamma1_seed1"}
+_AMD_GAMMA1 = {0: "reruns/msvae_film2_m1k_gamma1_3f5b2dd", 1: "runs/msvae_film2_m1k_gamma1_seed1",
+               2: "runs/msvae_film2_m1k_gamma1_seed2"}
 _GAMMA1, _FULL, _PAIRED, _GAMMA1_10K, _FULL_10K, _PAIRED_10K = (
     {0: f"runs/{run}"} for run in ("msvae_film2_m1k_gamma1", "msvae_film2_m1k", "msvae_paired_film2_m1k",
                                    "msvae_film2_m10k_gamma1", "msvae_film2_m10k", "msvae_paired_film2_m10k"))
