@@ -642,14 +642,15 @@ def _pairs_curve_rows() -> dict[str, Row]:
                 f"drawn blind), each seed its own teacher's chain, M = {m:,} pairs", m, (0,),
                 extra=("--num-unpaired", str(round(KEEP_SHARE * UNPAIRED_POOL))), teacher=f"speaker_cells_film2_{tag}",
                 rescorer=f"speaker_follower_cells_own_film2_{tag}", config="speaker_follower")
+        cells_seeds = (0, 1, 2) if m == 1000 else (0,)
         row(f"msvae_cells_film2_{tag}", f"MS-VAE full, gamma = 1, from the speaker reading the front cells, M = {m:,} "
-            "pairs + 100,000 unpaired", m, (0, 1, 2) if m == 1000 else (0,), extra=("--model.gamma", "1"),
-            config="msvae", own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_cells_film2_{tag}"))
+            "pairs + 100,000 unpaired", m, cells_seeds, extra=("--model.gamma", "1"), config="msvae",
+            own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_cells_film2_{tag}"))
         start = dict(own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
         row(f"msvae_paired_film2_{tag}", f"MS-VAE, paired only, M = {m:,} pairs (the routes' control)", m, (0,),
             config="msvae_paired", **start)
-        for route, (what, flags) in CURVE_ROUTES.items():  # gamma = 1 beside the front cells' seeds on 1,000 pairs
-            seeds = (0, 1, 2) if route == "gamma1" and m == 1000 else (0,)
+        for route, (what, flags) in CURVE_ROUTES.items():  # gamma = 1 beside the front cells' seeds, its control
+            seeds = cells_seeds if route == "gamma1" else (0,)
             row(f"msvae_film2_{tag}_{route}", f"MS-VAE full, {what}, M = {m:,} pairs + 100,000 unpaired", m, seeds,
                 extra=flags, config="msvae", **start)
 
