@@ -529,19 +529,19 @@ def curve_tag(m: int) -> str:
 
 
 def _pairs_curve_rows() -> dict[str, Row]:
-    """The pairs curve, for each M of :data:`CURVE_PAIRS`: the supervised follower and speaker on the M pairs,
-    MS-VAE full from them on the M pairs and all 100,000 unpaired trajectories, and the speaker-follower on that
-    MS-VAE's labels, and on the supervised speaker's (one seed, to start), each :data:`CURVE_UPDATES` updates with
-    the default (FiLM on both maps) follower; and the budget confound: the supervised follower at M = 1,000, 3,000
-    and 10,000 and the front-cell students on 1,000 pairs continued to 10,000 updates; and the routes to a reading
-    MS-VAE (:data:`CURVE_ROUTES`) at M = 1,000 and 10,000, beside MS-VAE on the pairs alone, which tells what of a
-    route's reading comes from the unpaired trajectories; and the front-cell route at M = 1,000 and 10,000: the
-    speaker reading the front cells, the speaker-follower on its labels and on those labels rescored by that
-    speaker-follower (at M = 1,000 also on them rescored by the student of that second round, and the three rounds
-    again with each seed on its own teacher's chain), and MS-VAE (gamma = 1) from that speaker, whose q(z|a,o) then
-    reads the cells; at M = 1,000 the front-cell speaker also taught the steps that complete a goal, and two rounds
-    of its students, the front-cell speaker chosen on its labels demonstrated and its students, and that speaker
-    taught also on its pairs' parts and three rounds of its students."""
+    """The pairs curve, for each M of :data:`CURVE_PAIRS`: the supervised follower and speaker on the M pairs, MS-VAE
+    full from them on the M pairs and all 100,000 unpaired trajectories, and the speaker-follower on that MS-VAE's
+    labels, and on the supervised speaker's (one seed, to start), each :data:`CURVE_UPDATES` updates with the default
+    (FiLM on both maps) follower; and the budget confound: the supervised follower at M = 1,000, 3,000 and 10,000 and
+    the front-cell students on 1,000 pairs continued to 10,000 updates; and the routes to a reading MS-VAE
+    (:data:`CURVE_ROUTES`) at M = 1,000 and 10,000, beside MS-VAE on the pairs alone, which tells what of a route's
+    reading comes from the unpaired trajectories; and the front-cell route at M = 1,000 and 10,000: the speaker reading
+    the front cells, the speaker-follower on its labels and on those labels rescored by that speaker-follower (at M =
+    1,000 also on them rescored by the student of that second round, and the three rounds again with each seed on its
+    own teacher's chain), and MS-VAE (gamma = 1) from that speaker, whose q(z|a,o) then reads the cells, beside MS-VAE
+    on the pairs alone from the same speaker, its control; at M = 1,000 the front-cell speaker also taught the steps
+    that complete a goal, and two rounds of its students, the front-cell speaker chosen on its labels demonstrated and
+    its students, and that speaker taught also on its pairs' parts and three rounds of its students."""
     rows: dict[str, Row] = {}
 
     def row(name: str, label: str, m: int, seeds: tuple[int, ...], updates: int = CURVE_UPDATES,
@@ -645,6 +645,9 @@ def _pairs_curve_rows() -> dict[str, Row]:
         cells_seeds = (0, 1, 2) if m == 1000 else (0,)
         row(f"msvae_cells_film2_{tag}", f"MS-VAE full, gamma = 1, from the speaker reading the front cells, M = {m:,} "
             "pairs + 100,000 unpaired", m, cells_seeds, extra=("--model.gamma", "1"), config="msvae",
+            own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_cells_film2_{tag}"))
+        row(f"msvae_paired_cells_film2_{tag}", "MS-VAE, paired only, from the speaker reading the front cells, "
+            f"M = {m:,} pairs (the front cells' control)", m, cells_seeds, config="msvae_paired",
             own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_cells_film2_{tag}"))
         start = dict(own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
         row(f"msvae_paired_film2_{tag}", f"MS-VAE, paired only, M = {m:,} pairs (the routes' control)", m, (0,),
