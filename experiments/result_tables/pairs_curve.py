@@ -442,7 +442,8 @@ _GAMMA1, _FULL, _PAIRED, _GAMMA1_10K, _FULL_10K, _PAIRED_10K = (
     {0: f"runs/{run}"} for run in ("msvae_film2_m1k_gamma1", "msvae_film2_m1k", "msvae_paired_film2_m1k",
                                    "msvae_film2_m10k_gamma1", "msvae_film2_m10k", "msvae_paired_film2_m10k"))
 _ALIGN, _FRAMES = {0: "runs/msvae_film2_m1k_gamma1_align"}, {0: "runs/msvae_film2_m1k_frames"}
-_CELLS = {0: "runs/msvae_cells_film2_m1k", 1: "runs/msvae_cells_film2_m1k_seed1", 2: "runs/msvae_cells_film2_m1k_seed2"}
+_CELLS, _CELLS_PAIRED = ({0: f"runs/{run}", 1: f"runs/{run}_seed1", 2: f"runs/{run}_seed2"}
+                         for run in ("msvae_cells_film2_m1k", "msvae_paired_cells_film2_m1k"))
 ONE_START = {"gotoseqlocal": (
     (1000, "gamma = 1", _GAMMA1, "its start", {0: "reruns/follower_film2_m1k_2a09ce0"}),
     (1000, "gamma = 100 (MS-VAE full)", _FULL, "its start", {0: "reruns/follower_film2_m1k_0d64827"}),
@@ -460,6 +461,8 @@ ONE_START = {"gotoseqlocal": (
     (1000, "frames route", _FRAMES, "gamma = 100 (another start)", _FULL),
     (1000, "front cells (gamma = 1)", _CELLS, "its start", _AMD_START),
     (1000, "front cells (gamma = 1)", _CELLS, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1),
+    (1000, "front cells, paired only", _CELLS_PAIRED, "its start", _AMD_START),
+    (1000, "front cells (gamma = 1)", _CELLS, "front cells, paired only", _CELLS_PAIRED),
     (10_000, "gamma = 1", _GAMMA1_10K, "paired only", _PAIRED_10K),
     (10_000, "gamma = 100 (MS-VAE full)", _FULL_10K, "paired only", _PAIRED_10K),
 )}
