@@ -643,12 +643,11 @@ def _pairs_curve_rows() -> dict[str, Row]:
                 extra=("--num-unpaired", str(round(KEEP_SHARE * UNPAIRED_POOL))), teacher=f"speaker_cells_film2_{tag}",
                 rescorer=f"speaker_follower_cells_own_film2_{tag}", config="speaker_follower")
         cells_seeds = (0, 1, 2) if m == 1000 else (0,)
+        cells_start = dict(own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_cells_film2_{tag}"))
         row(f"msvae_cells_film2_{tag}", f"MS-VAE full, gamma = 1, from the speaker reading the front cells, M = {m:,} "
-            "pairs + 100,000 unpaired", m, cells_seeds, extra=("--model.gamma", "1"), config="msvae",
-            own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_cells_film2_{tag}"))
+            "pairs + 100,000 unpaired", m, cells_seeds, extra=("--model.gamma", "1"), config="msvae", **cells_start)
         row(f"msvae_paired_cells_film2_{tag}", "MS-VAE, paired only, from the speaker reading the front cells, "
-            f"M = {m:,} pairs (the front cells' control)", m, cells_seeds, config="msvae_paired",
-            own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_cells_film2_{tag}"))
+            f"M = {m:,} pairs (the front cells' control)", m, cells_seeds, config="msvae_paired", **cells_start)
         start = dict(own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
         row(f"msvae_paired_film2_{tag}", f"MS-VAE, paired only, M = {m:,} pairs (the routes' control)", m, (0,),
             config="msvae_paired", **start)
