@@ -433,7 +433,9 @@ def table_latent_probe(level: str, name: str = "latent_probe", root: Path = RESU
 #: start. On 1,000 pairs the alignment, frames and front-cell rows start from the AMD EPYC's draws (the follower of
 #: ``reruns/follower_film2_m1k_e62aede``; seeds 1 and 2 ``reruns/follower_film2_m1k_seed1_3f5b2dd``,
 #: ``reruns/follower_film2_m1k_seed2_93db206``), gamma = 1, gamma = 100 and the paired-only control from the Intel
-#: Xeon's (``2a09ce0``, ``0d64827``: equal draws); on 10,000 pairs every row from ``runs/follower_film2_m10k``'s.
+#: Xeon's (``2a09ce0``, ``0d64827``: equal draws); on 10,000 pairs gamma = 1, gamma = 100 and the paired-only control
+#: from ``runs/follower_film2_m10k``'s (the Intel Xeon's), the front-cell rows from the AMD EPYC's
+#: (``reruns/follower_film2_m10k_a9b7dd8``).
 _AMD_START = {0: "reruns/follower_film2_m1k_e62aede", 1: "reruns/follower_film2_m1k_seed1_3f5b2dd",
               2: "reruns/follower_film2_m1k_seed2_93db206"}
 _AMD_GAMMA1 = {0: "reruns/msvae_film2_m1k_gamma1_3f5b2dd", 1: "runs/msvae_film2_m1k_gamma1_seed1",
@@ -444,6 +446,9 @@ _GAMMA1, _FULL, _PAIRED, _GAMMA1_10K, _FULL_10K, _PAIRED_10K = (
 _ALIGN, _FRAMES = {0: "runs/msvae_film2_m1k_gamma1_align"}, {0: "runs/msvae_film2_m1k_frames"}
 _CELLS, _CELLS_PAIRED = ({0: f"runs/{run}", 1: f"runs/{run}_seed1", 2: f"runs/{run}_seed2"}
                          for run in ("msvae_cells_film2_m1k", "msvae_paired_cells_film2_m1k"))
+_CELLS_10K, _CELLS_PAIRED_10K = ({0: f"runs/{run}"}
+                                 for run in ("msvae_cells_film2_m10k", "msvae_paired_cells_film2_m10k"))
+_START_10K = {0: "reruns/follower_film2_m10k_a9b7dd8"}
 ONE_START = {"gotoseqlocal": (
     (1000, "gamma = 1", _GAMMA1, "its start", {0: "reruns/follower_film2_m1k_2a09ce0"}),
     (1000, "gamma = 100 (MS-VAE full)", _FULL, "its start", {0: "reruns/follower_film2_m1k_0d64827"}),
@@ -465,6 +470,10 @@ ONE_START = {"gotoseqlocal": (
     (1000, "front cells (gamma = 1)", _CELLS, "front cells, paired only", _CELLS_PAIRED),
     (10_000, "gamma = 1", _GAMMA1_10K, "paired only", _PAIRED_10K),
     (10_000, "gamma = 100 (MS-VAE full)", _FULL_10K, "paired only", _PAIRED_10K),
+    (10_000, "front cells (gamma = 1)", _CELLS_10K, "its start", _START_10K),
+    (10_000, "front cells, paired only", _CELLS_PAIRED_10K, "its start", _START_10K),
+    (10_000, "front cells (gamma = 1)", _CELLS_10K, "front cells, paired only", _CELLS_PAIRED_10K),
+    (10_000, "front cells (gamma = 1)", _CELLS_10K, "gamma = 1 (another start)", _GAMMA1_10K),
 )}
 
 
