@@ -449,12 +449,19 @@ _CELLS, _CELLS_PAIRED = ({0: f"runs/{run}", 1: f"runs/{run}_seed1", 2: f"runs/{r
 _CELLS_10K, _CELLS_PAIRED_10K = ({0: f"runs/{run}"}
                                  for run in ("msvae_cells_film2_m10k", "msvae_paired_cells_film2_m10k"))
 _START_10K = {0: "reruns/follower_film2_m10k_a9b7dd8"}
+#: gamma = 1 and its control on 1,000 pairs, each seed beside the other from one start: seed 0 the Intel Xeon's draw,
+#: seeds 1 and 2 the AMD EPYC's
+_EACH_START = {0: "reruns/follower_film2_m1k_0d64827", 1: _AMD_START[1], 2: _AMD_START[2]}
+_GAMMA1_EACH, _PAIRED_EACH = ({0: f"runs/{run}", 1: f"runs/{run}_seed1", 2: f"runs/{run}_seed2"}
+                              for run in ("msvae_film2_m1k_gamma1", "msvae_paired_film2_m1k"))
 ONE_START = {"gotoseqlocal": (
     (1000, "gamma = 1", _GAMMA1, "its start", {0: "reruns/follower_film2_m1k_2a09ce0"}),
     (1000, "gamma = 100 (MS-VAE full)", _FULL, "its start", {0: "reruns/follower_film2_m1k_0d64827"}),
     (1000, "paired only", _PAIRED, "its start", {0: "reruns/follower_film2_m1k_0d64827"}),
     (1000, "gamma = 1", _GAMMA1, "paired only", _PAIRED),
     (1000, "gamma = 100 (MS-VAE full)", _FULL, "paired only", _PAIRED),
+    (1000, "paired only, each seed's start", _PAIRED_EACH, "its start", _EACH_START),
+    (1000, "gamma = 1, each seed's start", _GAMMA1_EACH, "paired only, each seed's start", _PAIRED_EACH),
     (1000, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1, "its start", _AMD_START),
     (1000, "gamma = 1, AMD EPYC's start", _AMD_GAMMA1, "gamma = 1 (another start)", _GAMMA1),
     (1000, "alignment route", _ALIGN, "its start", _AMD_START),
