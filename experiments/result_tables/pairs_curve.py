@@ -427,6 +427,11 @@ def table_latent_probe(level: str, name: str = "latent_probe", root: Path = RESU
     return lines
 
 
+def _runs(row: str, seeds: tuple[int, ...] = (0,)) -> dict[int, str]:
+    """Each seed's record of a GoToSeqLocal row, ``runs/<run>``, named as :func:`cells.run_dir` names its run."""
+    return {k: f"runs/{run_dir('gotoseqlocal', row, k).name}" for k in seeds}
+
+
 #: GoToSeqLocal's MS-VAE set against the follower it starts from and against its control from the same start (gamma = 1,
 #: or MS-VAE on the pairs alone), seed by seed: (M, label, {seed: record}, against, {seed: record}). A record is
 #: ``runs/<run>`` or ``reruns/<run>_<commit>``: the baselines trained again on another CPU are another draw, so another
@@ -438,22 +443,18 @@ def table_latent_probe(level: str, name: str = "latent_probe", root: Path = RESU
 #: (``reruns/follower_film2_m10k_a9b7dd8``).
 _AMD_START = {0: "reruns/follower_film2_m1k_e62aede", 1: "reruns/follower_film2_m1k_seed1_3f5b2dd",
               2: "reruns/follower_film2_m1k_seed2_93db206"}
-_AMD_GAMMA1 = {0: "reruns/msvae_film2_m1k_gamma1_3f5b2dd", 1: "runs/msvae_film2_m1k_gamma1_seed1",
-               2: "runs/msvae_film2_m1k_gamma1_seed2"}
-_GAMMA1, _FULL, _PAIRED, _GAMMA1_10K, _FULL_10K, _PAIRED_10K = (
-    {0: f"runs/{run}"} for run in ("msvae_film2_m1k_gamma1", "msvae_film2_m1k", "msvae_paired_film2_m1k",
-                                   "msvae_film2_m10k_gamma1", "msvae_film2_m10k", "msvae_paired_film2_m10k"))
-_ALIGN, _FRAMES = {0: "runs/msvae_film2_m1k_gamma1_align"}, {0: "runs/msvae_film2_m1k_frames"}
-_CELLS, _CELLS_PAIRED = ({0: f"runs/{run}", 1: f"runs/{run}_seed1", 2: f"runs/{run}_seed2"}
-                         for run in ("msvae_cells_film2_m1k", "msvae_paired_cells_film2_m1k"))
-_CELLS_10K, _CELLS_PAIRED_10K = ({0: f"runs/{run}"}
-                                 for run in ("msvae_cells_film2_m10k", "msvae_paired_cells_film2_m10k"))
+_AMD_GAMMA1 = {0: "reruns/msvae_film2_m1k_gamma1_3f5b2dd", **_runs("msvae_film2_m1k_gamma1", (1, 2))}
+_GAMMA1, _FULL, _PAIRED, _GAMMA1_10K, _FULL_10K, _PAIRED_10K, _ALIGN, _FRAMES, _CELLS_10K, _CELLS_PAIRED_10K = (
+    _runs(row) for row in ("msvae_film2_m1k_gamma1", "msvae_film2_m1k", "msvae_paired_film2_m1k",
+                           "msvae_film2_m10k_gamma1", "msvae_film2_m10k", "msvae_paired_film2_m10k",
+                           "msvae_film2_m1k_gamma1_align", "msvae_film2_m1k_frames", "msvae_cells_film2_m10k",
+                           "msvae_paired_cells_film2_m10k"))
+_CELLS, _CELLS_PAIRED = (_runs(row, (0, 1, 2)) for row in ("msvae_cells_film2_m1k", "msvae_paired_cells_film2_m1k"))
 _START_10K = {0: "reruns/follower_film2_m10k_a9b7dd8"}
 #: gamma = 1 and its control on 1,000 pairs, each seed beside the other from one start: seed 0 the Intel Xeon's draw,
 #: seeds 1 and 2 the AMD EPYC's
 _EACH_START = {0: "reruns/follower_film2_m1k_0d64827", 1: _AMD_START[1], 2: _AMD_START[2]}
-_GAMMA1_EACH, _PAIRED_EACH = ({0: f"runs/{run}", 1: f"runs/{run}_seed1", 2: f"runs/{run}_seed2"}
-                              for run in ("msvae_film2_m1k_gamma1", "msvae_paired_film2_m1k"))
+_GAMMA1_EACH, _PAIRED_EACH = (_runs(row, (0, 1, 2)) for row in ("msvae_film2_m1k_gamma1", "msvae_paired_film2_m1k"))
 ONE_START = {"gotoseqlocal": (
     (1000, "gamma = 1", _GAMMA1, "its start", {0: "reruns/follower_film2_m1k_2a09ce0"}),
     (1000, "gamma = 100 (MS-VAE full)", _FULL, "its start", {0: "reruns/follower_film2_m1k_0d64827"}),
