@@ -562,8 +562,7 @@ def _pairs_curve_rows() -> dict[str, Row]:
             "pairs", m, (0,), teacher=f"speaker_film2_{tag}", config="speaker_follower")
     for m in (1000, 10_000):
         tag = curve_tag(m)
-        row(f"speaker_cells_film2_{tag}", f"supervised speaker reading the front cells, M = {m:,} pairs", m,
-            (0, 1, 2) if m == 1000 else (0,),
+        row(f"speaker_cells_film2_{tag}", f"supervised speaker reading the front cells, M = {m:,} pairs", m, (0, 1, 2),
             extra=("--model.trajectory_front_cells", "true"), config="speaker")
         row(f"speaker_follower_cells_film2_{tag}", f"speaker-follower on the labels of the speaker reading the front "
             f"cells, M = {m:,} pairs", m, (0, 1, 2) if m == 1000 else (0,), teacher=f"speaker_cells_film2_{tag}",
@@ -642,17 +641,17 @@ def _pairs_curve_rows() -> dict[str, Row]:
                 f"drawn blind), each seed its own teacher's chain, M = {m:,} pairs", m, (0,),
                 extra=("--num-unpaired", str(round(KEEP_SHARE * UNPAIRED_POOL))), teacher=f"speaker_cells_film2_{tag}",
                 rescorer=f"speaker_follower_cells_own_film2_{tag}", config="speaker_follower")
-        cells_seeds = (0, 1, 2) if m == 1000 else (0,)
         cells_start = dict(own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_cells_film2_{tag}"))
         row(f"msvae_cells_film2_{tag}", f"MS-VAE full, gamma = 1, from the speaker reading the front cells, M = {m:,} "
-            "pairs + 100,000 unpaired", m, cells_seeds, extra=("--model.gamma", "1"), config="msvae", **cells_start)
+            "pairs + 100,000 unpaired", m, (0, 1, 2), extra=("--model.gamma", "1"), config="msvae", **cells_start)
         row(f"msvae_paired_cells_film2_{tag}", "MS-VAE, paired only, from the speaker reading the front cells, "
-            f"M = {m:,} pairs (the front cells' control)", m, cells_seeds, config="msvae_paired", **cells_start)
+            f"M = {m:,} pairs (the front cells' control)", m, (0, 1, 2), config="msvae_paired", **cells_start)
         start = dict(own_baselines=True, baselines=(f"follower_film2_{tag}", f"speaker_film2_{tag}"))
-        row(f"msvae_paired_film2_{tag}", f"MS-VAE, paired only, M = {m:,} pairs (the routes' control)", m, (0,),
+        beside = (0, 1, 2) if m == 1000 else (0,)  # gamma = 1 and its control beside the front cells' seeds
+        row(f"msvae_paired_film2_{tag}", f"MS-VAE, paired only, M = {m:,} pairs (the routes' control)", m, beside,
             config="msvae_paired", **start)
-        for route, (what, flags) in CURVE_ROUTES.items():  # gamma = 1 beside the front cells' seeds, its control
-            seeds = cells_seeds if route == "gamma1" else (0,)
+        for route, (what, flags) in CURVE_ROUTES.items():
+            seeds = beside if route == "gamma1" else (0,)
             row(f"msvae_film2_{tag}_{route}", f"MS-VAE full, {what}, M = {m:,} pairs + 100,000 unpaired", m, seeds,
                 extra=flags, config="msvae", **start)
 

@@ -1,0 +1,81 @@
+"""experiments/faced_objects.py: the objects the agent faces in go-to demonstrations against the steps that complete
+a goal, and a labelling's goal counts against the mission's and against the objects faced; bad input is one line
+before anything is written."""
+
+from __future__ import annotations
+
+import json
+
+import faced_objects
+import gymnasium as gym
+import pytest
+from datasets import Dataset
+
+from msvae_hf.data.demos import load_demos, make_demos
+from msvae_hf.envs.missions import completed_goals, goal_count
+
+LEVEL = "BabyAI-GoToSeqLocal-v0"
+_ONE = "go to the red ball"
+SAID = {1: _ONE, 2: f"{_ONE} and {_ONE}", 3: f"{_ONE} and {_ONE}, then {_ONE}",
+        4: f"{_ONE} and {_ONE}, then {_ONE} and {_ONE}"}  # a mission of each number of goals
+
+
+@pytest.fixture(scope="module")
+def goto_demos(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demos") / "gotoseqlocal"
+    make_demos(LEVEL, {"paired": 24, "unpaired": 4, "valid": 4, "test": 4}, out, command="test_faced_objects")
+    return out
+
+
+def _labelling(folder, rows, labels):
+    Dataset.from_dict({"level": [LEVEL] * len(labels), "seed": rows["seed"], "actions": rows["actions"],
+                       "instruction": labels}).save_to_disk(folder)
+    return folder
+
+
+def test_every_goal_step_faces_an_object(goto_demos):
+    """A go-to goal completes where the agent faces its object: each goal step is among the facings, and the last
+    step (a demonstration's last goal) faces an object."""
+    env = gym.make(LEVEL)
+    for row in load_demos(goto_demos)["paired"]:
+        steps = [step for step, _ in completed_goals(env, row["seed"], row["actions"], demonstration=True)]
+        faced = {step for step, _, _ in faced_objects.facings(env, row["seed"], row["actions"])}
+        assert set(steps) <= faced and len(row["actions"]) - 1 in faced
+
+
+def test_report_and_labels_scored_against_mission_and_facings(goto_demos, tmp_path, capsys):
+    out = tmp_path / "faced" / "demos.json"
+    report = faced_objects.main(["--demos", str(goto_demos), "--episodes", "20", "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(report))
+    assert report["episodes"] == 20 and sum(g["episodes"] for g in report["by_goal_count"].values()) == 20
+    assert "labels" not in report and capsys.readouterr().out.startswith("20 episodes")
+
+    rows = load_demos(goto_demos)["paired"].select(range(20))
+    env = gym.make(LEVEL)
+    faced = [len({obj for _, _, obj in faced_objects.facings(env, r["seed"], r["actions"])}) for r in rows]
+    truth = [goal_count(m) for m in rows["instruction"]]
+    assert report["distinct_faced_is_goal_count"] == sum(f == t for f, t in zip(faced, truth)) / 20
+
+    # the true missions as labels: every count right, the same share as the objects faced where both agree
+    told = faced_objects.main(["--labels", str(_labelling(tmp_path / "true", rows, list(rows["instruction"])))])
+    assert told["labels"]["goal_count_right"] == 1.0
+    assert told["labels"]["goal_count_is_distinct_faced"] == report["distinct_faced_is_goal_count"]
+    assert told["faces_other_object"] == report["faces_other_object"]
+    # labels naming one object per object faced: every count the facings', right where the facings' is
+    named = [SAID.get(n, SAID[1]) for n in faced]
+    counted = faced_objects.main(["--labels", str(_labelling(tmp_path / "faced", rows, named))])["labels"]
+    assert counted["goal_count_is_distinct_faced"] == sum(n in SAID for n in faced) / 20
+    assert counted["goal_count_right"] == sum(n in SAID and n == t or n not in SAID and t == 1
+                                              for n, t in zip(faced, truth)) / 20
+
+
+def test_bad_input_is_one_line_before_anything_is_written(goto_demos, tiny_demos, tmp_path):
+    out = tmp_path / "faced.json"
+    for flags, problem in ((["--demos", str(goto_demos), "--split", "unpaired"], "holds no missions"),
+                           (["--demos", str(goto_demos), "--split", "nowhere"], "has no split 'nowhere'"),
+                           (["--demos", str(goto_demos), "--episodes", "0"], "at least 1"),
+                           (["--labels", str(tmp_path / "none")], "is not a labelling"),
+                           (["--demos", str(tiny_demos)], "more than going to objects")):
+        with pytest.raises(SystemExit, match=problem):
+            faced_objects.main([*flags, "--out", str(out)])
+        assert not out.exists()
