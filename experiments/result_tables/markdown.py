@@ -30,6 +30,7 @@ from .benchmarks import (
 )
 from .follower import table_follower_ablation, table_follower_failures, table_follower_scale
 from .pairs_curve import (
+    table_faced_objects,
     table_kept_labels,
     table_kept_verdict,
     table_label_accuracy,
@@ -114,6 +115,7 @@ TABLES: dict[str, Callable[..., list[str]]] = {
     "kept_labels": table_kept_labels, "kept_verdict": table_kept_verdict, "speaker_choice": table_speaker_choice,
     "teacher_verdict": table_teacher_verdict,
     "reading_history": table_reading_history, "latent_probe": table_latent_probe, "one_start": table_one_start,
+    "faced_objects": table_faced_objects,
 }
 
 

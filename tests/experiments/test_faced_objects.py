@@ -79,3 +79,19 @@ def test_bad_input_is_one_line_before_anything_is_written(goto_demos, tiny_demos
         with pytest.raises(SystemExit, match=problem):
             faced_objects.main([*flags, "--out", str(out)])
         assert not out.exists()
+
+
+def test_the_table_has_a_row_a_record(goto_demos, tmp_path):
+    from result_tables.pairs_curve import table_faced_objects
+
+    with pytest.raises(SystemExit, match="no faced-object record"):
+        table_faced_objects("gotoseqlocal", root=tmp_path)
+    level = tmp_path / "gotoseqlocal"
+    faced_objects.main(["--demos", str(goto_demos), "--episodes", "8", "--out", str(level / "faced_objects.json")])
+    rows = load_demos(goto_demos)["paired"].select(range(8))
+    faced_objects.main(["--labels", str(_labelling(tmp_path / "true", rows, list(rows["instruction"]))),
+                        "--out", str(level / "faced_objects_true.json")])
+    lines = table_faced_objects("gotoseqlocal", root=tmp_path)
+    assert len(lines) == 4 and lines[2].startswith("| none (the paired split's demonstrations) | 8 |")
+    assert lines[2].endswith("| - | - | - | - | - |")
+    assert lines[3].startswith("| true | 8 |") and "| 100.0 |" in lines[3]
