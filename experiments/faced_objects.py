@@ -5,15 +5,15 @@ the level's verifier marks as completing a goal.
     python experiments/faced_objects.py --demos data/gotoseqlocal_curve --split paired --episodes 10000 \
         --out results/gotoseqlocal/faced_objects.json
 
-A "go to" goal completes at the step the agent faces its object (the script reads levels of "go to" missions
-alone, GoToSeqLocal's), so a speaker that reads the cells the agent faces
-(``trajectory_front_cells``) sees every goal; it also sees the objects the bot faces on its way. For each of the
-split's first ``--episodes`` demonstrations, replayed from its seed on its level: the objects faced (the cell ahead
-holds an object after a step) at a step that completes a goal (:func:`msvae_hf.envs.missions.completed_goals`) and
-at any other step. Reported: the share of episodes in which the agent faces an object at no goal step of that
-episode (an object no goal is completed at); how often the number of distinct objects faced equals the number of
-goals the mission asks for (:func:`msvae_hf.envs.missions.goal_count`), which is what a speaker naming each object it
-saw would say; both by the mission's goal count; and which action brought each facing about (forward, or a turn).
+A "go to" goal completes at the step the agent faces its object (the script reads levels of "go to" missions alone,
+GoToSeqLocal's), so a speaker that reads the cells the agent faces (``trajectory_front_cells``) sees every goal; it also
+sees the objects the bot faces on its way. For each of the split's first ``--episodes`` demonstrations, replayed from
+its seed on its level: the objects faced (the cell ahead holds an object at the start or after a step) at a step that
+completes a goal (:func:`msvae_hf.envs.missions.completed_goals`) and at any other step. Reported: the share of episodes
+in which the agent faces an object at no goal step of that episode (an object no goal is completed at); how often the
+number of distinct objects faced equals the number of goals the mission asks for
+(:func:`msvae_hf.envs.missions.goal_count`), which is what a speaker naming each object it saw would say; both by the
+mission's goal count; and which action brought each facing about (forward, a turn, or the episode's start).
 
 ``--labels FOLDER`` (a labelling by scripts/label_unpaired.py) surveys the labelled trajectories instead, their true
 missions regenerated from their seeds, and scores the labels' number of goals against the mission's and against the
@@ -48,20 +48,23 @@ from msvae_hf.envs.missions import (
     regenerate_missions,
 )
 
-ACTIONS = {0: "left", 1: "right", 2: "forward"}
+ACTIONS = {None: "start", 0: "left", 1: "right", 2: "forward"}
 
 
-def facings(env: gym.Env, seed: int, actions: list[int]) -> list[tuple[int, int, tuple]]:
-    """(step, action, object) for each step after which the cell ahead holds an object (its type, colour and
-    position), episode ``seed`` replayed with ``actions``."""
+def facings(env: gym.Env, seed: int, actions: list[int]) -> list[tuple[int, int | None, tuple]]:
+    """(step, action, object) for the episode's start (step -1, no action) and each step after which the cell ahead
+    holds an object (its type, colour and position), episode ``seed`` replayed with ``actions``: what the frames
+    show in the cell ahead, the start's frame and each action's next frame, and the last action's."""
     env.reset(seed=int(seed))
     level = env.unwrapped
     out = []
-    for step, action in enumerate(actions):
-        env.step(int(action))
+    for step, action in ((-1, None), *enumerate(actions)):
+        if action is not None:
+            env.step(int(action))
         cell = level.grid.get(*level.front_pos)
         if cell is not None and cell.type != "wall":
-            out.append((step, int(action), (cell.type, cell.color, tuple(int(x) for x in level.front_pos))))
+            out.append((step, action if action is None else int(action),
+                        (cell.type, cell.color, tuple(int(x) for x in level.front_pos))))
     return out
 
 
@@ -170,12 +173,12 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{report['episodes']} episodes: an object faced at no goal step in {100 * report['faces_other_object']:.1f}"
           f" %; distinct objects faced = goals asked in {100 * report['distinct_faced_is_goal_count']:.1f} %")
     if labels is not None:
-        said = report["labels"]
+        said, differ = report["labels"], report["labels"]["where_they_differ"]
+        where = "" if not differ["episodes"] else (
+            f"; where those differ ({differ['episodes']}): right in {100 * differ['goal_count_right']:.1f} %, = faced "
+            f"in {100 * differ['goal_count_is_distinct_faced']:.1f} %")
         print(f"labels: goal count right in {100 * said['goal_count_right']:.1f} %, = distinct objects faced in "
-              f"{100 * said['goal_count_is_distinct_faced']:.1f} %; where those differ "
-              f"({said['where_they_differ']['episodes']}): right in "
-              f"{100 * said['where_they_differ']['goal_count_right']:.1f} %, = faced in "
-              f"{100 * said['where_they_differ']['goal_count_is_distinct_faced']:.1f} %")
+              f"{100 * said['goal_count_is_distinct_faced']:.1f} %{where}")
     return write_report(report, args.out, started)
 
 

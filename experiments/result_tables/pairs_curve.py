@@ -448,8 +448,9 @@ def table_faced_objects(level: str, root: Path = RESULTS) -> list[str]:
         if labels := report.get("labels"):
             differ = labels["where_they_differ"]
             cells += [f"{100 * labels['goal_count_right']:.1f}", f"{100 * labels['goal_count_is_distinct_faced']:.1f}",
-                      f"{differ['episodes']:,}", f"{100 * differ['goal_count_right']:.1f}",
-                      f"{100 * differ['goal_count_is_distinct_faced']:.1f}"]
+                      f"{differ['episodes']:,}", *(["-"] * 2 if not differ["episodes"] else [
+                          f"{100 * differ['goal_count_right']:.1f}",
+                          f"{100 * differ['goal_count_is_distinct_faced']:.1f}"])]
         else:
             cells += ["-"] * 5
         lines.append("| " + " | ".join(cells) + " |")

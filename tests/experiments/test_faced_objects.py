@@ -10,7 +10,9 @@ import faced_objects
 import gymnasium as gym
 import pytest
 from datasets import Dataset
+from minigrid.core.constants import IDX_TO_COLOR, IDX_TO_OBJECT
 
+from msvae_hf.data.collator import decode_frames
 from msvae_hf.data.demos import load_demos, make_demos
 from msvae_hf.envs.missions import completed_goals, goal_count
 
@@ -33,14 +35,24 @@ def _labelling(folder, rows, labels):
     return folder
 
 
-def test_every_goal_step_faces_an_object(goto_demos):
-    """A go-to goal completes where the agent faces its object: each goal step is among the facings, and the last
-    step (a demonstration's last goal) faces an object."""
+def test_facings_are_the_objects_the_frames_show_ahead(goto_demos):
+    """The objects named are those each demonstration's own frames show in the cell ahead (minigrid's view: the
+    agent at (3, 6), facing up), the start's frame for step -1 and step t's for step t - 1; the last action faces
+    the last goal; every goal step is among the facings."""
     env = gym.make(LEVEL)
+    seen_some = False
     for row in load_demos(goto_demos)["paired"]:
+        found = faced_objects.facings(env, row["seed"], row["actions"])
+        frames = decode_frames(row["observations"])
+        ahead = {t - 1: (IDX_TO_OBJECT[int(f[3, 5, 0])], IDX_TO_COLOR[int(f[3, 5, 1])])
+                 for t, f in enumerate(frames) if IDX_TO_OBJECT[int(f[3, 5, 0])] in ("door", "key", "ball", "box")}
+        last = len(row["actions"]) - 1
+        assert {step: obj[:2] for step, _, obj in found if step < last} == ahead
         steps = [step for step, _ in completed_goals(env, row["seed"], row["actions"], demonstration=True)]
-        faced = {step for step, _, _ in faced_objects.facings(env, row["seed"], row["actions"])}
-        assert set(steps) <= faced and len(row["actions"]) - 1 in faced
+        assert set(steps) <= {step for step, _, _ in found} and steps[-1] == last
+        assert all((action is None) == (step == -1) for step, action, _ in found)
+        seen_some |= len(ahead) > len(steps)
+    assert seen_some  # some demonstration faces an object that is no goal's
 
 
 def test_report_and_labels_scored_against_mission_and_facings(goto_demos, tmp_path, capsys):
@@ -49,6 +61,7 @@ def test_report_and_labels_scored_against_mission_and_facings(goto_demos, tmp_pa
     assert json.loads(out.read_text()) == json.loads(json.dumps(report))
     assert report["episodes"] == 20 and sum(g["episodes"] for g in report["by_goal_count"].values()) == 20
     assert "labels" not in report and capsys.readouterr().out.startswith("20 episodes")
+    assert 0 < report["faces_other_object"] < 1 and set(report["by_goal_count"]) <= {"1", "2", "3", "4"}
 
     rows = load_demos(goto_demos)["paired"].select(range(20))
     env = gym.make(LEVEL)
@@ -67,6 +80,10 @@ def test_report_and_labels_scored_against_mission_and_facings(goto_demos, tmp_pa
     assert counted["goal_count_is_distinct_faced"] == sum(n in SAID for n in faced) / 20
     assert counted["goal_count_right"] == sum(n in SAID and n == t or n not in SAID and t == 1
                                               for n, t in zip(faced, truth)) / 20
+    # labels the grammar cannot read are wrong on both counts, and where the counts differ
+    unread = faced_objects.main(["--labels", str(_labelling(tmp_path / "unread", rows, ["go north"] * 20))])["labels"]
+    assert unread["goal_count_right"] == unread["goal_count_is_distinct_faced"] == 0
+    assert unread["where_they_differ"]["goal_count_right"] == 0
 
 
 def test_bad_input_is_one_line_before_anything_is_written(goto_demos, tiny_demos, tmp_path):
@@ -95,3 +112,10 @@ def test_the_table_has_a_row_a_record(goto_demos, tmp_path):
     assert len(lines) == 4 and lines[2].startswith("| none (the paired split's demonstrations) | 8 |")
     assert lines[2].endswith("| - | - | - | - | - |")
     assert lines[3].startswith("| true | 8 |") and "| 100.0 |" in lines[3]
+    # a labelling whose trajectories all face as many objects as their missions name: nothing to score where they differ
+    record = json.loads((level / "faced_objects_true.json").read_text())
+    record["labels"]["where_they_differ"] = dict.fromkeys(("goal_count_right", "goal_count_is_distinct_faced"))
+    record["labels"]["where_they_differ"]["episodes"] = 0
+    (level / "faced_objects_agree.json").write_text(json.dumps(record))
+    agree = next(line for line in table_faced_objects("gotoseqlocal", root=tmp_path) if line.startswith("| agree |"))
+    assert agree.endswith("| 0 | - | - |")
