@@ -58,13 +58,12 @@ def facings(env: gym.Env, seed: int, actions: list[int]) -> list[tuple[int, int 
     env.reset(seed=int(seed))
     level = env.unwrapped
     out = []
-    for step, action in ((-1, None), *enumerate(actions)):
+    for step, action in ((-1, None), *enumerate(map(int, actions))):
         if action is not None:
-            env.step(int(action))
+            env.step(action)
         cell = level.grid.get(*level.front_pos)
         if cell is not None and cell.type != "wall":
-            out.append((step, action if action is None else int(action),
-                        (cell.type, cell.color, tuple(int(x) for x in level.front_pos))))
+            out.append((step, action, (cell.type, cell.color, tuple(int(x) for x in level.front_pos))))
     return out
 
 
@@ -89,14 +88,14 @@ def survey(env: gym.Env, rows, labels: list[str] | None = None) -> dict:
         goals_asked = len(asked)
         steps = {step for step, _ in completed_goals(env, row["seed"], row["actions"], demonstration=True)}
         seen = facings(env, row["seed"], row["actions"])
-        at_goals = {obj for step, _, obj in seen if step in steps}
-        others = {obj for _, _, obj in seen} - at_goals
+        objects = {obj for _, _, obj in seen}
+        others = objects - {obj for step, _, obj in seen if step in steps}
         for step, action, _ in seen:
             brought["goal" if step in steps else "other"][ACTIONS.get(action, "other action")] += 1
         counts = by_count[goals_asked]
         counts["episodes"] += 1
         counts["faces_other_object"] += bool(others)
-        faced = len({obj for _, _, obj in seen})
+        faced = len(objects)
         counts["distinct_faced_is_goal_count"] += faced == goals_asked
         if labels is not None:
             said = _label_goals(labels[i])
