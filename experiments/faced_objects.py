@@ -12,8 +12,10 @@ its seed on its level: the objects faced (the cell ahead holds an object at the 
 completes a goal (:func:`msvae_hf.envs.missions.completed_goals`) and at any other step. Reported: the share of episodes
 in which the agent faces an object at no goal step of that episode (an object no goal is completed at); how often the
 number of distinct objects faced equals the number of goals the mission asks for
-(:func:`msvae_hf.envs.missions.goal_count`), which is what a speaker naming each object it saw would say; both by the
-mission's goal count; and which action brought each facing about (forward, a turn, or the episode's start).
+(:func:`msvae_hf.envs.missions.goal_count`), which is what a speaker naming each object it saw would say; how often the
+number of steps that complete a goal equals it (a step can complete several goals), the most a speaker that names one
+goal for each such step could get right; all three by the mission's goal count; and which action brought each facing
+about (forward, a turn, or the episode's start).
 
 ``--labels FOLDER`` (a labelling by scripts/label_unpaired.py) surveys the labelled trajectories instead, their true
 missions regenerated from their seeds, and scores the labels' number of goals against the mission's and against the
@@ -97,6 +99,7 @@ def survey(env: gym.Env, rows, labels: list[str] | None = None) -> dict:
         counts["faces_other_object"] += bool(others)
         faced = len(objects)
         counts["distinct_faced_is_goal_count"] += faced == goals_asked
+        counts["goal_steps_is_goal_count"] += len(steps) == goals_asked
         if labels is not None:
             said = _label_goals(labels[i])
             counts["label_is_goal_count"] += said == goals_asked
@@ -112,7 +115,8 @@ def survey(env: gym.Env, rows, labels: list[str] | None = None) -> dict:
     def shares(counts: collections.Counter) -> dict:
         n, differs = counts["episodes"], counts["faced_differs"]
         out = {"episodes": n, "faces_other_object": counts["faces_other_object"] / n,
-               "distinct_faced_is_goal_count": counts["distinct_faced_is_goal_count"] / n}
+               "distinct_faced_is_goal_count": counts["distinct_faced_is_goal_count"] / n,
+               "goal_steps_is_goal_count": counts["goal_steps_is_goal_count"] / n}
         if labels is not None:
             out["labels"] = {
                 "goal_count_right": counts["label_is_goal_count"] / n,
@@ -170,7 +174,8 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         env.close()
     print(f"{report['episodes']} episodes: an object faced at no goal step in {100 * report['faces_other_object']:.1f}"
-          f" %; distinct objects faced = goals asked in {100 * report['distinct_faced_is_goal_count']:.1f} %")
+          f" %; distinct objects faced = goals asked in {100 * report['distinct_faced_is_goal_count']:.1f} %; steps "
+          f"completing a goal = goals asked in {100 * report['goal_steps_is_goal_count']:.1f} %")
     if labels is not None:
         said, differ = report["labels"], report["labels"]["where_they_differ"]
         where = "" if not differ["episodes"] else (

@@ -430,21 +430,22 @@ def table_latent_probe(level: str, name: str = "latent_probe", root: Path = RESU
 def table_faced_objects(level: str, root: Path = RESULTS) -> list[str]:
     """The objects the agent faces against the goals (results/<level>/faced_objects.json and, one row a labelling,
     faced_objects_<labelling>.json; experiments/faced_objects.py): the share of trajectories that face an object at
-    no goal step, and how often the number of distinct objects faced is the mission's number of goals; for a
-    labelling, how often its labels' number of goals is the mission's and is the number faced, over all and where
-    those two differ."""
+    no goal step, and how often the number of distinct objects faced, and the number of steps that complete a goal
+    ("-" in a record without it), is the mission's number of goals; for a labelling, how often its labels' number of
+    goals is the mission's and is the number faced, over all and where those two differ."""
     paths = sorted((root / level).glob("faced_objects*.json"))
     if not paths:
         raise SystemExit(f"no faced-object record in {root / level}: run experiments/faced_objects.py --out "
                          f"{root / level}/faced_objects.json")
     lines = ["| labels | trajectories | face an object at no goal step % | distinct objects faced = goals % | "
-             "label's goals right % | label's goals = objects faced % | where those differ: episodes | right % | "
-             "= objects faced % |", "| --- " * 9 + "|"]
+             "steps completing a goal = goals % | label's goals right % | label's goals = objects faced % | "
+             "where those differ: episodes | right % | = objects faced % |", "| --- " * 10 + "|"]
     for path in paths:
         report = json.loads(path.read_text())
         name = path.stem.removeprefix("faced_objects").removeprefix("_") or "none (the paired split's demonstrations)"
         cells = [name, f"{report['episodes']:,}", f"{100 * report['faces_other_object']:.1f}",
-                 f"{100 * report['distinct_faced_is_goal_count']:.1f}"]
+                 f"{100 * report['distinct_faced_is_goal_count']:.1f}",
+                 "-" if (steps := report.get("goal_steps_is_goal_count")) is None else f"{100 * steps:.1f}"]
         if labels := report.get("labels"):
             differ = labels["where_they_differ"]
             cells += [f"{100 * labels['goal_count_right']:.1f}", f"{100 * labels['goal_count_is_distinct_faced']:.1f}",
