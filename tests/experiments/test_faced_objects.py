@@ -70,7 +70,8 @@ def test_report_and_labels_scored_against_mission_and_facings(goto_demos, tmp_pa
     assert report["distinct_faced_is_goal_count"] == sum(f == t for f, t in zip(faced, truth)) / 20
     steps = [len({s for s, _ in completed_goals(env, r["seed"], r["actions"])}) for r in rows]
     assert report["goal_steps_is_goal_count"] == sum(n == t for n, t in zip(steps, truth)) / 20
-    assert report["goal_steps_is_goal_count"] < 1  # some step completes two goals
+    assert report["goal_steps_is_goal_count"] < 1  # some step completes two goals: "the red ball and a ball"
+    assert report["by_goal_count"]["1"]["goal_steps_is_goal_count"] == 1  # a one-goal mission completes at one step
 
     # the true missions as labels: every count right, the same share as the objects faced where both agree
     told = faced_objects.main(["--labels", str(_labelling(tmp_path / "true", rows, list(rows["instruction"])))])
@@ -113,7 +114,9 @@ def test_the_table_has_a_row_a_record(goto_demos, tmp_path):
                         "--out", str(level / "faced_objects_true.json")])
     lines = table_faced_objects("gotoseqlocal", root=tmp_path)
     assert len(lines) == 4 and lines[2].startswith("| none (the paired split's demonstrations) | 8 |")
-    assert lines[2].endswith("| - | - | - | - | - |") and lines[2].count("| - ") == 5
+    assert lines[2].endswith("| - | - | - | - | - |") and "steps completing a goal = goals %" in lines[0]
+    steps = json.loads((level / "faced_objects.json").read_text())["goal_steps_is_goal_count"]
+    assert lines[2].split(" | ")[4] == f"{100 * steps:.1f}"
     assert lines[3].startswith("| true | 8 |") and "| 100.0 |" in lines[3]
     # a labelling whose trajectories all face as many objects as their missions name: nothing to score where they differ
     record = json.loads((level / "faced_objects_true.json").read_text())
