@@ -471,7 +471,8 @@ def _runs(row: str, seeds: tuple[int, ...] = (0,)) -> dict[int, str]:
 #: ``reruns/follower_film2_m1k_seed2_93db206``), gamma = 1, gamma = 100 and the paired-only control from the Intel
 #: Xeon's (``2a09ce0``, ``0d64827``: equal draws); on 10,000 pairs gamma = 1, gamma = 100 and the paired-only control
 #: from ``runs/follower_film2_m10k``'s (the Intel Xeon's), the front-cell rows from the AMD EPYC's
-#: (``reruns/follower_film2_m10k_a9b7dd8``; seed 1 ``reruns/follower_film2_m10k_seed1_5889ddc``).
+#: (``reruns/follower_film2_m10k_a9b7dd8``; seeds 1 and 2 ``reruns/follower_film2_m10k_seed1_5889ddc``,
+#: ``reruns/follower_film2_m10k_seed2_5dcb3f2``).
 _AMD_START = {0: "reruns/follower_film2_m1k_e62aede", 1: "reruns/follower_film2_m1k_seed1_3f5b2dd",
               2: "reruns/follower_film2_m1k_seed2_93db206"}
 _AMD_GAMMA1 = {0: "reruns/msvae_film2_m1k_gamma1_3f5b2dd", **_runs("msvae_film2_m1k_gamma1", (1, 2))}
@@ -480,9 +481,10 @@ _GAMMA1, _FULL, _PAIRED, _GAMMA1_10K, _FULL_10K, _PAIRED_10K, _ALIGN, _FRAMES = 
                            "msvae_film2_m10k_gamma1", "msvae_film2_m10k", "msvae_paired_film2_m10k",
                            "msvae_film2_m1k_gamma1_align", "msvae_film2_m1k_frames"))
 _CELLS, _CELLS_PAIRED = (_runs(row, (0, 1, 2)) for row in ("msvae_cells_film2_m1k", "msvae_paired_cells_film2_m1k"))
-_CELLS_10K, _CELLS_PAIRED_10K = (_runs(row, (0, 1)) for row in ("msvae_cells_film2_m10k",
-                                                                 "msvae_paired_cells_film2_m10k"))
-_START_10K = {0: "reruns/follower_film2_m10k_a9b7dd8", 1: "reruns/follower_film2_m10k_seed1_5889ddc"}
+_CELLS_10K, _CELLS_PAIRED_10K = (_runs(row, (0, 1, 2)) for row in ("msvae_cells_film2_m10k",
+                                                                    "msvae_paired_cells_film2_m10k"))
+_START_10K = {0: "reruns/follower_film2_m10k_a9b7dd8", 1: "reruns/follower_film2_m10k_seed1_5889ddc",
+              2: "reruns/follower_film2_m10k_seed2_5dcb3f2"}
 #: gamma = 1 and its control on 1,000 pairs, each seed beside the other from one start: seed 0 the Intel Xeon's draw,
 #: seeds 1 and 2 the AMD EPYC's
 _EACH_START = {0: "reruns/follower_film2_m1k_0d64827", 1: _AMD_START[1], 2: _AMD_START[2]}
