@@ -655,21 +655,25 @@ def _pairs_curve_rows() -> dict[str, Row]:
             row(f"msvae_film2_{tag}_{route}", f"MS-VAE full, {what}, M = {m:,} pairs + 100,000 unpaired", m, seeds,
                 extra=flags, config="msvae", **start)
 
-    def continued(base: str, seeds: tuple[int, ...] | None = None) -> None:
-        """``<base>_u10k``: each of ``seeds`` (default: the base row's) of ``base`` continued to 10,000 updates, a
-        shared seed 0 (``Row.seed0``) the sharing row's continued too."""
+    def continued(base: str, seeds: tuple[int, ...] | None = None, updates: int = 10_000) -> None:
+        """``<base>_u<updates/1000>k``: each of ``seeds`` (default: the base row's) of ``base`` continued to
+        ``updates`` updates, a shared seed 0 (``Row.seed0``) the sharing row's continued too."""
         spec = rows[base]
         flags = spec.overrides
         at = flags.index("--max-updates") + 1
-        rows[f"{base}_u10k"] = replace(
-            spec, label=f"{spec.label}, 10,000 updates", seeds=spec.seeds if seeds is None else seeds,
-            overrides=(*flags[:at], "10000", *flags[at + 1:]), continues=base,
-            seed0=None if spec.seed0 is None else f"{spec.seed0}_u10k")
+        tag = f"_u{updates // 1000}k"
+        rows[f"{base}{tag}"] = replace(
+            spec, label=f"{spec.label}, {updates:,} updates", seeds=spec.seeds if seeds is None else seeds,
+            overrides=(*flags[:at], str(updates), *flags[at + 1:]), continues=base,
+            seed0=None if spec.seed0 is None else f"{spec.seed0}{tag}")
 
     for m in (1000, 3000, 10_000):  # the budget confound: each run continued to 10,000 updates
         continued(f"follower_film2_{curve_tag(m)}")
     continued("speaker_follower_cells_film2_m1k", (0,))
     continued("speaker_follower_cells_own_film2_m1k")
+    # the front-cell MS-VAE on 10,000 pairs and its control at twice their budget
+    continued("msvae_cells_film2_m10k", updates=8000)
+    continued("msvae_paired_cells_film2_m10k", updates=8000)
     return rows
 
 
