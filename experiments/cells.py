@@ -661,9 +661,9 @@ def _pairs_curve_rows() -> dict[str, Row]:
         spec = rows[base]
         flags = spec.overrides
         at = flags.index("--max-updates") + 1
-        tag = f"_u{updates // 1000}k"
+        tag, budget = f"_u{updates // 1000}k", f"{updates:,}" if updates >= 10_000 else str(updates)  # 4000, 10,000
         rows[f"{base}{tag}"] = replace(
-            spec, label=f"{spec.label}, {updates:,} updates", seeds=spec.seeds if seeds is None else seeds,
+            spec, label=f"{spec.label}, {budget} updates", seeds=spec.seeds if seeds is None else seeds,
             overrides=(*flags[:at], str(updates), *flags[at + 1:]), continues=base,
             seed0=None if spec.seed0 is None else f"{spec.seed0}{tag}")
 

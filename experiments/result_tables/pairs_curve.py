@@ -483,6 +483,9 @@ _GAMMA1, _FULL, _PAIRED, _GAMMA1_10K, _FULL_10K, _PAIRED_10K, _ALIGN, _FRAMES = 
 _CELLS, _CELLS_PAIRED = (_runs(row, (0, 1, 2)) for row in ("msvae_cells_film2_m1k", "msvae_paired_cells_film2_m1k"))
 _CELLS_10K, _CELLS_PAIRED_10K = (_runs(row, (0, 1, 2)) for row in ("msvae_cells_film2_m10k",
                                                                     "msvae_paired_cells_film2_m10k"))
+#: the front-cell rows on 10,000 pairs continued to 8000 updates (seed 2)
+_CELLS_10K_U8K, _CELLS_PAIRED_10K_U8K = (_runs(f"{row}_u8k", (2,)) for row in ("msvae_cells_film2_m10k",
+                                                                             "msvae_paired_cells_film2_m10k"))
 _START_10K = {0: "reruns/follower_film2_m10k_a9b7dd8", 1: "reruns/follower_film2_m10k_seed1_5889ddc",
               2: "reruns/follower_film2_m10k_seed2_5dcb3f2"}
 #: gamma = 1 and its control on 1,000 pairs, each seed beside the other from one start: seed 0 the Intel Xeon's draw,
@@ -516,6 +519,13 @@ ONE_START = {"gotoseqlocal": (
     (10_000, "front cells, paired only", _CELLS_PAIRED_10K, "its start", _START_10K),
     (10_000, "front cells (gamma = 1)", _CELLS_10K, "front cells, paired only", _CELLS_PAIRED_10K),
     (10_000, "front cells (gamma = 1)", _CELLS_10K, "gamma = 1 (another start)", _GAMMA1_10K),
+    (10_000, "front cells (gamma = 1), 8000 updates", _CELLS_10K_U8K, "front cells, paired only, 8000 updates",
+     _CELLS_PAIRED_10K_U8K),
+    (10_000, "front cells (gamma = 1), 8000 updates", _CELLS_10K_U8K, "its 4000 updates", _CELLS_10K),
+    (10_000, "front cells, paired only, 8000 updates", _CELLS_PAIRED_10K_U8K, "its 4000 updates", _CELLS_PAIRED_10K),
+    (10_000, "front cells (gamma = 1), 8000 updates", _CELLS_10K_U8K, "its start", _START_10K),
+    (10_000, "front cells (gamma = 1), 8000 updates", _CELLS_10K_U8K,
+     "supervised follower, 10,000 updates (another start)", _runs("follower_film2_m10k_u10k", (0, 1, 2))),
 )}
 
 

@@ -469,6 +469,18 @@ def test_msvae_from_the_front_cell_speaker_starts_from_it_and_the_supervised_fol
         assert config.model["gamma"] == 1 and config.num_paired == m and config.model_type == "msvae"
 
 
+@pytest.mark.parametrize("row", ["msvae_cells_film2_m10k", "msvae_paired_cells_film2_m10k"])
+def test_the_front_cell_msvae_on_10000_pairs_continues_each_seed_to_8000_updates(row: str) -> None:
+    """The 8000-update row is each seed's 4000-update run continued: the same config and starts but the budget."""
+    cells = {c.name: c for c in level_cells("gotoseqlocal")}
+    for seed in (0, 1, 2):
+        budget, base = cells[f"{row}_u8k/seed{seed}"], cells[f"{row}/seed{seed}"]
+        config, before = train_config(budget), train_config(base)
+        assert config.continue_from == str(base.run_dir) and base.name in budget.after
+        assert (config.max_updates, before.max_updates) == (8000, 4000)
+        assert dataclasses.replace(config, max_updates=4000, continue_from=None, output_dir=before.output_dir) == before
+
+
 def test_gotoseqlocal_compares_the_teachers_of_table_3_after_they_are_trained() -> None:
     """The comparison of GoToSeqLocal's teachers reads four runs and comes after each of their cells."""
     cells = level_cells("gotoseqlocal")
