@@ -74,6 +74,9 @@ class Row:
     """the pre-training (runs/<level>/<init>[_seed<k>]) that seed k starts from"""
     continues: str | None = None
     """the row whose finished seed-k run seed k continues to this row's budget (train.py's --continue-from)"""
+    chosen_again: str | None = None
+    """the row whose seed-k training seed k repeats but for the validation metric that keeps best/ (its
+    ``--follower-metric``): the two records test two checkpoints of one run"""
     own_baselines: bool = False
     """seed k starts from the seed-k baseline follower and speaker (App. D), not from the seed-0 ones"""
     baselines: tuple[str, str] = ("follower", "speaker")
@@ -674,6 +677,12 @@ def _pairs_curve_rows() -> dict[str, Row]:
     # the front-cell MS-VAE on 10,000 pairs and its control at twice their budget
     continued("msvae_cells_film2_m10k", updates=8000)
     continued("msvae_paired_cells_film2_m10k", updates=8000)
+    for m in (1000, 3000, 10_000):  # the supervised follower's training again, best/ chosen on validation reading
+        base = rows[f"follower_film2_{curve_tag(m)}"]
+        rows[f"follower_film2_{curve_tag(m)}_byreading"] = replace(
+            base, label=f"{base.label}, chosen on validation reading", seeds=(0, 1, 2),
+            chosen_again=f"follower_film2_{curve_tag(m)}",
+            overrides=(*base.overrides, "--follower-metric", "reading"))
     return rows
 
 

@@ -260,6 +260,8 @@ def test_spl_against_a_closed_form():
     assert follower_summary(own, other, bot, other[::-1])["success_rate_same_room"] == 0.25
     assert summary["spl"] == pytest.approx((1 + 8 / 20 + 0 + 1) / 4)  # a shorter path than the bot's counts 1
     assert summary["success_rate"] == 0.75 and summary["success_rate_other_mission"] == 0.25
+    assert summary["reading"] == 0.5  # SR minus SR told another mission
+    assert "reading" not in follower_summary(own, [], bot)  # not measured without the other missions
     assert summary["mean_steps"] == pytest.approx(39 / 4) and summary["bot_mean_steps"] == pytest.approx(29 / 4)
     assert spl(False, 3, 3) == 0 and spl(True, 0, 0) == 0  # no division by zero
     with pytest.raises(ValueError, match="one episode per seed"):

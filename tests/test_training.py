@@ -129,6 +129,60 @@ def test_speaker_chosen_on_its_labels_replayed(tiny_demos, tmp_path):
     assert "best checkpoint by the share of validation trajectories that demonstrate their label" in card
 
 
+def test_follower_chosen_on_its_reading(tiny_demos, tmp_path):
+    """follower_metric reading, end to end: every validation logs SR, SR told another mission and their difference,
+    the record's best is the first validation with the most reading, best/ evaluated again on the validation seeds
+    gives it, the test reports reading, and the card names what chose the weights."""
+    from msvae_hf.envs.seeds import VALID_SEED_START
+    from msvae_hf.evaluation.evaluate import evaluate_follower
+    from msvae_hf.hub.cards import render_run_card
+
+    run = tmp_path / "follower"
+    results = train_tiny("follower", run, tiny_demos, follower_metric="reading", validate_reading=True,
+                         max_updates=6, eval_every=1, eval_episodes=8, eval_batch_size=8, learning_rate=1e-2)
+    history = results["history"]
+    assert all(h["valid/reading"] == h["valid/success_rate"] - h["valid/success_rate_other_mission"]
+               for h in history)
+    best = max(h["valid/reading"] for h in history)
+    assert results["best"] == {"step": next(h["step"] for h in history if h["valid/reading"] == best), "score": best}
+    summary, _ = evaluate_follower(AutoModel.from_pretrained(run / "best"), results["level"], 8, VALID_SEED_START, 8)
+    assert summary["reading"] == best
+    assert results["test"]["reading"] == results["test"]["success_rate"] - results["test"]["success_rate_other_mission"]
+    card = str(render_run_card(run, "someone/tiny"))  # the card names what chose the pushed weights
+    assert "best checkpoint by validation SR by reading (SR minus SR told another episode's mission)" in card
+
+
+class _StepModel:
+    """Stands in for a model in :func:`keep_best`: ``save_pretrained`` writes the step it was trained to."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def save_pretrained(self, folder: Path) -> None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / "step.txt").write_text(str(self.step))
+
+
+@pytest.mark.parametrize(("model_type", "follower_metric", "chosen"),
+                         [("follower", "sr", 2), ("follower", "reading", 3), ("msvae", "reading", 3)])
+def test_keep_best_by_the_follower_metric(tmp_path, model_type, follower_metric, chosen):
+    """best/ keeps the first validation with the most SR (sr) or the most SR minus SR told another mission
+    (reading); MS-VAE's best_speaker/ is chosen by BLEU either way."""
+    from msvae_hf.training.loop import keep_best
+
+    cfg = load_config(None, {"model_type": model_type, "output_dir": str(tmp_path), "follower_metric": follower_metric})
+    state: dict[str, Any] = {"history": [], "best": None, "best_speaker": None}
+    validations = [(0.6, 0.5, 20.0), (0.8, 0.75, 30.0), (0.7, 0.55, 25.0), (0.7, 0.55, 10.0)]  # SR, other, BLEU
+    for step, (sr, other, bleu) in enumerate(validations, start=1):
+        metrics = {"valid/success_rate": sr, "valid/success_rate_other_mission": other, "valid/reading": sr - other}
+        if model_type == "msvae":
+            metrics["valid/bleu"] = bleu
+        keep_best(state, metrics, step, cfg, _StepModel(step))
+    assert state["best"]["step"] == chosen and (tmp_path / "best" / "step.txt").read_text() == str(chosen)
+    if model_type == "msvae":
+        assert state["best_speaker"]["step"] == 2 and (tmp_path / "best_speaker" / "step.txt").read_text() == "2"
+
+
 def test_msvae_with_unpaired_from_baselines(baseline_runs, tiny_demos, tmp_path):
     run = tmp_path / "msvae"
     trained = {}  # each baseline's best/ beside a record of another commit and machine than this run's
@@ -657,6 +711,10 @@ def test_command_line_values_keep_their_type(tmp_path):
         load_config(None, {"mixed_precision": "fp8"})
     with pytest.raises(ValueError, match=r"speaker_metric must be one of \['bleu', 'demonstrated'\], got 'meteor'"):
         load_config(None, {"speaker_metric": "meteor"})
+    with pytest.raises(ValueError, match=r"follower_metric must be one of \['reading', 'sr'\], got 'spl'"):
+        load_config(None, {"follower_metric": "spl"})
+    with pytest.raises(ValueError, match="follower_metric reading needs validate_reading: true"):
+        load_config(None, {"follower_metric": "reading", "validate_reading": False})
 
 
 def test_resume_with_another_model_type(baseline_runs, tiny_demos, tmp_path):

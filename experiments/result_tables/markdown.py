@@ -64,6 +64,7 @@ from .runs import (
     table_runs,
     table_seeds,
     table_seeds_again,
+    table_selection,
     table_speed,
 )
 from .scale import table_architectures, table_unpaired
@@ -88,7 +89,7 @@ MARK = re.compile(
 
 TABLES: dict[str, Callable[..., list[str]]] = {
     "flatness": table_flatness, "paper": table_paper, "headline": table_headline, "tests": table_tests,
-    "runs": table_runs, "seeds": table_seeds, "budget": table_budget,
+    "runs": table_runs, "seeds": table_seeds, "budget": table_budget, "selection": table_selection,
     "seeds_again": table_seeds_again,
     "speakers": table_speakers, "pragmatics": table_pragmatics,
     "rescoring": table_rescoring, "probes": table_probes, "probe_data": table_probe_data,

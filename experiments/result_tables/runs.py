@@ -1,5 +1,6 @@
 """Tables of a level's runs one by one or by row: ``runs``, ``seeds``, ``seeds_again``, ``flatness`` (the
-validation curves), ``budget`` (runs continued to a larger budget), ``reruns`` and ``speed`` (training rates)."""
+validation curves), ``budget`` (runs continued to a larger budget), ``selection`` (one training, best/ chosen on
+two validation metrics), ``reruns`` and ``speed`` (training rates)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from .records import (
     load_reruns,
     mean_sd,
     p_greater,
+    p_greater_paired,
     p_text,
     records_by_row,
     records_trained_again,
@@ -232,6 +234,68 @@ def table_budget(level: str, rows: str, root: Path = RESULTS) -> list[str]:
                 which = "-" if r is record else "its `runs/` record" if r is first else "its run trained again"
                 lines.append(f"| {label} | {seed} | {r.get('updates')} | {fmt(sr(r), '.3f')} | {best_valid(r)} | "
                              f"{gain} | {means_text(quarter_means(r))} | {which} |")
+    return lines
+
+
+def same_training(record: dict, other: dict) -> bool:
+    """Whether two records validated alike at every update: the same training whatever chose their best/ (the
+    metrics both logged compared)."""
+    ours, theirs = record.get("history") or [], other.get("history") or []
+    return len(ours) == len(theirs) > 0 and all(
+        all(a[key] == b[key] for key in a.keys() & b.keys()) for a, b in zip(ours, theirs, strict=True))
+
+
+def valid_reading_at(record: dict, step: int) -> float | None:
+    """Validation SR minus SR told another mission at ``step`` of a record's history, in points."""
+    at = next((h for h in record.get("history") or [] if h["step"] == step), {})
+    if at.get("valid/success_rate_other_mission") is None:
+        return None
+    return 100 * (at["valid/success_rate"] - at["valid/success_rate_other_mission"])
+
+
+def table_selection(level: str, rows: str, root: Path = RESULTS) -> list[str]:
+    """Each seed of ``rows`` (cells.Row.chosen_again: the same training, best/ chosen on validation reading) beside
+    its run chosen on validation SR (the record, in ``runs/`` or of a run trained again, that validated alike at
+    every update; ``-`` where none did): each checkpoint's update and validation reading, and the test SR, SR by
+    reading and SR on another mission of the same room of both; then the test reading's difference over every
+    seed with both checkpoints of one training, with the paired t-test (seed by seed)."""
+    records = load_records(level, root)
+    candidates = [*records.values(), *load_reruns(level, root)]
+    by_row = records_by_row(records)
+    lines = ["| run | seed | same training as | chosen on valid SR: update (valid reading) | chosen on valid reading: "
+             "update (valid reading) | test SR (%) | test SR by reading (points) | test SR, same room (%) |",
+             "| --- |" + " --- |" * 7]
+    pairs: list[tuple[float, float]] = []  # test reading: chosen on SR, chosen on reading
+
+    def both(get, first: dict, second: dict) -> str:
+        a, b = get(first), get(second)
+        return "-" if a is None or b is None else f"{a:.1f} / {b:.1f} ({b - a:+.1f})"
+
+    def room(r: dict) -> float | None:
+        return None if (v := (r.get("test") or {}).get("success_rate_same_room")) is None else 100 * v
+
+    reading = METRICS["sr_reading"][1]
+    for row in rows.split(","):
+        source = level_rows(level)[row].chosen_again
+        for record in by_row.get(row, []):
+            seed = run_row(record["run"])[1]
+            name = run_dir(level, source, seed).name
+            base = next((r for r in candidates if r["run"] == name and same_training(record, r)), records.get(name))
+            if base is None:
+                continue
+            trained = ("-" if not same_training(record, base) else "its `runs/` record" if base is records.get(name)
+                       else f"its run trained again at {short_commit(base.get('commit'))}")
+            if trained != "-" and reading(record) is not None and reading(base) is not None:
+                pairs.append((reading(base), reading(record)))
+            steps = [(r["best"]["step"], valid_reading_at(r, r["best"]["step"])) for r in (base, record)]
+            lines.append(f"| {row_label(level, row)} | {seed} | {trained} | "
+                         + " | ".join(f"{step} ({fmt(valid, '.1f')})" for step, valid in steps) + " | "
+                         f"{both(METRICS['sr'][1], base, record)} | {both(reading, base, record)} | "
+                         f"{both(room, base, record)} |")
+    one, two = p_greater_paired(dict(enumerate(b for _, b in pairs)), dict(enumerate(a for a, _ in pairs)))
+    differences = [b - a for a, b in pairs]
+    lines.append(f"| every seed of one training | | | | | | {mean_sd(differences)} more by reading; paired one-sided "
+                 f"p = {p_text(one)}, two-sided {p_text(two)} | |")
     return lines
 
 

@@ -144,6 +144,7 @@ def follower_summary(
     - ``success_rate``, ``mean_steps``, ``mean_reward`` and ``episodes`` of ``own`` (told each env's mission);
     - ``success_rate_other_mission`` where ``other`` is given: the success rate of the same seeds told another
       episode's mission (success still judged by each env's own): what the follower achieves without reading;
+      and ``reading``, ``success_rate`` minus it: how much of the success comes from the instruction;
     - ``spl``: mean success weighted by path length against the bot's steps on the same seed (:func:`spl`);
     - ``bot_mean_steps``: the bot's mean steps on those seeds, beside ``mean_steps``;
     - ``success_rate_same_room`` where ``same_room`` is given: the success rate of the same seeds each told, and
@@ -155,6 +156,7 @@ def follower_summary(
     summary = summarize_episodes(own)
     if other:
         summary["success_rate_other_mission"] = float(np.mean([bool(r.success) for r in other]))
+        summary["reading"] = summary["success_rate"] - summary["success_rate_other_mission"]
     summary["spl"] = float(np.mean([spl(r.success, r.steps, b.steps) for r, b in zip(own, bot, strict=True)]))
     summary["bot_mean_steps"] = float(np.mean([b.steps for b in bot]))
     if same_room:
@@ -163,8 +165,8 @@ def follower_summary(
 
 
 #: The follower metrics every evaluation reports (``results.json``'s ``test``, validation, ``evaluate.py``).
-FOLLOWER_METRICS = ("success_rate", "success_rate_other_mission", "success_rate_same_room", "spl", "mean_steps",
-                    "bot_mean_steps")
+FOLLOWER_METRICS = ("success_rate", "success_rate_other_mission", "reading", "success_rate_same_room", "spl",
+                    "mean_steps", "bot_mean_steps")
 
 
 def smoothed_max(values: Sequence[float], window: int = 5) -> float:

@@ -198,13 +198,15 @@ def run_training_command(run_dir: str | Path) -> str:
 
 #: Each validation metric that can choose a checkpoint, in words.
 METRIC_WORDS = {"valid/bleu": "validation BLEU", "valid/success_rate": "validation SR",
+                "valid/reading": "validation SR by reading (SR minus SR told another episode's mission)",
                 "valid/demonstrated": "the share of validation trajectories that demonstrate their label"}
 
 
 def _chosen_by(train_config: Mapping[str, Any], folder: str = "best") -> str:
     """The validation metric that chose the run's ``folder`` (``best`` or MS-VAE's ``best_speaker``;
     :func:`~msvae_hf.utils.run_folder.selections`), in words."""
-    chosen = selections(str(train_config.get("model_type")), str(train_config.get("speaker_metric", "bleu")))
+    chosen = selections(str(train_config.get("model_type")), str(train_config.get("speaker_metric", "bleu")),
+                        str(train_config.get("follower_metric", "sr")))
     return METRIC_WORDS[chosen[folder]]
 
 
@@ -236,6 +238,7 @@ def _test_bleu_protocol(train_config: Mapping[str, Any]) -> str:
 #: each is; they go into the card's table and its model-index.
 READING_METRICS = {
     "success_rate_other_mission": "success rate told another episode's mission, judged by its own",
+    "reading": "success rate minus success rate told another episode's mission: what the instruction adds",
     "success_rate_same_room": "success rate told, and judged by, another mission of the same room",
     "spl": "success weighted by path length against the bot",
 }

@@ -301,7 +301,7 @@ def keep_best(state: dict, metrics: dict[str, float], step: int, cfg: TrainConfi
     """Add a validation to ``state["history"]`` and save ``model`` into each :func:`selections` folder whose
     metric it improves (``state[folder]`` holds the step and score kept)."""
     state["history"].append({"step": step, **metrics})
-    for name, metric in selections(cfg.model_type, cfg.speaker_metric).items():
+    for name, metric in selections(cfg.model_type, cfg.speaker_metric, cfg.follower_metric).items():
         score, kept = metrics.get(metric), state.get(name)
         if score is not None and (kept is None or score > kept["score"]):
             state[name] = {"step": step, "score": score}

@@ -20,7 +20,7 @@ import yaml
 
 from ..envs.levels import level_folder, resolve_level
 from ..models.configuration_msvae import CONDITIONINGS, FOLLOWER_FIELDS, MODEL_TYPE_CONFIGS, ModulesConfig
-from ..utils.run_folder import SPEAKER_METRICS
+from ..utils.run_folder import FOLLOWER_SELECTION, SPEAKER_METRICS
 
 #: The models a run trains (msvae_hf.training.loop.MODEL_TYPES gives their classes).
 MODEL_TYPE_NAMES = tuple(MODEL_TYPE_CONFIGS)
@@ -80,7 +80,11 @@ class TrainConfig:
     validate_reading: bool = option(True, (
         "validation also rolls out each seed told another episode's mission and another mission of its room (SR "
         "told another, SR on the same room: each as long as the rollout on the own missions); false: the own "
-        "missions only. The best model is chosen on SR either way"))
+        "missions only"))
+    follower_metric: str = option("sr", (
+        "the validation metric that chooses a follower's best/ (MS-VAE's): sr (its success rate) or reading (its SR "
+        "minus its SR told another episode's mission: how much of its success comes from the instruction; needs "
+        "validate_reading). Both are logged either way"))
     bleu_examples: int = option(500, (
         "pairs of the valid / test split scored for BLEU-4; the valid ones also for their labels' replays"))
     speaker_metric: str = option("bleu", (
@@ -127,6 +131,12 @@ class TrainConfig:
             raise ValueError(f"model_type must be one of {sorted(MODEL_TYPE_NAMES)}, got {self.model_type!r}")
         if self.speaker_metric not in SPEAKER_METRICS:
             raise ValueError(f"speaker_metric must be one of {sorted(SPEAKER_METRICS)}, got {self.speaker_metric!r}")
+        if self.follower_metric not in FOLLOWER_SELECTION:
+            raise ValueError(f"follower_metric must be one of {sorted(FOLLOWER_SELECTION)}, got "
+                             f"{self.follower_metric!r}")
+        if self.follower_metric == "reading" and not self.validate_reading:
+            raise ValueError("follower_metric reading needs validate_reading: true (validation must roll out each "
+                             "seed told another episode's mission to measure reading)")
         if self.mixed_precision not in ("no", "bf16", "fp16"):
             raise ValueError(f"mixed_precision must be no, bf16 or fp16, got {self.mixed_precision!r}")
         for name in POSITIVE_FIELDS:

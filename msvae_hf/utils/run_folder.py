@@ -6,8 +6,8 @@ Layout (``output_dir/``)::
     .lock                      the running trainer's lock (RunLock), naming it
     checkpoints/step-000500/   accelerate save_state: model, optimizer, RNG states + train_state.json
     best/                      save_pretrained of the best model by validation (config, safetensors, tokenizer):
-                               by SR for followers and MS-VAE, by speaker_metric for speakers (BLEU unless
-                               told; selections)
+                               by follower_metric for followers and MS-VAE (SR unless told), by
+                               speaker_metric for speakers (BLEU unless told; selections)
     best_speaker/              MS-VAE only: the best by speaker_metric, the checkpoint of its speaker role
     tb/                        TensorBoard logs
     train_config.json          the run's TrainConfig; command.txt: each command line that started or resumed it
@@ -437,21 +437,26 @@ def save_best(model: Any, output_dir: str, name: str = "best") -> None:
 
 #: What ``speaker_metric`` names (a training config's): the validation metric that chooses a speaker.
 SPEAKER_METRICS = {"bleu": "valid/bleu", "demonstrated": "valid/demonstrated"}
+#: What ``follower_metric`` names: the validation metric that chooses a follower (MS-VAE's ``best/``): its SR, or its
+#: SR by reading (SR minus SR told another episode's mission; :func:`~msvae_hf.evaluation.metrics.follower_summary`).
+FOLLOWER_SELECTION = {"sr": "valid/success_rate", "reading": "valid/reading"}
 
 
-def primary_metric(model_type: str, speaker_metric: str = "bleu") -> str:
+def primary_metric(model_type: str, speaker_metric: str = "bleu", follower_metric: str = "sr") -> str:
     """The validation metric that chooses ``best/``: a speaker's ``speaker_metric`` (:data:`SPEAKER_METRICS`; BLEU
-    unless told), SR for followers and MS-VAE."""
-    return SPEAKER_METRICS[speaker_metric] if model_type == "speaker" else "valid/success_rate"
+    unless told), a follower's and MS-VAE's ``follower_metric`` (:data:`FOLLOWER_SELECTION`; SR unless told)."""
+    if model_type == "speaker":
+        return SPEAKER_METRICS[speaker_metric]
+    return FOLLOWER_SELECTION[follower_metric]
 
 
-def selections(model_type: str, speaker_metric: str = "bleu") -> dict[str, str]:
+def selections(model_type: str, speaker_metric: str = "bleu", follower_metric: str = "sr") -> dict[str, str]:
     """Which folder keeps the best model by which validation metric.
 
     MS-VAE is both a follower and a speaker (Sec. 5.1 evaluates it by SR and by BLEU), so it keeps one
     checkpoint per role, each chosen by its own metric, as the baseline follower and speaker are.
     """
-    chosen = {"best": primary_metric(model_type, speaker_metric)}
+    chosen = {"best": primary_metric(model_type, speaker_metric, follower_metric)}
     if model_type == "msvae":
         chosen["best_speaker"] = SPEAKER_METRICS[speaker_metric]
     return chosen

@@ -481,6 +481,18 @@ def test_the_front_cell_msvae_on_10000_pairs_continues_each_seed_to_8000_updates
         assert dataclasses.replace(config, max_updates=4000, continue_from=None, output_dir=before.output_dir) == before
 
 
+@pytest.mark.parametrize("tag", ["m1k", "m3k", "m10k"])
+def test_the_follower_chosen_on_reading_trains_as_the_curves_follower(tag: str) -> None:
+    """Each seed of the supervised follower chosen on validation reading is the curve's run of that seed but the
+    metric that keeps best/: the same training, so the two records' tests compare two checkpoints of one run."""
+    cells = {c.name: c for c in level_cells("gotoseqlocal")}
+    base = train_config(cells[f"follower_film2_{tag}/seed0"])
+    for seed in (0, 1, 2):
+        chosen = train_config(cells[f"follower_film2_{tag}_byreading/seed{seed}"])
+        assert (chosen.follower_metric, base.follower_metric, chosen.seed) == ("reading", "sr", seed)
+        assert dataclasses.replace(chosen, follower_metric="sr", seed=0, output_dir=base.output_dir) == base
+
+
 def test_gotoseqlocal_compares_the_teachers_of_table_3_after_they_are_trained() -> None:
     """The comparison of GoToSeqLocal's teachers reads four runs and comes after each of their cells."""
     cells = level_cells("gotoseqlocal")

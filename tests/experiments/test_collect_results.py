@@ -50,6 +50,7 @@ from result_tables.runs import (
     table_runs,
     table_seeds,
     table_seeds_again,
+    table_selection,
     table_speed,
 )
 from result_tables.scale import table_architectures, table_unpaired
@@ -662,6 +663,46 @@ def test_budget_table_sets_each_continued_run_beside_the_record_it_continued(tmp
         "| - |"]
     assert lines[4].startswith("| MS-VAE full (+ V + D') | 1 | 2000 | 0.600 |")
     assert lines[4].endswith("| its run trained again |") and len(lines) == 6
+
+
+def test_selection_sets_the_checkpoint_chosen_on_reading_beside_the_one_chosen_on_sr(tmp_path):
+    """Each seed's two checkpoints of one training: updates, validation and test readings side by side, the record
+    that trained alike (in runs/ or of a run trained again; none where neither did), and the paired t-test of the
+    test readings over every seed."""
+    runs = tmp_path / "gotoseqlocal" / "runs"
+    runs.mkdir(parents=True)
+    history = [{"step": 200, "valid/success_rate": 0.6, "valid/success_rate_other_mission": 0.5},
+               {"step": 400, "valid/success_rate": 0.7, "valid/success_rate_other_mission": 0.65}]
+    differences = {0: 0.02, 1: 0.05, 2: -0.01}
+    for seed, gain in differences.items():
+        suffix = f"_seed{seed}" if seed else ""
+        base = {"run": f"follower_film2_m1k{suffix}", "history": history, "best": {"step": 400, "score": 0.7},
+                "test": {"success_rate": 0.6, "success_rate_other_mission": 0.5, "success_rate_same_room": 0.55}}
+        again = [{**h, "valid/reading": h["valid/success_rate"] - h["valid/success_rate_other_mission"]}
+                 for h in history]
+        if seed == 1:  # the runs/ record trained on another machine; its run trained again is this training
+            reruns = runs.parent / "reruns"
+            reruns.mkdir(exist_ok=True)
+            (reruns / f"{base['run']}_abcdef1.json").write_text(json.dumps({**base, "commit": "abcdef1"}))
+            base = {**base, "history": [{**h, "valid/success_rate": 0.5} for h in history]}
+        if seed == 2:  # another training: its validation differs
+            again[1]["valid/success_rate"] = 0.71
+        chosen = {"run": f"follower_film2_m1k_byreading{suffix}", "history": again, "best": {"step": 200},
+                  "test": {"success_rate": 0.62, "success_rate_other_mission": 0.52 - gain,
+                           "success_rate_same_room": 0.6}}
+        for r in (base, chosen):
+            (runs / f"{r['run']}.json").write_text(json.dumps(r))
+    lines = table_selection("gotoseqlocal", "follower_film2_m1k_byreading", tmp_path)
+    label = "supervised follower, M = 1,000 pairs, chosen on validation reading"
+    assert lines[2] == (f"| {label} | 0 | its `runs/` record | 400 (5.0) | 200 (10.0) | 60.0 / 62.0 (+2.0) | "
+                        "10.0 / 12.0 (+2.0) | 55.0 / 60.0 (+5.0) |")
+    assert lines[3].startswith(f"| {label} | 1 | its run trained again at abcdef1 | 400 (5.0) |")
+    assert lines[4].startswith(f"| {label} | 2 | - |")
+    # seed 2 trained otherwise: the test counts seeds 0 and 1, gains 2 and 5 points (mean 3.5, sd 2.12), t with one
+    # degree of freedom (Cauchy): one-sided p = 1/2 - atan(t) / pi
+    one = 0.5 - math.atan(3.5 / (math.sqrt(4.5) / math.sqrt(2))) / math.pi
+    assert lines[5] == ("| every seed of one training | | | | | | 3.5 +- 2.1 (n = 2) more by reading; paired one-sided "
+                        f"p = {one:.2g}, two-sided {2 * one:.2g} | |")
 
 
 def test_quarter_means_set_the_last_quarter_against_the_one_before():
