@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 from cells import level_rows, row_label, run_dir, run_row
@@ -267,7 +268,7 @@ def table_selection(level: str, rows: str, root: Path = RESULTS) -> list[str]:
              "| --- |" + " --- |" * 7]
     pairs: list[tuple[float, float]] = []  # test reading: chosen on SR, chosen on reading
 
-    def both(get, first: dict, second: dict) -> str:
+    def both(get: Callable[[dict], float | None], first: dict, second: dict) -> str:
         a, b = get(first), get(second)
         return "-" if a is None or b is None else f"{a:.1f} / {b:.1f} ({b - a:+.1f})"
 
