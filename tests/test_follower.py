@@ -261,6 +261,8 @@ def test_spl_against_a_closed_form():
     assert summary["spl"] == pytest.approx((1 + 8 / 20 + 0 + 1) / 4)  # a shorter path than the bot's counts 1
     assert summary["success_rate"] == 0.75 and summary["success_rate_other_mission"] == 0.25
     assert summary["reading"] == 0.5  # SR minus SR told another mission
+    ten = [_episode(s, 5, s < 3) for s in range(10)], [_episode(s, 5, s < 2) for s in range(10)]
+    assert follower_summary(*ten, ten[0])["reading"] == 0.1  # from the counts: 0.3 - 0.2 is not 0.1 in floats
     assert "reading" not in follower_summary(own, [], bot)  # not measured without the other missions
     assert summary["mean_steps"] == pytest.approx(39 / 4) and summary["bot_mean_steps"] == pytest.approx(29 / 4)
     assert spl(False, 3, 3) == 0 and spl(True, 0, 0) == 0  # no division by zero

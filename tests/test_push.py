@@ -51,7 +51,7 @@ def test_push_run(msvae_run):
     card = ModelCard(readme)
     assert card.data.metrics == ["success_rate", "bleu"] and "msvae" in card.data.tags
     assert {r.metric_type for r in card.data.eval_results} == {  # model-index metadata
-        "success_rate", "bleu", "success_rate_other_mission", "success_rate_same_room", "spl"}
+        "success_rate", "bleu", "success_rate_other_mission", "reading", "success_rate_same_room", "spl"}
     demos = json.loads((run / "train_config.json").read_text())["demos"]
     assert card.data.datasets is None  # a local folder is no Hub dataset: the text names it, relative to where
     assert os.path.relpath(demos, run.parent) in str(card)  # the run was trained
@@ -130,7 +130,7 @@ def test_card_metrics_are_model_index_metadata(kind, baseline_runs, msvae_run):
     if kind != "speaker":
         expected[("success_rate", "test")] = results["test"]["success_rate"]
         expected[("success_rate", "validation")] = results["paper_protocol_valid_sr"]
-        for key in ("success_rate_other_mission", "success_rate_same_room", "spl"):  # whether it reads
+        for key in ("success_rate_other_mission", "reading", "success_rate_same_room", "spl"):  # whether it reads
             expected[(key, "test")] = results["test"][key]
     if kind != "follower":
         expected[("bleu", "test")] = results.get("test_bleu_of_best", results["test_bleu"])  # best/'s BLEU

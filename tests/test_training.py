@@ -131,8 +131,9 @@ def test_speaker_chosen_on_its_labels_replayed(tiny_demos, tmp_path):
 
 def test_follower_chosen_on_its_reading(tiny_demos, tmp_path):
     """follower_metric reading, end to end: every validation logs SR, SR told another mission and their difference,
-    the record's best is the first validation with the most reading, best/ evaluated again on the validation seeds
-    gives it, the test reports reading, and the card names what chose the weights."""
+    the record's best is the first validation with the most reading, best/ loads and gives that reading again on the
+    validation seeds, the test reports reading, and the card names what chose the weights (which checkpoint the
+    metric keeps: test_keep_best_by_the_follower_metric, where SR and reading choose apart)."""
     from msvae_hf.envs.seeds import VALID_SEED_START
     from msvae_hf.evaluation.evaluate import evaluate_follower
     from msvae_hf.hub.cards import render_run_card
@@ -168,16 +169,16 @@ class _StepModel:
 def test_keep_best_by_the_follower_metric(tmp_path, model_type, follower_metric, chosen):
     """best/ keeps the first validation with the most SR (sr) or the most SR minus SR told another mission
     (reading); MS-VAE's best_speaker/ is chosen by BLEU either way."""
-    from msvae_hf.training.loop import keep_best
+    from msvae_hf.utils.run_folder import keep_best, selections
 
-    cfg = load_config(None, {"model_type": model_type, "output_dir": str(tmp_path), "follower_metric": follower_metric})
+    chosen_by = selections(model_type, "bleu", follower_metric)
     state: dict[str, Any] = {"history": [], "best": None, "best_speaker": None}
     validations = [(0.6, 0.5, 20.0), (0.8, 0.75, 30.0), (0.7, 0.55, 25.0), (0.7, 0.55, 10.0)]  # SR, other, BLEU
     for step, (sr, other, bleu) in enumerate(validations, start=1):
         metrics = {"valid/success_rate": sr, "valid/success_rate_other_mission": other, "valid/reading": sr - other}
         if model_type == "msvae":
             metrics["valid/bleu"] = bleu
-        keep_best(state, metrics, step, cfg, _StepModel(step))
+        keep_best(state, metrics, step, _StepModel(step), str(tmp_path), chosen_by)
     assert state["best"]["step"] == chosen and (tmp_path / "best" / "step.txt").read_text() == str(chosen)
     if model_type == "msvae":
         assert state["best_speaker"]["step"] == 2 and (tmp_path / "best_speaker" / "step.txt").read_text() == "2"

@@ -56,7 +56,8 @@ def records_by_row(records: dict[str, dict]) -> dict[str, list[dict]]:
 
 
 def sr(record: dict) -> float | None:
-    """Test success rate of ``best/`` (best by validation SR), a fraction."""
+    """Test success rate of ``best/`` (best by validation SR, or SR by reading where the run's ``follower_metric``
+    says so), a fraction."""
     return (record.get("test") or {}).get("success_rate")
 
 
@@ -69,7 +70,8 @@ def bleu(record: dict) -> float | None:
 
 
 def bleu_of_best(record: dict) -> float | None:
-    """MS-VAE's test BLEU-4 of ``best/`` (the checkpoint best by validation SR)."""
+    """MS-VAE's test BLEU-4 of ``best/`` (the checkpoint best by its ``follower_metric``, validation SR unless
+    told)."""
     if record.get("model_type") != "msvae":
         return None
     return record.get("test_bleu_of_best") if record.get("best_speaker") else record.get("test_bleu")

@@ -256,10 +256,11 @@ def valid_reading_at(record: dict, step: int) -> float | None:
 
 def table_selection(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     """Each seed of ``rows`` (cells.Row.chosen_again: the same training, best/ chosen on validation reading) beside
-    its run chosen on validation SR (the record, in ``runs/`` or of a run trained again, that validated alike at
-    every update; ``-`` where none did): each checkpoint's update and validation reading, and the test SR, SR by
-    reading and SR on another mission of the same room of both; then the test reading's difference over every
-    seed with both checkpoints of one training, with the paired t-test (seed by seed)."""
+    its run chosen on validation SR (the record, in ``runs/`` or of a run trained again, that validated alike at every
+    update; the commits of all such runs trained again; ``-`` and no comparison where none did): each checkpoint's
+    update and validation reading, and the test SR, SR by reading and SR on another mission of the same room of
+    both; then the test reading's difference over every seed with both checkpoints of one training, with the paired
+    t-test (seed by seed)."""
     records = load_records(level, root)
     candidates = [*records.values(), *load_reruns(level, root)]
     by_row = records_by_row(records)
@@ -281,16 +282,20 @@ def table_selection(level: str, rows: str, root: Path = RESULTS) -> list[str]:
         for record in by_row.get(row, []):
             seed = run_row(record["run"])[1]
             name = run_dir(level, source, seed).name
-            base = next((r for r in candidates if r["run"] == name and same_training(record, r)), records.get(name))
-            if base is None:
+            matches = [r for r in candidates if r["run"] == name and same_training(record, r)]
+            step = record["best"]["step"]
+            if not matches:  # no record of this training chosen on SR: nothing to compare
+                lines.append(f"| {row_label(level, row)} | {seed} | - | - | {step} "
+                             f"({fmt(valid_reading_at(record, step), '.1f')}) | - | - | - |")
                 continue
-            trained = ("-" if not same_training(record, base) else "its `runs/` record" if base is records.get(name)
-                       else f"its run trained again at {short_commit(base.get('commit'))}")
-            if trained != "-" and reading(record) is not None and reading(base) is not None:
+            base = matches[0]
+            trained = ("its `runs/` record" if any(r is records.get(name) for r in matches) else "its run trained "
+                       "again at " + ", ".join(short_commit(r.get("commit")) for r in matches))
+            if reading(record) is not None and reading(base) is not None:
                 pairs.append((reading(base), reading(record)))
             steps = [(r["best"]["step"], valid_reading_at(r, r["best"]["step"])) for r in (base, record)]
             lines.append(f"| {row_label(level, row)} | {seed} | {trained} | "
-                         + " | ".join(f"{step} ({fmt(valid, '.1f')})" for step, valid in steps) + " | "
+                         + " | ".join(f"{at} ({fmt(valid, '.1f')})" for at, valid in steps) + " | "
                          f"{both(METRICS['sr'][1], base, record)} | {both(reading, base, record)} | "
                          f"{both(room, base, record)} |")
     one, two = p_greater_paired(dict(enumerate(b for _, b in pairs)), dict(enumerate(a for a, _ in pairs)))

@@ -61,7 +61,7 @@ def evaluate_follower(
     step for all live envs of a batch (stepped in ``num_workers`` processes if > 0). A third rollout tells each seed
     another mission drawn by the level for its room and judges it by that (``success_rate_same_room``; levels
     without a mission generator skip it). ``reading=False`` rolls out the own missions only (no
-    ``success_rate_other_mission`` or ``success_rate_same_room``)."""
+    ``success_rate_other_mission``, ``reading`` or ``success_rate_same_room``)."""
     if episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {episodes}")
     bot = bot_episodes(resolve_level(level), episodes, seed_start)

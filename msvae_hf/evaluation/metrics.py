@@ -156,7 +156,8 @@ def follower_summary(
     summary = summarize_episodes(own)
     if other:
         summary["success_rate_other_mission"] = float(np.mean([bool(r.success) for r in other]))
-        summary["reading"] = summary["success_rate"] - summary["success_rate_other_mission"]
+        # from the counts, so that equal differences compare equal (best/'s first maximum is the first)
+        summary["reading"] = (sum(bool(r.success) for r in own) - sum(bool(r.success) for r in other)) / len(own)
     summary["spl"] = float(np.mean([spl(r.success, r.steps, b.steps) for r, b in zip(own, bot, strict=True)]))
     summary["bot_mean_steps"] = float(np.mean([b.steps for b in bot]))
     if same_room:

@@ -54,10 +54,10 @@ from ..utils.run_folder import (
     intact_checkpoint,
     is_empty_run_folder,
     is_unstarted_run_folder,
+    keep_best,
     nonfinite_terms,
     read_json,
     register_checkpoint_hooks,
-    save_best,
     save_checkpoint,
     scalar_terms,
     selections,
@@ -297,17 +297,6 @@ def validate(model: Any, cfg: TrainConfig, level: str, valid: Any) -> dict[str, 
     return metrics
 
 
-def keep_best(state: dict, metrics: dict[str, float], step: int, cfg: TrainConfig, model: Any) -> None:
-    """Add a validation to ``state["history"]`` and save ``model`` into each :func:`selections` folder whose
-    metric it improves (``state[folder]`` holds the step and score kept)."""
-    state["history"].append({"step": step, **metrics})
-    for name, metric in selections(cfg.model_type, cfg.speaker_metric, cfg.follower_metric).items():
-        score, kept = metrics.get(metric), state.get(name)
-        if score is not None and (kept is None or score > kept["score"]):
-            state[name] = {"step": step, "score": score}
-            save_best(model, cfg.output_dir, name)
-
-
 # ---------------------------------------------------------------------------------------------- loop
 
 
@@ -507,7 +496,8 @@ def validate_and_keep(run: Run, state: dict[str, Any], step: int, bar: Any) -> N
         metrics = validate(run.raw_model, run.cfg, run.level, run.valid)
         state["validation_time"] = state.get("validation_time", 0.0) + time.time() - started
         run.accelerator.log(metrics, step=step)
-        keep_best(state, metrics, step, run.cfg, run.raw_model)
+        keep_best(state, metrics, step, run.raw_model, run.cfg.output_dir,
+                  selections(run.cfg.model_type, run.cfg.speaker_metric, run.cfg.follower_metric))
         bar.write(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
     state.update(_broadcast(state, run.accelerator))
 

@@ -84,7 +84,7 @@ class TrainConfig:
     follower_metric: str = option("sr", (
         "the validation metric that chooses a follower's best/ (MS-VAE's): sr (its success rate) or reading (its SR "
         "minus its SR told another episode's mission: how much of its success comes from the instruction; needs "
-        "validate_reading). Both are logged either way"))
+        "validate_reading). SR is logged either way, reading wherever validation reads"))
     bleu_examples: int = option(500, (
         "pairs of the valid / test split scored for BLEU-4; the valid ones also for their labels' replays"))
     speaker_metric: str = option("bleu", (
@@ -134,7 +134,7 @@ class TrainConfig:
         if self.follower_metric not in FOLLOWER_SELECTION:
             raise ValueError(f"follower_metric must be one of {sorted(FOLLOWER_SELECTION)}, got "
                              f"{self.follower_metric!r}")
-        if self.follower_metric == "reading" and not self.validate_reading:
+        if self.follower_metric == "reading" and not self.validate_reading and self.model_type != "speaker":
             raise ValueError("follower_metric reading needs validate_reading: true (validation must roll out each "
                              "seed told another episode's mission to measure reading)")
         if self.mixed_precision not in ("no", "bf16", "fp16"):

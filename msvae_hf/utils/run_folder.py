@@ -435,6 +435,19 @@ def save_best(model: Any, output_dir: str, name: str = "best") -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def keep_best(state: dict, metrics: dict[str, float], step: int, model: Any, output_dir: str,
+              chosen: dict[str, str]) -> None:
+    """Add a validation to ``state["history"]`` and save ``model`` into each folder of ``chosen`` (folder -> metric,
+    :func:`selections`) whose metric it improves (``state[folder]`` holds the step and score kept; a tie keeps the
+    earlier)."""
+    state["history"].append({"step": step, **metrics})
+    for name, metric in chosen.items():
+        score, kept = metrics.get(metric), state.get(name)
+        if score is not None and (kept is None or score > kept["score"]):
+            state[name] = {"step": step, "score": score}
+            save_best(model, output_dir, name)
+
+
 #: What ``speaker_metric`` names (a training config's): the validation metric that chooses a speaker.
 SPEAKER_METRICS = {"bleu": "valid/bleu", "demonstrated": "valid/demonstrated"}
 #: What ``follower_metric`` names: the validation metric that chooses a follower (MS-VAE's ``best/``): its SR, or its

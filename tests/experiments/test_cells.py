@@ -490,6 +490,7 @@ def test_the_follower_chosen_on_reading_trains_as_the_curves_follower(tag: str) 
     for seed in (0, 1, 2):
         chosen = train_config(cells[f"follower_film2_{tag}_byreading/seed{seed}"])
         assert (chosen.follower_metric, base.follower_metric, chosen.seed) == ("reading", "sr", seed)
+        assert level_rows("gotoseqlocal")[f"follower_film2_{tag}_byreading"].chosen_again == f"follower_film2_{tag}"
         assert dataclasses.replace(chosen, follower_metric="sr", seed=0, output_dir=base.output_dir) == base
 
 

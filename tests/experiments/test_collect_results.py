@@ -697,7 +697,7 @@ def test_selection_sets_the_checkpoint_chosen_on_reading_beside_the_one_chosen_o
     assert lines[2] == (f"| {label} | 0 | its `runs/` record | 400 (5.0) | 200 (10.0) | 60.0 / 62.0 (+2.0) | "
                         "10.0 / 12.0 (+2.0) | 55.0 / 60.0 (+5.0) |")
     assert lines[3].startswith(f"| {label} | 1 | its run trained again at abcdef1 | 400 (5.0) |")
-    assert lines[4].startswith(f"| {label} | 2 | - |")
+    assert lines[4] == f"| {label} | 2 | - | - | 200 (10.0) | - | - | - |"
     # seed 2 trained otherwise: the test counts seeds 0 and 1, gains 2 and 5 points (mean 3.5, sd 2.12), t with one
     # degree of freedom (Cauchy): one-sided p = 1/2 - atan(t) / pi
     one = 0.5 - math.atan(3.5 / (math.sqrt(4.5) / math.sqrt(2))) / math.pi
