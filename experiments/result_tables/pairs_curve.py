@@ -20,6 +20,7 @@ from .records import (
     p_greater_paired,
     p_text,
     read_json,
+    reading_points,
     records_by_row,
 )
 
@@ -398,8 +399,8 @@ def table_reading_history(level: str, argument: str, root: Path = RESULTS) -> li
         cells = []
         for update in HISTORY_UPDATES:
             h = by_update.get(update, {})
-            own, other = h.get("valid/success_rate"), h.get("valid/success_rate_other_mission")
-            cells.append("-" if own is None or other is None else f"{100 * (own - other):+.1f} ({100 * own:.1f})")
+            reading = reading_points(h, "valid/")
+            cells.append("-" if reading is None else f"{reading:+.1f} ({100 * h['valid/success_rate']:.1f})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 

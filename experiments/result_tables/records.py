@@ -77,14 +77,19 @@ def bleu_of_best(record: dict) -> float | None:
     return record.get("test_bleu_of_best") if record.get("best_speaker") else record.get("test_bleu")
 
 
+def reading_points(values: dict, prefix: str = "") -> float | None:
+    """SR minus SR told another episode's mission, in points, of a test summary (``prefix`` "") or of a validation
+    in a record's history (``prefix`` "valid/"); None where either is missing."""
+    own, other = values.get(f"{prefix}success_rate"), values.get(f"{prefix}success_rate_other_mission")
+    return None if own is None or other is None else 100 * (own - other)
+
+
 METRICS: dict[str, tuple[str, Callable[[dict], float | None]]] = {
     "sr": ("test SR (%)", lambda r: None if sr(r) is None else 100 * sr(r)),
     "sr_other": ("test SR told another mission (%)", lambda r: None if (v := (r.get("test") or {}).get(
         "success_rate_other_mission")) is None else 100 * v),
     # what reading the instruction adds: the points of SR lost when told another episode's mission
-    "sr_reading": ("test SR minus SR told another mission (points)", lambda r: None if (
-        (t := r.get("test") or {}).get("success_rate_other_mission") is None or t.get("success_rate") is None)
-        else 100 * (t["success_rate"] - t["success_rate_other_mission"])),
+    "sr_reading": ("test SR minus SR told another mission (points)", lambda r: reading_points(r.get("test") or {})),
     "spl": ("test SPL", lambda r: (r.get("test") or {}).get("spl")),
     "steps": ("test mean steps", lambda r: (r.get("test") or {}).get("mean_steps")),
     "bot_steps": ("bot's mean steps", lambda r: (r.get("test") or {}).get("bot_mean_steps")),

@@ -23,6 +23,7 @@ from .records import (
     p_greater,
     p_greater_paired,
     p_text,
+    reading_points,
     records_by_row,
     records_trained_again,
     records_with_curves,
@@ -248,10 +249,7 @@ def same_training(record: dict, other: dict) -> bool:
 
 def valid_reading_at(record: dict, step: int) -> float | None:
     """Validation SR minus SR told another mission at ``step`` of a record's history, in points."""
-    at = next((h for h in record.get("history") or [] if h["step"] == step), {})
-    if at.get("valid/success_rate_other_mission") is None:
-        return None
-    return 100 * (at["valid/success_rate"] - at["valid/success_rate_other_mission"])
+    return reading_points(next((h for h in record.get("history") or [] if h["step"] == step), {}), "valid/")
 
 
 def table_selection(level: str, rows: str, root: Path = RESULTS) -> list[str]:
