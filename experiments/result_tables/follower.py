@@ -10,7 +10,7 @@ from pathlib import Path
 from msvae_hf.models.configuration_msvae import FOLLOWER_VARIANTS as VARIANTS
 from msvae_hf.models.configuration_msvae import HEAD_FOLLOWER
 
-from .records import RESULTS
+from .records import RESULTS, reading_points
 
 #: (key in a record's test, header, scale, digits)
 COLUMNS = (
@@ -46,8 +46,7 @@ def table_follower_ablation(level: str, root: Path = RESULTS) -> list[str]:
         cells = []
         for key, _, scale, digits in COLUMNS:
             cells.append(_mean_sd([r["test"][key] * scale for r in records], digits))
-        gap = _mean_sd([100 * (r["test"]["success_rate"] - r["test"]["success_rate_other_mission"])
-                        for r in records], 1)
+        gap = _mean_sd([reading_points(r["test"]) for r in records], 1)
         speed = bench.get(variant)
         speed_cell = f"{speed['seconds_per_update']:.3f} ({speed['ratio_to_head_prev']:.2f})" if speed else "-"
         lines.append(f"| {variant} | {conditioning} | {'yes' if previous else 'no'} | " + " | ".join(cells)

@@ -20,6 +20,7 @@ from .records import (
     p_greater_paired,
     p_text,
     read_json,
+    reading_fraction,
     reading_points,
     records_by_row,
 )
@@ -95,10 +96,7 @@ LABEL_COLUMNS = (("demonstrated", "demonstrated %"), ("carried_out", "carried ou
 def test_value(record: dict, key: str) -> float | None:
     """A test metric of a record, ``reading`` being SR minus SR told another episode's mission."""
     test = record.get("test") or {}
-    if key == "reading":
-        own, other = test.get("success_rate"), test.get("success_rate_other_mission")
-        return None if own is None or other is None else own - other
-    return test.get(key)
+    return reading_fraction(test) if key == "reading" else test.get(key)
 
 
 def supervised_row(m: int, suffix: str = "") -> str:

@@ -77,11 +77,16 @@ def bleu_of_best(record: dict) -> float | None:
     return record.get("test_bleu_of_best") if record.get("best_speaker") else record.get("test_bleu")
 
 
-def reading_points(values: dict, prefix: str = "") -> float | None:
-    """SR minus SR told another episode's mission, in points, of a test summary (``prefix`` "") or of a validation
-    in a record's history (``prefix`` "valid/"); None where either is missing."""
+def reading_fraction(values: dict, prefix: str = "") -> float | None:
+    """SR minus SR told another episode's mission, a difference of rates, of a test summary (``prefix`` "") or of a
+    validation in a record's history (``prefix`` "valid/"); None where either is missing."""
     own, other = values.get(f"{prefix}success_rate"), values.get(f"{prefix}success_rate_other_mission")
-    return None if own is None or other is None else 100 * (own - other)
+    return None if own is None or other is None else own - other
+
+
+def reading_points(values: dict, prefix: str = "") -> float | None:
+    """:func:`reading_fraction` in points."""
+    return None if (value := reading_fraction(values, prefix)) is None else 100 * value
 
 
 METRICS: dict[str, tuple[str, Callable[[dict], float | None]]] = {

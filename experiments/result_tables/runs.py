@@ -193,6 +193,13 @@ def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     return lines
 
 
+def validated_alike(ours: list[dict], theirs: list[dict]) -> bool:
+    """Whether two validation histories, of equal length and not empty, agree at every update on every metric both
+    logged (a newer record logs more of them)."""
+    return len(ours) == len(theirs) > 0 and all(
+        all(a[key] == b[key] for key in a.keys() & b.keys()) for a, b in zip(ours, theirs, strict=True))
+
+
 def continued_record(level: str, record: dict, candidates: list[dict]) -> dict | None:
     """The record of the run that ``record`` continued (``--continue-from``): of its row's ``continues`` row and
     seed, among ``candidates`` (the records of ``runs/`` and of runs trained again), the one whose curve the
@@ -201,9 +208,9 @@ def continued_record(level: str, record: dict, candidates: list[dict]) -> dict |
     source = level_rows(level)[row].continues
     if source is None:
         return None
-    name, history = run_dir(level, source, seed).name, record.get("history", [])
-    return next((r for r in candidates if r["run"] == name and r.get("history")
-                 and history[:len(r["history"])] == r["history"]), None)
+    name, history = run_dir(level, source, seed).name, record.get("history") or []
+    return next((r for r in candidates if r["run"] == name
+                 and validated_alike(history[:len(r.get("history") or [])], r.get("history") or [])), None)
 
 
 def best_valid(record: dict) -> str:
@@ -240,11 +247,8 @@ def table_budget(level: str, rows: str, root: Path = RESULTS) -> list[str]:
 
 
 def same_training(record: dict, other: dict) -> bool:
-    """Whether two records validated alike at every update: the same training whatever chose their best/ (the
-    metrics both logged compared)."""
-    ours, theirs = record.get("history") or [], other.get("history") or []
-    return len(ours) == len(theirs) > 0 and all(
-        all(a[key] == b[key] for key in a.keys() & b.keys()) for a, b in zip(ours, theirs, strict=True))
+    """Whether two records validated alike at every update: the same training whatever chose their best/."""
+    return validated_alike(record.get("history") or [], other.get("history") or [])
 
 
 def valid_reading_at(record: dict, step: int) -> float | None:

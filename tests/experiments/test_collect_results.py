@@ -665,6 +665,26 @@ def test_budget_table_sets_each_continued_run_beside_the_record_it_continued(tmp
     assert lines[4].endswith("| its run trained again |") and len(lines) == 6
 
 
+def test_a_continued_run_logging_more_metrics_is_matched_on_those_both_logged(tmp_path):
+    """The continued run validates with a metric its first record did not log: the metrics both logged decide, and a
+    run whose shared metric differs at one update is not the one continued."""
+    runs = tmp_path / "bosslocal" / "runs"
+    runs.mkdir(parents=True)
+    first = [{"step": s, "valid/success_rate": v} for s, v in ((1000, 0.5), (2000, 0.6))]
+    longer = [{**h, "valid/success_rate_other_mission": 0.4} for h in first]
+    longer.append({"step": 4000, "valid/success_rate": 0.7, "valid/success_rate_other_mission": 0.45})
+    for name, history in (("msvae", first), ("msvae_4000", longer)):
+        rec = {"run": name, "history": history, "test": {"success_rate": history[-1]["valid/success_rate"]},
+               "best": {"step": history[-1]["step"], "score": history[-1]["valid/success_rate"]},
+               "config": {"eval_episodes": 100}}
+        (runs / f"{name}.json").write_text(json.dumps(rec))
+    assert table_budget("bosslocal", "msvae_4000", tmp_path)[2].endswith("| its `runs/` record |")
+    other = [first[0], {**first[1], "valid/success_rate": 0.61}]
+    (runs / "msvae.json").write_text(json.dumps({**json.loads((runs / "msvae.json").read_text()), "history": other}))
+    lines = table_budget("bosslocal", "msvae_4000", tmp_path)
+    assert len(lines) == 3 and lines[2].startswith("| MS-VAE full (+ V + D'), 4000 updates | 0 |")  # alone
+
+
 def test_selection_sets_the_checkpoint_chosen_on_reading_beside_the_one_chosen_on_sr(tmp_path):
     """Each seed's two checkpoints of one training: updates, validation and test readings side by side, the record
     that trained alike (in runs/ or of a run trained again; none where neither did), and the paired t-test of the
