@@ -195,7 +195,7 @@ def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
 
 def validated_alike(ours: list[dict], theirs: list[dict]) -> bool:
     """Whether two validation histories, of equal length and not empty, agree at every update on every metric both
-    logged (a newer record logs more of them)."""
+    logged (one may log metrics the other does not)."""
     return len(ours) == len(theirs) > 0 and all(
         all(a[key] == b[key] for key in a.keys() & b.keys()) for a, b in zip(ours, theirs, strict=True))
 
