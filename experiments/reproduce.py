@@ -27,7 +27,8 @@ continues with ``--resume`` (bit-identical to an uninterrupted run); a folder wi
 from saved weights, their hashes and the commit and machine their run's record names) and is never overwritten; a
 labelling's (speaker, command, commit, machine, wall time; labels written before their record held a wall time are not
 kept) to ``results/<level>/labels/<labels>.json``, one done again beside it. Each cell logs to
-``runs/<level>/logs/<cell>.log``.
+``runs/<level>/logs/<cell>.log``. A training cell whose run folder another process trains (its lock is held, e.g. by
+another driver) is left to it, its folder and log untouched, and counts as not done here.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from pathlib import Path
 from cells import Cell, level_cells
 
 from msvae_hf.data.pseudo_labels import RECORD_FILE, pseudo_labels_record
-from msvae_hf.utils.run_folder import checkpoint_dirs, read_json, write_json
+from msvae_hf.utils.run_folder import checkpoint_dirs, read_json, run_folder_holder, write_json
 
 
 def run_record(run: Path) -> dict:
@@ -293,6 +294,11 @@ def schedule(cells: list[Cell], todo: list[Cell], running: dict[str, tuple[subpr
                 continue
             if len(running) >= args.jobs:
                 break
+            if cell.run_dir is not None and (holder := run_folder_holder(cell.run_dir)) is not None:
+                todo.remove(cell)  # another driver trains it: neither its folder nor its log is touched
+                failed.append(cell.name)
+                print(f"BUSY   {cell.name}: {cell.run_dir} is in use by {holder}; left to it", flush=True)
+                continue
             command = prepare(cell)
             log = open(logs / (cell.name.replace("/", "_") + ".log"), "a", encoding="utf-8")  # noqa: SIM115
             log.write(f"$ {shlex.join(command)}\n")

@@ -153,6 +153,60 @@ def test_follower_chosen_on_its_reading(tiny_demos, tmp_path):
     assert "best checkpoint by validation SR by reading (SR minus SR told another episode's mission)" in card
 
 
+def test_both_choices_from_one_training(tiny_demos, tmp_path):
+    """also_select reading beside follower_metric sr: the run trains and validates as the run chosen on reading
+    does, its best/ is the first validation with the most SR, its best_reading/ holds the very weights of the
+    reading-chosen run's best/, and also_selected's test is that run's test; the card names both."""
+    from msvae_hf.hub.cards import render_run_card
+
+    flags = {"validate_reading": True, "max_updates": 6, "eval_every": 1, "eval_episodes": 8, "eval_batch_size": 8,
+             "learning_rate": 1e-2}
+    both = train_tiny("follower", tmp_path / "both", tiny_demos, also_select="reading", **flags)
+    by_reading = train_tiny("follower", tmp_path / "reading", tiny_demos, follower_metric="reading", **flags)
+    history = both["history"]
+    assert history == by_reading["history"]
+    most = max(h["valid/success_rate"] for h in history)
+    assert both["best"] == {"step": next(h["step"] for h in history if h["valid/success_rate"] == most),
+                            "score": most}
+    also = both["also_selected"]
+    assert (also["metric"], also["folder"], also["best"]) == ("reading", "best_reading", by_reading["best"])
+    weights = [load_file(run / "model.safetensors") for run in (tmp_path / "both/best_reading",
+                                                                tmp_path / "reading/best")]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    assert also["test"] == by_reading["test"]
+    card = str(render_run_card(tmp_path / "both", "someone/tiny"))  # the card describes best/, and names the other
+    assert "best checkpoint by validation SR" in card
+    assert (f"test success_rate of the run's best_reading/ checkpoint (best by validation SR by reading (SR minus SR "
+            f"told another episode's mission), update {also['best']['step']})") in card
+
+
+def test_the_also_selected_checkpoint_is_tested_on_its_own_where_it_differs(tiny_demos, tmp_path, monkeypatch):
+    """Validations scripted so that SR chooses update 2 and reading update 3: best/ and best_reading/ hold different
+    weights, and also_selected's test is best_reading/'s own on the test seeds best/ took."""
+    from msvae_hf.envs.seeds import TEST_SEED_START
+    from msvae_hf.evaluation.evaluate import evaluate_follower
+
+    scripted = {1: (0.6, 0.5), 2: (0.8, 0.75), 3: (0.7, 0.55), 4: (0.7, 0.6)}  # update: SR, SR told another
+    calls = iter(sorted(scripted))
+
+    def validate(*args: Any) -> dict[str, float]:
+        sr, other = scripted[next(calls)]
+        return {"valid/success_rate": sr, "valid/success_rate_other_mission": other, "valid/reading": sr - other}
+
+    monkeypatch.setattr("msvae_hf.training.loop.validate", validate)
+    run = tmp_path / "follower"
+    results = train_tiny("follower", run, tiny_demos, also_select="reading", validate_reading=True, max_updates=4,
+                         eval_every=1)
+    also = results["also_selected"]
+    assert results["best"] == {"step": 2, "score": 0.8} and also["best"] == {"step": 3, "score": 0.7 - 0.55}
+    weights = [load_file(run / folder / "model.safetensors") for folder in ("best", "best_reading")]
+    assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    summary, _ = evaluate_follower(AutoModel.from_pretrained(run / "best_reading"), results["level"],
+                                   TINY_TRAIN["test_episodes"], TEST_SEED_START, TINY_TRAIN["eval_batch_size"])
+    assert also["test"] == summary
+
+
 class _StepModel:
     """Stands in for a model in :func:`keep_best`: ``save_pretrained`` writes the step it was trained to."""
 
@@ -168,10 +222,12 @@ class _StepModel:
                          [("follower", "sr", 2), ("follower", "reading", 3), ("msvae", "reading", 3)])
 def test_keep_best_by_the_follower_metric(tmp_path, model_type, follower_metric, chosen):
     """best/ keeps the first validation with the most SR (sr) or the most SR minus SR told another mission
-    (reading); MS-VAE's best_speaker/ is chosen by BLEU either way."""
+    (reading), and best_<other>/ the other's choice (also_select); MS-VAE's best_speaker/ is chosen by BLEU
+    either way."""
     from msvae_hf.utils.run_folder import keep_best, selections
 
-    chosen_by = selections(model_type, "bleu", follower_metric)
+    also = "sr" if follower_metric == "reading" else "reading"
+    chosen_by = selections(model_type, "bleu", follower_metric, also_select=also)
     state: dict[str, Any] = {"history": [], "best": None, "best_speaker": None}
     validations = [(0.6, 0.5, 20.0), (0.8, 0.75, 30.0), (0.7, 0.55, 25.0), (0.7, 0.55, 10.0)]  # SR, other, BLEU
     for step, (sr, other, bleu) in enumerate(validations, start=1):
@@ -180,6 +236,8 @@ def test_keep_best_by_the_follower_metric(tmp_path, model_type, follower_metric,
             metrics["valid/bleu"] = bleu
         keep_best(state, metrics, step, _StepModel(step), str(tmp_path), chosen_by)
     assert state["best"]["step"] == chosen and (tmp_path / "best" / "step.txt").read_text() == str(chosen)
+    assert state[f"best_{also}"]["step"] == 5 - chosen  # SR chooses update 2, reading update 3
+    assert (tmp_path / f"best_{also}" / "step.txt").read_text() == str(5 - chosen)
     if model_type == "msvae":
         assert state["best_speaker"]["step"] == 2 and (tmp_path / "best_speaker" / "step.txt").read_text() == "2"
 
@@ -716,6 +774,14 @@ def test_command_line_values_keep_their_type(tmp_path):
         load_config(None, {"follower_metric": "spl"})
     with pytest.raises(ValueError, match="follower_metric reading needs validate_reading: true"):
         load_config(None, {"follower_metric": "reading", "validate_reading": False})
+    with pytest.raises(ValueError, match=r"also_select must be one of \['reading', 'sr'\] or null, got 'spl'"):
+        load_config(None, {"also_select": "spl"})
+    with pytest.raises(ValueError, match="also_select 'sr' is follower_metric too: best/ already keeps it"):
+        load_config(None, {"also_select": "sr"})
+    with pytest.raises(ValueError, match="also_select chooses a follower checkpoint; a speaker run has none"):
+        load_config(None, {"model_type": "speaker", "also_select": "reading"})
+    with pytest.raises(ValueError, match="also_select reading needs validate_reading: true"):
+        load_config(None, {"also_select": "reading", "validate_reading": False})
 
 
 def test_resume_with_another_model_type(baseline_runs, tiny_demos, tmp_path):

@@ -195,9 +195,10 @@ def table_flatness(level: str, rows: str, root: Path = RESULTS) -> list[str]:
 
 def validated_alike(ours: list[dict], theirs: list[dict]) -> bool:
     """Whether two validation histories, of equal length and not empty, agree at every update on every metric both
-    logged (one may log metrics the other does not)."""
+    logged (one may log metrics the other does not), and both logged one besides the update at each."""
     return len(ours) == len(theirs) > 0 and all(
-        all(a[key] == b[key] for key in a.keys() & b.keys()) for a, b in zip(ours, theirs, strict=True))
+        (a.keys() & b.keys()) - {"step"} and all(a[key] == b[key] for key in a.keys() & b.keys())
+        for a, b in zip(ours, theirs, strict=True))
 
 
 def continued_record(level: str, record: dict, candidates: list[dict]) -> dict | None:
@@ -256,13 +257,21 @@ def valid_reading_at(record: dict, step: int) -> float | None:
     return reading_points(next((h for h in record.get("history") or [] if h["step"] == step), {}), "valid/")
 
 
+def chosen_on_reading(record: dict) -> dict | None:
+    """A record as if its run had kept only the checkpoint it also chose on validation reading (``also_selected``,
+    ``--also-select reading``): its ``best`` and ``test`` replaced by that checkpoint's; None where it kept none."""
+    also = record.get("also_selected") or {}
+    return None if also.get("metric") != "reading" else {**record, "best": also["best"], "test": also["test"]}
+
+
 def table_selection(level: str, rows: str, root: Path = RESULTS) -> list[str]:
-    """Each seed of ``rows`` (cells.Row.chosen_again: the same training, best/ chosen on validation reading) beside
-    its run chosen on validation SR (the record, in ``runs/`` or of a run trained again, that validated alike at every
-    update; the commits of all such runs trained again; ``-`` and no comparison where none did): each checkpoint's
-    update and validation reading, and the test SR, SR by reading and SR on another mission of the same room of
-    both; then the test reading's difference over every seed with both checkpoints of one training, with the paired
-    t-test (seed by seed)."""
+    """Each seed of ``rows`` chosen on validation reading beside the same training chosen on validation SR: for a row
+    of cells.Row.chosen_again (the training again, best/ chosen on reading), the record, in ``runs/`` or of a run
+    trained again, that validated alike at every update (the commits of all such runs trained again; ``-`` and no
+    comparison where none did); for a row whose runs kept both choices (``--also-select reading``), each record's
+    best/ and best_reading/. Each checkpoint's update and validation reading, and the test SR, SR by reading and SR on
+    another mission of the same room of both; then the test reading's difference over every seed with both
+    checkpoints of one training, with the paired t-test (seed by seed)."""
     records = load_records(level, root)
     candidates = [*records.values(), *load_reruns(level, root)]
     by_row = records_by_row(records)
@@ -283,16 +292,24 @@ def table_selection(level: str, rows: str, root: Path = RESULTS) -> list[str]:
         source = level_rows(level)[row].chosen_again
         for record in by_row.get(row, []):
             seed = run_row(record["run"])[1]
-            name = run_dir(level, source, seed).name
-            matches = [r for r in candidates if r["run"] == name and same_training(record, r)]
-            step = record["best"]["step"]
-            if not matches:  # no record of this training chosen on SR: nothing to compare
-                lines.append(f"| {row_label(level, row)} | {seed} | - | - | {step} "
-                             f"({fmt(valid_reading_at(record, step), '.1f')}) | - | - | - |")
-                continue
-            base = matches[0]
-            trained = ("its `runs/` record" if any(r is records.get(name) for r in matches) else "its run trained "
-                       "again at " + ", ".join(short_commit(r.get("commit")) for r in matches))
+            if source is None:  # one training, both choices kept
+                base, record = record, chosen_on_reading(record)
+                if record is None:
+                    raise ValueError(f"{base['run']} kept no checkpoint chosen on validation reading (train it with "
+                                     "--also-select reading), and its row names no run chosen so "
+                                     "(cells.Row.chosen_again)")
+                trained = "itself (`best_reading/`)"
+            else:
+                name = run_dir(level, source, seed).name
+                matches = [r for r in candidates if r["run"] == name and same_training(record, r)]
+                if not matches:  # no record of this training chosen on SR: nothing to compare
+                    step = record["best"]["step"]
+                    lines.append(f"| {row_label(level, row)} | {seed} | - | - | {step} "
+                                 f"({fmt(valid_reading_at(record, step), '.1f')}) | - | - | - |")
+                    continue
+                base = matches[0]
+                trained = ("its `runs/` record" if any(r is records.get(name) for r in matches) else "its run "
+                           "trained again at " + ", ".join(short_commit(r.get("commit")) for r in matches))
             if reading(record) is not None and reading(base) is not None:
                 pairs.append((reading(base), reading(record)))
             steps = [(r["best"]["step"], valid_reading_at(r, r["best"]["step"])) for r in (base, record)]

@@ -30,7 +30,7 @@ from ..envs.seeds import TEST_SEED_START
 from ..evaluation.evaluate import evaluate_follower, resolve_device
 from ..evaluation.render import render_rollouts
 from ..evaluation.rollout import evaluation_seeds, resolve_level
-from ..utils.run_folder import write_json
+from ..utils.run_folder import BEST_FOLDERS, write_json
 from ..utils.runtime import unwritable_folder
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
@@ -43,7 +43,7 @@ def missing_model(path: str) -> str | None:
     if folder.is_dir():
         if (folder / "config.json").is_file():
             return None
-        saved = [str(folder / name) for name in ("best", "best_speaker") if (folder / name / "config.json").is_file()]
+        saved = [str(folder / name) for name in BEST_FOLDERS if (folder / name / "config.json").is_file()]
         if saved:
             return f"no model in {path}: did you mean {' or '.join(saved)}?"
         if (folder / "train_state.json").is_file() or folder.name == "checkpoints":

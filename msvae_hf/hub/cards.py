@@ -203,10 +203,10 @@ METRIC_WORDS = {"valid/bleu": "validation BLEU", "valid/success_rate": "validati
 
 
 def _chosen_by(train_config: Mapping[str, Any], folder: str = "best") -> str:
-    """The validation metric that chose the run's ``folder`` (``best`` or MS-VAE's ``best_speaker``;
-    :func:`~msvae_hf.utils.run_folder.selections`), in words."""
+    """The validation metric that chose the run's ``folder`` (``best``, MS-VAE's ``best_speaker``, or the folder of
+    ``also_select``; :func:`~msvae_hf.utils.run_folder.selections`), in words."""
     chosen = selections(str(train_config.get("model_type")), str(train_config.get("speaker_metric", "bleu")),
-                        str(train_config.get("follower_metric", "sr")))
+                        str(train_config.get("follower_metric", "sr")), train_config.get("also_select"))
     return METRIC_WORDS[chosen[folder]]
 
 
@@ -266,6 +266,12 @@ def run_metrics(results: Mapping[str, Any], train_config: Mapping[str, Any]) -> 
             metrics[f"bleu of the run's best_speaker/ checkpoint (best by {chosen})"] = results["test_bleu"]
     if results.get("best"):
         metrics["best validation step"] = results["best"]["step"]
+    if also := results.get("also_selected"):  # the same training's other choice, kept beside best/ (not pushed)
+        about = (f"of the run's {also['folder']}/ checkpoint (best by {_chosen_by(train_config, also['folder'])}, "
+                 f"update {also['best']['step']})")
+        for key in ("success_rate", "reading"):
+            if key in also["test"]:
+                metrics[f"test {key} {about}"] = also["test"][key]
     metrics["updates"] = results.get("updates")
     return metrics
 

@@ -21,7 +21,7 @@ from huggingface_hub.repocard import RepoCard
 from huggingface_hub.utils import validate_repo_id
 from safetensors import safe_open
 
-from ..utils.run_folder import selections
+from ..utils.run_folder import BEST_FOLDERS
 from .cards import render_run_card, run_kind, stage_shown_extras
 
 
@@ -122,9 +122,6 @@ RUN_FILES = ("results.json", "train_config.json", "best/config.json", "best/mode
 RUN_EXTRAS = ("results.json", "train_config.json", "command.txt")
 
 
-#: The folders of a run whose weights must all be finite before anything of it is pushed: every folder a run keeps
-#: a model in (MS-VAE keeps the most: best/ and best_speaker/, :func:`~msvae_hf.utils.run_folder.selections`).
-CHECKED_WEIGHTS = tuple(selections("msvae"))
 
 
 def check_finite_weights(folder: str | Path) -> None:
@@ -163,8 +160,8 @@ def push_run(
     card, train_config.json, command.txt and results.json show absolute paths relative to the folder the run
     was trained from (``dataset``, a Hub dataset id, replaces ``demos``; ``base_models``, the Hub ids of the
     checkpoints it was initialised from, go into the card's ``base_model``). A run without ``best/`` or
-    ``results.json``, or whose ``best/`` or ``best_speaker/`` holds a NaN or inf weight, is an error before
-    anything is staged or uploaded.
+    ``results.json``, or one of whose chosen models (``best/``, ``best_speaker/``, ``best_<metric>/``) holds a NaN or
+    inf weight, is an error before anything is staged or uploaded.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -178,7 +175,7 @@ def push_run(
             validate_repo_id(dataset)
         except ValueError as err:  # HFValidationError
             raise ValueError(f"dataset {dataset!r} is not a Hub dataset id (user/name): {err}") from None
-    for name in CHECKED_WEIGHTS:
+    for name in BEST_FOLDERS:  # every folder a run keeps a model in (run_folder.selections)
         if (run_dir / name).is_dir():
             check_finite_weights(run_dir / name)
     card = render_run_card(run_dir, repo_id, dataset, base_models)

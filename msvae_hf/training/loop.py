@@ -45,8 +45,10 @@ from ..models.modeling_baselines import FollowerModel, SpeakerModel
 from ..models.modeling_msvae import MSVAEModel
 from ..models.tokenization_msvae import MSVAETokenizer
 from ..utils.run_folder import (
+    BEST_FOLDERS,
     RunFolderBusy,
     RunLock,
+    also_selected_folder,
     check_finite_update,
     checkpoint_dirs,
     clear_unstarted_run_folder,
@@ -260,7 +262,7 @@ def continue_run(checkpoint: Path, output_dir: Path) -> None:
     checkpoint, i.e. a folder to start again, never one to resume."""
     source = checkpoint.parents[1]
     output_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("best", "best_speaker", "tb"):
+    for name in (*BEST_FOLDERS, "tb"):
         if (source / name).is_dir():
             shutil.copytree(source / name, output_dir / name)
     if (source / "command.txt").is_file():
@@ -497,7 +499,8 @@ def validate_and_keep(run: Run, state: dict[str, Any], step: int, bar: Any) -> N
         state["validation_time"] = state.get("validation_time", 0.0) + time.time() - started
         run.accelerator.log(metrics, step=step)
         keep_best(state, metrics, step, run.raw_model, run.cfg.output_dir,
-                  selections(run.cfg.model_type, run.cfg.speaker_metric, run.cfg.follower_metric))
+                  selections(run.cfg.model_type, run.cfg.speaker_metric, run.cfg.follower_metric,
+                             run.cfg.also_select))
         bar.write(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
     state.update(_broadcast(state, run.accelerator))
 
@@ -547,6 +550,8 @@ def final_evaluation(
         summary, _ = evaluate_follower(model, level, cfg.test_episodes, TEST_SEED_START, cfg.eval_batch_size,
                                        num_workers=cfg.eval_workers)
         results["test"] = summary
+        if cfg.also_select is not None and state.get(also_selected_folder(cfg.also_select)):
+            results["also_selected"] = also_selected(cfg, state, summary, level, device)
     if cfg.model_type in ("speaker", "msvae") and test is not None and len(test):
         results["test_bleu"], predictions = evaluate_speaker(model, test, max_examples=cfg.bleu_examples)
         speaker = state.get("best_speaker")
@@ -561,6 +566,22 @@ def final_evaluation(
         ]
     write_json(Path(cfg.output_dir) / "results.json", results, default=_json_default)
     return results
+
+
+def also_selected(cfg: TrainConfig, state: dict, best_test: dict[str, Any], level: str,
+                  device: torch.device | str) -> dict[str, Any]:
+    """The checkpoint chosen on ``cfg.also_select`` (:func:`also_selected_folder`): its metric, folder, update and
+    validation score, and its test on the seeds ``best/``'s took (``best_test``, taken as it is where both chose
+    one update)."""
+    folder = also_selected_folder(cfg.also_select)
+    kept = state[folder]
+    if kept["step"] == state["best"]["step"]:
+        test = best_test
+    else:
+        model = MODEL_TYPES[cfg.model_type][0].from_pretrained(Path(cfg.output_dir) / folder).to(device)
+        test, _ = evaluate_follower(model, level, cfg.test_episodes, TEST_SEED_START, cfg.eval_batch_size,
+                                    num_workers=cfg.eval_workers)
+    return {"metric": cfg.also_select, "folder": folder, "best": kept, "test": test}
 
 
 def _json_default(value: Any) -> Any:

@@ -85,6 +85,10 @@ class TrainConfig:
         "the validation metric that chooses a follower's best/ (MS-VAE's): sr (its success rate) or reading (its SR "
         "minus its SR told another episode's mission: how much of its success comes from the instruction; needs "
         "validate_reading). SR is logged either way, reading wherever validation reads"))
+    also_select: str | None = option(None, (
+        "a second follower metric (sr or reading, not follower_metric; followers and MS-VAE) whose best checkpoint "
+        "the run also keeps, in best_<metric>/, and tests at the end beside best/ (results.json's also_selected: its "
+        "update, validation score and test): both choices from one training. reading needs validate_reading"))
     bleu_examples: int = option(500, (
         "pairs of the valid / test split scored for BLEU-4; the valid ones also for their labels' replays"))
     speaker_metric: str = option("bleu", (
@@ -137,6 +141,18 @@ class TrainConfig:
         if self.follower_metric == "reading" and not self.validate_reading and self.model_type != "speaker":
             raise ValueError("follower_metric reading needs validate_reading: true (validation must roll out each "
                              "seed told another episode's mission to measure reading)")
+        if self.also_select is not None:
+            if self.also_select not in FOLLOWER_SELECTION:
+                raise ValueError(f"also_select must be one of {sorted(FOLLOWER_SELECTION)} or null, got "
+                                 f"{self.also_select!r}")
+            if self.model_type == "speaker":
+                raise ValueError("also_select chooses a follower checkpoint; a speaker run has none (use "
+                                 "speaker_metric)")
+            if self.also_select == self.follower_metric:
+                raise ValueError(f"also_select {self.also_select!r} is follower_metric too: best/ already keeps it")
+            if self.also_select == "reading" and not self.validate_reading:
+                raise ValueError("also_select reading needs validate_reading: true (validation must roll out each "
+                                 "seed told another episode's mission to measure reading)")
         if self.mixed_precision not in ("no", "bf16", "fp16"):
             raise ValueError(f"mixed_precision must be no, bf16 or fp16, got {self.mixed_precision!r}")
         for name in POSITIVE_FIELDS:

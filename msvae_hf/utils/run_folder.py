@@ -9,6 +9,7 @@ Layout (``output_dir/``)::
                                by follower_metric for followers and MS-VAE (SR unless told), by
                                speaker_metric for speakers (BLEU unless told; selections)
     best_speaker/              MS-VAE only: the best by speaker_metric, the checkpoint of its speaker role
+    best_reading/, best_sr/    where also_select names that follower metric: the best by it too, tested beside best/
     tb/                        TensorBoard logs
     train_config.json          the run's TrainConfig; command.txt: each command line that started or resumed it
     results.json               validation history, App. D's smoothed max, test SR / BLEU; on pseudo-labels, their
@@ -121,6 +122,27 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def run_folder_holder(folder: str | Path) -> str | None:
+    """Who holds ``folder``'s :class:`RunLock` (the line it wrote), or None where no live process does. Creates
+    nothing and takes no lock that outlives the call: a driver asks before it touches a run folder."""
+    import fcntl
+
+    path = Path(folder) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return path.read_text(encoding="utf-8", errors="replace").strip() or "another process"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def is_empty_run_folder(folder: str | Path) -> bool:
@@ -463,13 +485,28 @@ def primary_metric(model_type: str, speaker_metric: str = "bleu", follower_metri
     return FOLLOWER_SELECTION[follower_metric]
 
 
-def selections(model_type: str, speaker_metric: str = "bleu", follower_metric: str = "sr") -> dict[str, str]:
+def also_selected_folder(follower_metric: str) -> str:
+    """The folder that keeps the best model by ``follower_metric`` where a run also selects on it (``also_select``):
+    ``best_reading`` or ``best_sr``."""
+    return f"best_{follower_metric}"
+
+
+#: Every folder of a run that holds a model chosen on validation (:func:`selections`), ``best/`` first.
+BEST_FOLDERS = ("best", "best_speaker", *(also_selected_folder(m) for m in FOLLOWER_SELECTION))
+
+
+def selections(model_type: str, speaker_metric: str = "bleu", follower_metric: str = "sr",
+               also_select: str | None = None) -> dict[str, str]:
     """Which folder keeps the best model by which validation metric.
 
     MS-VAE is both a follower and a speaker (Sec. 5.1 evaluates it by SR and by BLEU), so it keeps one
-    checkpoint per role, each chosen by its own metric, as the baseline follower and speaker are.
+    checkpoint per role, each chosen by its own metric, as the baseline follower and speaker are. A follower or
+    MS-VAE that also selects on another follower metric (``also_select``) keeps that choice beside ``best/``
+    (:func:`also_selected_folder`): two choices from one training.
     """
     chosen = {"best": primary_metric(model_type, speaker_metric, follower_metric)}
     if model_type == "msvae":
         chosen["best_speaker"] = SPEAKER_METRICS[speaker_metric]
+    if also_select is not None:
+        chosen[also_selected_folder(also_select)] = FOLLOWER_SELECTION[also_select]
     return chosen

@@ -52,6 +52,7 @@ from result_tables.runs import (
     table_seeds_again,
     table_selection,
     table_speed,
+    validated_alike,
 )
 from result_tables.scale import table_architectures, table_unpaired
 from result_tables.studies import table_gradient_sweep, table_probe_data, table_rescoring, table_validation
@@ -685,6 +686,18 @@ def test_a_continued_run_logging_more_metrics_is_matched_on_those_both_logged(tm
     assert len(lines) == 3 and lines[2].startswith("| MS-VAE full (+ V + D'), 4000 updates | 0 |")  # alone
 
 
+def test_histories_validated_alike_agree_on_a_metric_both_logged_at_every_update():
+    """Equal length, one metric besides the update shared at each, every shared one equal; extra metrics ignored."""
+    sr = [{"step": 1, "valid/success_rate": 0.5}, {"step": 2, "valid/success_rate": 0.6}]
+    more = [{**h, "valid/reading": 0.1} for h in sr]
+    assert validated_alike(sr, more) and validated_alike(more, sr)
+    assert not validated_alike(sr, [sr[0], {**sr[1], "valid/success_rate": 0.61}])
+    assert not validated_alike(sr, sr[:1]) and not validated_alike([], [])
+    bleu = [{"step": h["step"], "valid/bleu": 30.0} for h in sr]  # the same updates, nothing else in common
+    assert not validated_alike(sr, bleu)
+    assert not validated_alike(sr, [sr[0], bleu[1]])
+
+
 def test_selection_sets_the_checkpoint_chosen_on_reading_beside_the_one_chosen_on_sr(tmp_path):
     """Each seed's two checkpoints of one training: updates, validation and test readings side by side, the record
     that trained alike (in runs/ or of a run trained again; none where neither did), and the paired t-test of the
@@ -723,6 +736,37 @@ def test_selection_sets_the_checkpoint_chosen_on_reading_beside_the_one_chosen_o
     one = 0.5 - math.atan(3.5 / (math.sqrt(4.5) / math.sqrt(2))) / math.pi
     assert lines[5] == ("| every seed of one training | | | | | | 3.5 +- 2.1 (n = 2) more by reading; paired one-sided "
                         f"p = {one:.2g}, two-sided {2 * one:.2g} | |")
+
+
+def test_selection_reads_both_choices_from_one_record_that_kept_both(tmp_path):
+    """A row whose runs kept the checkpoint chosen on reading beside best/ (``--also-select reading``): each record
+    is compared with itself, seed by seed, with the paired t-test; a record of such a row that kept none is one line
+    naming it and the flag."""
+    runs = tmp_path / "gotoseqlocal" / "runs"
+    runs.mkdir(parents=True)
+    history = [{"step": 200, "valid/success_rate": 0.6, "valid/success_rate_other_mission": 0.45},
+               {"step": 400, "valid/success_rate": 0.7, "valid/success_rate_other_mission": 0.65}]
+    test = {"success_rate": 0.6, "success_rate_other_mission": 0.5, "success_rate_same_room": 0.55}
+    for seed, gain in {0: 0.02, 1: 0.04}.items():
+        record = {"run": "follower_film2_m1k" + (f"_seed{seed}" if seed else ""), "history": history,
+                  "best": {"step": 400, "score": 0.7}, "test": test,
+                  "also_selected": {"metric": "reading", "folder": "best_reading", "best": {"step": 200, "score": 0.15},
+                                    "test": {**test, "success_rate_other_mission": 0.5 - gain}}}
+        (runs / f"{record['run']}.json").write_text(json.dumps(record))
+    lines = table_selection("gotoseqlocal", "follower_film2_m1k", tmp_path)
+    label = "supervised follower, M = 1,000 pairs"
+    assert lines[2] == (f"| {label} | 0 | itself (`best_reading/`) | 400 (5.0) | 200 (15.0) | 60.0 / 60.0 (+0.0) | "
+                        "10.0 / 12.0 (+2.0) | 55.0 / 55.0 (+0.0) |")
+    assert lines[3].startswith(f"| {label} | 1 | itself (`best_reading/`) | 400 (5.0) | 200 (15.0) |")
+    one = 0.5 - math.atan(3.0 / (math.sqrt(2.0) / math.sqrt(2))) / math.pi  # gains 2 and 4: mean 3, sd 1.41
+    assert lines[4] == ("| every seed of one training | | | | | | 3.0 +- 1.4 (n = 2) more by reading; paired one-sided "
+                        f"p = {one:.2g}, two-sided {2 * one:.2g} | |")
+    (runs / "follower_film2_m1k_seed2.json").write_text(json.dumps({"run": "follower_film2_m1k_seed2",
+                                                                    "history": history, "best": {"step": 400},
+                                                                    "test": test}))
+    with pytest.raises(ValueError, match=r"^follower_film2_m1k_seed2 kept no checkpoint chosen on validation reading "
+                                         r"\(train it with --also-select reading\)"):
+        table_selection("gotoseqlocal", "follower_film2_m1k", tmp_path)
 
 
 def test_quarter_means_set_the_last_quarter_against_the_one_before():
