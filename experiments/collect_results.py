@@ -30,7 +30,8 @@ scale), ``runs:ROW,...`` (every run of those rows, one line each, with the rando
 ``seeds_again:ROW,...`` (the same, each run trained again counted as it was trained again),
 ``flatness:ROW,...`` (has each run's validation SR stopped rising), ``budget:ROW,...`` (runs continued to a
 larger budget, each seed beside the run it continued), ``selection:ROW,...`` (one training, best/ chosen on validation
-reading beside the run chosen on validation SR), ``speakers:FILE``, ``pragmatics:FILE``,
+reading beside the run chosen on validation SR, or both choices of runs trained with --also-select),
+``speakers:FILE``, ``pragmatics:FILE``,
 ``rescoring:FILE`` (pragmatic_speakers per system and seed: lam chosen on valid and the best on test),
 ``probes:FILE``, ``probe_data:FILE`` (how many trajectories each probe read), ``gradients:FILE``,
 ``gradient_sweep:FILE,...`` (objective_gradients.py's JSONs side by side, with their alpha sweeps),

@@ -28,7 +28,9 @@ from saved weights, their hashes and the commit and machine their run's record n
 labelling's (speaker, command, commit, machine, wall time; labels written before their record held a wall time are not
 kept) to ``results/<level>/labels/<labels>.json``, one done again beside it. Each cell logs to
 ``runs/<level>/logs/<cell>.log``. A training cell whose run folder another process trains (its lock is held, e.g. by
-another driver) is left to it, its folder and log untouched, and counts as not done here.
+another driver's trainer) is left to it, its folder and log untouched, and counts as not done here. A trainer takes the
+lock once it has loaded its data and model, before it writes into the folder; a second driver that starts the same cell
+before then has its trainer refused at the lock.
 """
 
 from __future__ import annotations

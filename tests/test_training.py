@@ -183,11 +183,13 @@ def test_both_choices_from_one_training(tiny_demos, tmp_path):
 
 def test_the_also_selected_checkpoint_is_tested_on_its_own_where_it_differs(tiny_demos, tmp_path, monkeypatch):
     """Validations scripted so that SR chooses update 2 and reading update 3: best/ and best_reading/ hold different
-    weights, and also_selected's test is best_reading/'s own on the test seeds best/ took."""
+    weights, and also_selected's test is best_reading/'s own on the test seeds best/ took; a run continued from it
+    to worse validations keeps both choices, best_reading/'s weights the same."""
     from msvae_hf.envs.seeds import TEST_SEED_START
     from msvae_hf.evaluation.evaluate import evaluate_follower
 
-    scripted = {1: (0.6, 0.5), 2: (0.8, 0.75), 3: (0.7, 0.55), 4: (0.7, 0.6)}  # update: SR, SR told another
+    # update: (SR, SR told another mission)
+    scripted = {1: (0.6, 0.5), 2: (0.8, 0.75), 3: (0.7, 0.55), 4: (0.7, 0.6), 5: (0.5, 0.45), 6: (0.5, 0.45)}
     calls = iter(sorted(scripted))
 
     def validate(*args: Any) -> dict[str, float]:
@@ -205,6 +207,11 @@ def test_the_also_selected_checkpoint_is_tested_on_its_own_where_it_differs(tiny
     summary, _ = evaluate_follower(AutoModel.from_pretrained(run / "best_reading"), results["level"],
                                    TINY_TRAIN["test_episodes"], TEST_SEED_START, TINY_TRAIN["eval_batch_size"])
     assert also["test"] == summary
+    more = train_tiny("follower", tmp_path / "more", tiny_demos, also_select="reading", validate_reading=True,
+                      max_updates=6, eval_every=1, continue_from=str(run))
+    assert (more["best"], more["also_selected"]["best"]) == (results["best"], also["best"])
+    kept = load_file(tmp_path / "more" / "best_reading" / "model.safetensors")
+    assert all(torch.equal(kept[k], weights[1][k]) for k in weights[1])
 
 
 class _StepModel:

@@ -257,21 +257,26 @@ def valid_reading_at(record: dict, step: int) -> float | None:
     return reading_points(next((h for h in record.get("history") or [] if h["step"] == step), {}), "valid/")
 
 
-def chosen_on_reading(record: dict) -> dict | None:
-    """A record as if its run had kept only the checkpoint it also chose on validation reading (``also_selected``,
-    ``--also-select reading``): its ``best`` and ``test`` replaced by that checkpoint's; None where it kept none."""
+def both_choices(record: dict) -> tuple[dict, dict] | None:
+    """The two checkpoints of a run trained with ``--also-select`` as records of their own, the one chosen on
+    validation SR first and the one chosen on validation reading second (``also_selected`` gives its checkpoint's
+    ``best`` and ``test``); None where the run kept one choice."""
     also = record.get("also_selected") or {}
-    return None if also.get("metric") != "reading" else {**record, "best": also["best"], "test": also["test"]}
+    if also.get("metric") not in ("sr", "reading"):
+        return None
+    other = {**record, "best": also["best"], "test": also["test"]}
+    return (record, other) if also["metric"] == "reading" else (other, record)
 
 
 def table_selection(level: str, rows: str, root: Path = RESULTS) -> list[str]:
     """Each seed of ``rows`` chosen on validation reading beside the same training chosen on validation SR: for a row
     of cells.Row.chosen_again (the training again, best/ chosen on reading), the record, in ``runs/`` or of a run
     trained again, that validated alike at every update (the commits of all such runs trained again; ``-`` and no
-    comparison where none did); for a row whose runs kept both choices (``--also-select reading``), each record's
-    best/ and best_reading/. Each checkpoint's update and validation reading, and the test SR, SR by reading and SR on
-    another mission of the same room of both; then the test reading's difference over every seed with both
-    checkpoints of one training, with the paired t-test (seed by seed)."""
+    comparison where none did); for a row whose runs kept both choices (``--also-select``), each record's best/ and
+    its other choice (``-`` and no comparison where a record kept one). Each checkpoint's update and validation
+    reading, and the test SR, SR by reading and SR on another mission of the same room of both; then the test
+    reading's difference over every seed with both checkpoints of one training, with the paired t-test (seed by
+    seed)."""
     records = load_records(level, root)
     candidates = [*records.values(), *load_reruns(level, root)]
     by_row = records_by_row(records)
@@ -293,12 +298,13 @@ def table_selection(level: str, rows: str, root: Path = RESULTS) -> list[str]:
         for record in by_row.get(row, []):
             seed = run_row(record["run"])[1]
             if source is None:  # one training, both choices kept
-                base, record = record, chosen_on_reading(record)
-                if record is None:
-                    raise ValueError(f"{base['run']} kept no checkpoint chosen on validation reading (train it with "
-                                     "--also-select reading), and its row names no run chosen so "
-                                     "(cells.Row.chosen_again)")
-                trained = "itself (`best_reading/`)"
+                if (found := both_choices(record)) is None:  # one choice: nothing to compare
+                    step, by = record["best"]["step"], (record.get("config") or {}).get("follower_metric", "sr")
+                    kept = f"{step} ({fmt(valid_reading_at(record, step), '.1f')})"
+                    lines.append(f"| {row_label(level, row)} | {seed} | - | "
+                                 + (f"{kept} | - |" if by == "sr" else f"- | {kept} |") + " - | - | - |")
+                    continue
+                (base, record), trained = found, f"itself (`{record['also_selected']['folder']}/`)"
             else:
                 name = run_dir(level, source, seed).name
                 matches = [r for r in candidates if r["run"] == name and same_training(record, r)]

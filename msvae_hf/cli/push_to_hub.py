@@ -9,7 +9,8 @@ success rate and its protocol, the paper-protocol smoothed max of validation SR,
 training command, the configuration and the demonstrations. Authentication is huggingface_hub's own
 (``hf auth login`` or HF_TOKEN).
 
-Nothing is staged or uploaded when ``best/`` or ``best_speaker/`` holds a NaN or inf weight (a diverged run).
+Nothing is staged or uploaded when a model the run kept (``best/``, ``best_speaker/``, ``best_<metric>/``) holds a NaN
+or inf weight (a diverged run).
 What is uploaded names no local absolute path: the card, train_config.json and command.txt show each one
 relative to the folder the run was trained from (e.g. ``data/bosslocal_100k``), and ``--dataset`` names the
 demonstrations by their Hub id. The run folder itself is never modified. Installed by pip as

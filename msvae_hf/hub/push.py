@@ -122,8 +122,6 @@ RUN_FILES = ("results.json", "train_config.json", "best/config.json", "best/mode
 RUN_EXTRAS = ("results.json", "train_config.json", "command.txt")
 
 
-
-
 def check_finite_weights(folder: str | Path) -> None:
     """Raise ``ValueError`` (one line: the folder, its first non-finite tensor, how many) when a tensor of
     ``folder``'s ``*.safetensors`` holds NaN or inf, as a diverged run's weights do. Reads one tensor at a time."""

@@ -520,7 +520,8 @@ def final_evaluation(
     cfg: TrainConfig, state: dict, level: str, test: Any, device: torch.device | str = "cpu",
     labels_record: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Evaluate ``best/`` on the test seeds (SR) and the speaker checkpoint on the test split (BLEU).
+    """Evaluate ``best/`` on the test seeds (SR) and the speaker checkpoint on the test split (BLEU), and the
+    checkpoint chosen on ``also_select`` on the same test seeds (:func:`also_selected`).
 
     The speaker checkpoint is ``best_speaker/`` for MS-VAE and ``best/`` otherwise; both run on ``device``
     (the training device); writes ``results.json``, with ``labels_record`` (the record of the pseudo-labels the

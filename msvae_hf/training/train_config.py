@@ -138,9 +138,6 @@ class TrainConfig:
         if self.follower_metric not in FOLLOWER_SELECTION:
             raise ValueError(f"follower_metric must be one of {sorted(FOLLOWER_SELECTION)}, got "
                              f"{self.follower_metric!r}")
-        if self.follower_metric == "reading" and not self.validate_reading and self.model_type != "speaker":
-            raise ValueError("follower_metric reading needs validate_reading: true (validation must roll out each "
-                             "seed told another episode's mission to measure reading)")
         if self.also_select is not None:
             if self.also_select not in FOLLOWER_SELECTION:
                 raise ValueError(f"also_select must be one of {sorted(FOLLOWER_SELECTION)} or null, got "
@@ -150,9 +147,10 @@ class TrainConfig:
                                  "speaker_metric)")
             if self.also_select == self.follower_metric:
                 raise ValueError(f"also_select {self.also_select!r} is follower_metric too: best/ already keeps it")
-            if self.also_select == "reading" and not self.validate_reading:
-                raise ValueError("also_select reading needs validate_reading: true (validation must roll out each "
-                                 "seed told another episode's mission to measure reading)")
+        for name in ("follower_metric", "also_select"):
+            if getattr(self, name) == "reading" and not self.validate_reading and self.model_type != "speaker":
+                raise ValueError(f"{name} reading needs validate_reading: true (validation must roll out each seed "
+                                 "told another episode's mission to measure reading)")
         if self.mixed_precision not in ("no", "bf16", "fp16"):
             raise ValueError(f"mixed_precision must be no, bf16 or fp16, got {self.mixed_precision!r}")
         for name in POSITIVE_FIELDS:

@@ -31,6 +31,7 @@ import math
 import os
 import shutil
 import socket
+import time
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -90,10 +91,8 @@ class RunLock:
         self.path = self.folder / LOCK_NAME
         while True:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = self.path.read_text(encoding="utf-8", errors="replace").strip() or "another process"
+            if not _flock_soon(self._fd, fcntl.LOCK_EX):
+                holder = _holder_line(self.path)
                 os.close(self._fd)
                 raise RunFolderBusy(f"{self.folder} is in use by {holder}: {busy}") from None
             try:  # the holder before may have removed the file (its folder) while we waited: lock the one there now
@@ -124,6 +123,26 @@ class RunLock:
         self.release()
 
 
+def _flock_soon(fd: int, kind: int, tries: int = 5, wait_s: float = 0.05) -> bool:
+    """Take ``fcntl.flock`` ``kind`` on ``fd`` without blocking, trying ``tries`` times ``wait_s`` apart (a moment's
+    hold, such as :func:`run_folder_holder`'s, is not a holder); False where another holds it throughout."""
+    import fcntl
+
+    for attempt in range(tries):
+        try:
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if attempt + 1 < tries:
+                time.sleep(wait_s)
+    return False
+
+
+def _holder_line(path: Path) -> str:
+    """What a :class:`RunLock` file says of its holder."""
+    return path.read_text(encoding="utf-8", errors="replace").strip() or "another process"
+
+
 def run_folder_holder(folder: str | Path) -> str | None:
     """Who holds ``folder``'s :class:`RunLock` (the line it wrote), or None where no live process does. Creates
     nothing and takes no lock that outlives the call: a driver asks before it touches a run folder."""
@@ -135,10 +154,8 @@ def run_folder_holder(folder: str | Path) -> str | None:
     except FileNotFoundError:
         return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return path.read_text(encoding="utf-8", errors="replace").strip() or "another process"
+        if not _flock_soon(fd, fcntl.LOCK_SH, tries=1):
+            return _holder_line(path)
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:

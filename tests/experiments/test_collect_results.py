@@ -739,34 +739,34 @@ def test_selection_sets_the_checkpoint_chosen_on_reading_beside_the_one_chosen_o
 
 
 def test_selection_reads_both_choices_from_one_record_that_kept_both(tmp_path):
-    """A row whose runs kept the checkpoint chosen on reading beside best/ (``--also-select reading``): each record
-    is compared with itself, seed by seed, with the paired t-test; a record of such a row that kept none is one line
-    naming it and the flag."""
+    """A row whose runs kept both follower choices (``--also-select``): each record is compared with itself, seed by
+    seed, whichever choice is its best/ (seed 1 chose best/ on reading and also kept SR's), with the paired t-test;
+    a record that kept one choice is a row of ``-``."""
     runs = tmp_path / "gotoseqlocal" / "runs"
     runs.mkdir(parents=True)
     history = [{"step": 200, "valid/success_rate": 0.6, "valid/success_rate_other_mission": 0.45},
                {"step": 400, "valid/success_rate": 0.7, "valid/success_rate_other_mission": 0.65}]
-    test = {"success_rate": 0.6, "success_rate_other_mission": 0.5, "success_rate_same_room": 0.55}
+    by_sr = ({"step": 400, "score": 0.7}, {"success_rate": 0.6, "success_rate_other_mission": 0.5,
+                                          "success_rate_same_room": 0.55})
     for seed, gain in {0: 0.02, 1: 0.04}.items():
+        by_reading = ({"step": 200, "score": 0.15}, {**by_sr[1], "success_rate_other_mission": 0.5 - gain})
+        best, also, metric = (by_sr, by_reading, "reading") if seed == 0 else (by_reading, by_sr, "sr")
         record = {"run": "follower_film2_m1k" + (f"_seed{seed}" if seed else ""), "history": history,
-                  "best": {"step": 400, "score": 0.7}, "test": test,
-                  "also_selected": {"metric": "reading", "folder": "best_reading", "best": {"step": 200, "score": 0.15},
-                                    "test": {**test, "success_rate_other_mission": 0.5 - gain}}}
+                  "best": best[0], "test": best[1],
+                  "also_selected": {"metric": metric, "folder": f"best_{metric}", "best": also[0], "test": also[1]}}
         (runs / f"{record['run']}.json").write_text(json.dumps(record))
+    (runs / "follower_film2_m1k_seed2.json").write_text(json.dumps(
+        {"run": "follower_film2_m1k_seed2", "history": history, "best": by_sr[0], "test": by_sr[1]}))
     lines = table_selection("gotoseqlocal", "follower_film2_m1k", tmp_path)
     label = "supervised follower, M = 1,000 pairs"
     assert lines[2] == (f"| {label} | 0 | itself (`best_reading/`) | 400 (5.0) | 200 (15.0) | 60.0 / 60.0 (+0.0) | "
                         "10.0 / 12.0 (+2.0) | 55.0 / 55.0 (+0.0) |")
-    assert lines[3].startswith(f"| {label} | 1 | itself (`best_reading/`) | 400 (5.0) | 200 (15.0) |")
+    assert lines[3] == (f"| {label} | 1 | itself (`best_sr/`) | 400 (5.0) | 200 (15.0) | 60.0 / 60.0 (+0.0) | "
+                        "10.0 / 14.0 (+4.0) | 55.0 / 55.0 (+0.0) |")
+    assert lines[4] == f"| {label} | 2 | - | 400 (5.0) | - | - | - | - |"
     one = 0.5 - math.atan(3.0 / (math.sqrt(2.0) / math.sqrt(2))) / math.pi  # gains 2 and 4: mean 3, sd 1.41
-    assert lines[4] == ("| every seed of one training | | | | | | 3.0 +- 1.4 (n = 2) more by reading; paired one-sided "
+    assert lines[5] == ("| every seed of one training | | | | | | 3.0 +- 1.4 (n = 2) more by reading; paired one-sided "
                         f"p = {one:.2g}, two-sided {2 * one:.2g} | |")
-    (runs / "follower_film2_m1k_seed2.json").write_text(json.dumps({"run": "follower_film2_m1k_seed2",
-                                                                    "history": history, "best": {"step": 400},
-                                                                    "test": test}))
-    with pytest.raises(ValueError, match=r"^follower_film2_m1k_seed2 kept no checkpoint chosen on validation reading "
-                                         r"\(train it with --also-select reading\)"):
-        table_selection("gotoseqlocal", "follower_film2_m1k", tmp_path)
 
 
 def test_quarter_means_set_the_last_quarter_against_the_one_before():

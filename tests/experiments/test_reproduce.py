@@ -250,8 +250,8 @@ def test_a_cell_runs_after_a_pending_cell_but_does_not_start_it(tmp_path: Path, 
 
 
 def test_a_cell_whose_run_folder_another_process_trains_is_left_to_it(tmp_path: Path, monkeypatch, capsys) -> None:
-    """A run folder locked by another trainer (no checkpoint yet, which a start would otherwise clear) is neither
-    cleared nor resumed nor logged to: the cell counts as failed here, and what needs it is blocked."""
+    """A run folder locked by another trainer (before its first checkpoint, where a start would otherwise clear it) is
+    neither cleared nor resumed nor logged to: the cell counts as failed here, and what needs it is blocked."""
     from msvae_hf.utils.run_folder import RunLock, run_folder_holder
 
     monkeypatch.chdir(tmp_path)
@@ -262,15 +262,17 @@ def test_a_cell_whose_run_folder_another_process_trains_is_left_to_it(tmp_path: 
     after = stub("msvae", ("follower/seed0",))
     args = argparse.Namespace(level="gotoseqlocal", jobs=2)
     lock = RunLock(folder, command="the other driver's trainer")
-    (folder / "train_config.json").write_text("{}")  # a start before its first checkpoint
-    holder = run_folder_holder(folder)
-    assert holder is not None and holder.endswith("(the other driver's trainer)")
-    failed: list[str] = []
-    reproduce.schedule([busy, after], [busy, after], {}, set(), failed, Path("logs"), args)
-    assert failed == ["follower/seed0", "msvae"]
-    assert f"BUSY   follower/seed0: {folder} is in use by {holder}; left to it" in capsys.readouterr().out
-    assert (folder / "train_config.json").read_text() == "{}" and not list(Path("logs").iterdir())
-    lock.release()
+    try:
+        (folder / "train_config.json").write_text("{}")  # a start before its first checkpoint
+        holder = run_folder_holder(folder)
+        assert holder is not None and holder.endswith("(the other driver's trainer)")
+        failed: list[str] = []
+        reproduce.schedule([busy, after], [busy, after], {}, set(), failed, Path("logs"), args)
+        assert failed == ["follower/seed0", "msvae"]
+        assert f"BUSY   follower/seed0: {folder} is in use by {holder}; left to it" in capsys.readouterr().out
+        assert (folder / "train_config.json").read_text() == "{}" and not list(Path("logs").iterdir())
+    finally:
+        lock.release()
     assert run_folder_holder(folder) is None and run_folder_holder(tmp_path / "absent") is None
     assert not (tmp_path / "absent").exists()
 
