@@ -548,9 +548,7 @@ def final_evaluation(
     srs = [h["valid/success_rate"] for h in state["history"] if "valid/success_rate" in h]
     if srs:
         results["paper_protocol_valid_sr"] = smoothed_max(srs, window=5)
-        summary, _ = evaluate_follower(model, level, cfg.test_episodes, TEST_SEED_START, cfg.eval_batch_size,
-                                       num_workers=cfg.eval_workers)
-        results["test"] = summary
+        results["test"] = summary = follower_test(model, cfg, level)
         if cfg.also_select is not None and state.get(also_selected_folder(cfg.also_select)):
             results["also_selected"] = also_selected(cfg, state, summary, level, device)
     if cfg.model_type in ("speaker", "msvae") and test is not None and len(test):
@@ -569,6 +567,14 @@ def final_evaluation(
     return results
 
 
+def follower_test(model: Any, cfg: TrainConfig, level: str) -> dict[str, Any]:
+    """A follower checkpoint's test: ``cfg.test_episodes`` greedy episodes of ``level`` from the test seeds
+    (:func:`~msvae_hf.evaluation.evaluate.evaluate_follower`'s summary), the one protocol of every checkpoint a run
+    tests."""
+    return evaluate_follower(model, level, cfg.test_episodes, TEST_SEED_START, cfg.eval_batch_size,
+                             num_workers=cfg.eval_workers)[0]
+
+
 def also_selected(cfg: TrainConfig, state: dict, best_test: dict[str, Any], level: str,
                   device: torch.device | str) -> dict[str, Any]:
     """The checkpoint chosen on ``cfg.also_select`` (:func:`also_selected_folder`): its metric, folder, update and
@@ -579,9 +585,8 @@ def also_selected(cfg: TrainConfig, state: dict, best_test: dict[str, Any], leve
     if kept["step"] == state["best"]["step"]:
         test = best_test
     else:
-        model = MODEL_TYPES[cfg.model_type][0].from_pretrained(Path(cfg.output_dir) / folder).to(device)
-        test, _ = evaluate_follower(model, level, cfg.test_episodes, TEST_SEED_START, cfg.eval_batch_size,
-                                    num_workers=cfg.eval_workers)
+        test = follower_test(MODEL_TYPES[cfg.model_type][0].from_pretrained(Path(cfg.output_dir) / folder).to(device),
+                             cfg, level)
     return {"metric": cfg.also_select, "folder": folder, "best": kept, "test": test}
 
 
